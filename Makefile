@@ -1,0 +1,41 @@
+# Everything runs in .venv/, made on first use from the pinned constraints (constraints.txt).
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+DEMO_DIR ?= demo_data
+
+.PHONY: venv test test-fast demo bench lint format clean
+
+venv: $(STAMP)
+
+$(STAMP): setup.py constraints.txt
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install --quiet --upgrade pip
+	$(BIN)/pip install --quiet -c constraints.txt -e '.[dev]'
+	touch $(STAMP)
+
+test: $(STAMP)
+	$(BIN)/python -m pytest -q tests
+
+test-fast: $(STAMP)
+	$(BIN)/python -m pytest -q -m "not slow" tests
+
+demo: $(STAMP)
+	$(BIN)/python examples/make_sample_csv.py --output $(DEMO_DIR)/raw --files 4 --rows 50000
+	$(BIN)/python -m beam_jobs convert --input '$(DEMO_DIR)/raw/*.csv' --output $(DEMO_DIR)/out \
+		--target_shard_bytes 4MiB --compression gzip
+	$(BIN)/python -m beam_jobs inspect $(DEMO_DIR)/out
+	$(BIN)/python -m beam_jobs verify $(DEMO_DIR)/out
+	$(BIN)/python examples/train_mirrored.py $(DEMO_DIR)/out --steps 20
+
+lint: $(STAMP)
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+
+format: $(STAMP)
+	$(BIN)/ruff format .
+	$(BIN)/ruff check --fix .
+
+clean:
+	rm -rf $(VENV) $(DEMO_DIR) .pytest_cache

@@ -1,0 +1,46 @@
+"""`convert`: plan, run the Beam pipeline, and report what was published."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+
+import apache_beam as beam
+from apache_beam.options.pipeline_options import PipelineOptions
+
+from beam_jobs.options import ConvertConfig, apply_local_runner_defaults
+from beam_jobs.pipeline import ConvertCsvToShards
+from beam_jobs.planning import make_plan
+from beam_jobs.units import format_size
+from beam_jobs.verify import load_manifest
+from beam_jobs.version import __version__
+from tfdata_reader.manifest import Manifest
+
+__all__ = ["run"]
+
+_log = logging.getLogger(__name__)
+
+
+def run(argv: Sequence[str]) -> Manifest:
+    """Runs one conversion with command-line style arguments; returns the published manifest.
+
+    Raises:
+      UsageError: for bad flags or inputs that match nothing.
+      CsvDataError: for input that cannot be read as CSV (the message names file and bytes).
+    """
+    argv = list(argv)
+    options = PipelineOptions(argv)
+    config = ConvertConfig.from_options(options)
+    apply_local_runner_defaults(options, argv)
+    plan = make_plan(config)
+    _log.info(
+        "plan: %d input files (%s), %d features, %d shards of about %s each",
+        len(plan.files),
+        format_size(plan.input_bytes),
+        len(plan.features),
+        len(plan.shards),
+        format_size(plan.estimated_output_bytes / len(plan.shards)),
+    )
+    with beam.Pipeline(options=options) as pipeline:
+        _ = pipeline | "ConvertCsvToShards" >> ConvertCsvToShards(plan, config, __version__)
+    return load_manifest(config.output)

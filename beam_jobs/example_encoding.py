@@ -1,0 +1,58 @@
+"""Arrow record batches to serialized `tf.train.Example`s, vectorized.
+
+tfx-bsl's C++ encoder does the per-record work; it needs every column as a list array of
+int64, float32 or binary values. This module turns scalar columns into such lists: a value
+becomes a one-element list and a null (a missing value) an empty list, so the feature is present
+in the Example with no values.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from tfdata_reader.manifest import FeatureSpec
+
+__all__ = ["ARROW_TYPES", "ExampleEncoder", "to_list_column"]
+
+ARROW_TYPES = {"int64": pa.int64(), "float32": pa.float32(), "bytes": pa.binary()}
+
+
+def to_list_column(column: pa.Array, dtype: str) -> pa.ListArray:
+    """Wraps a scalar column into one-element lists (empty for nulls) of the Example dtype.
+
+    Args:
+      column: a scalar Arrow array; it must already hold values castable to `dtype`.
+      dtype: "int64", "float32" or "bytes".
+    """
+    if isinstance(column, pa.ChunkedArray):
+        column = column.combine_chunks()
+    # Unsafe cast: float64 -> float32 rounds, as tf.train.FloatList does.
+    values = pc.cast(column, ARROW_TYPES[dtype], safe=False)
+    if values.null_count == 0:
+        offsets = pa.array(np.arange(len(values) + 1, dtype=np.int32))
+        return pa.ListArray.from_arrays(offsets, values)
+    valid = np.asarray(values.is_valid(), dtype=np.int32)
+    offsets = np.zeros(len(values) + 1, dtype=np.int32)
+    np.cumsum(valid, out=offsets[1:])
+    return pa.ListArray.from_arrays(pa.array(offsets), values.drop_null())
+
+
+class ExampleEncoder:
+    """Encodes record batches whose columns are scalars of the given feature specs."""
+
+    def __init__(self, features: Sequence[FeatureSpec]) -> None:
+        # Imported here so that merely importing this module stays cheap.
+        from tfx_bsl.coders.example_coder import RecordBatchToExamplesEncoder
+
+        self._features = list(features)
+        self._encoder = RecordBatchToExamplesEncoder()
+
+    def encode(self, batch: pa.RecordBatch) -> list[bytes]:
+        """Returns one serialized Example per row of `batch`."""
+        arrays = [to_list_column(batch.column(f.name), f.dtype) for f in self._features]
+        names = [f.name for f in self._features]
+        return self._encoder.encode(pa.RecordBatch.from_arrays(arrays, names))

@@ -1,0 +1,167 @@
+"""`convert`'s flags as Beam pipeline options, validated once into a typed `ConvertConfig`.
+
+Every standard Beam flag (`--runner`, `--direct_num_workers`, Dataflow's flags...) passes
+through untouched; without `--runner` the job runs on Beam's local FnApiRunner with one worker
+process per core, which never reaches for the network.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import os
+from collections.abc import Sequence
+from typing import Any
+
+from apache_beam.options.pipeline_options import DirectOptions, PipelineOptions, StandardOptions
+
+from beam_jobs.units import parse_size
+
+__all__ = ["ConvertConfig", "ConvertOptions", "UsageError", "apply_local_runner_defaults"]
+
+FORMATS = ("csv",)
+COMPRESSIONS = ("none", "gzip")
+MIN_TARGET_SHARD_BYTES = 1024
+DEFAULT_TARGET_SHARD_BYTES = "256MiB"
+LOCAL_RUNNER = "FnApiRunner"
+
+
+class UsageError(ValueError):
+    """A flag has a bad value; the message says which, the value, and what is accepted."""
+
+
+class ConvertOptions(PipelineOptions):
+    """Flags of `tfrecord-etl convert`."""
+
+    @classmethod
+    def _add_argparse_args(cls, parser: Any) -> None:
+        parser.add_argument(
+            "--input",
+            action="append",
+            help="Input file or glob pattern (local or gs://); repeat the flag for several.",
+        )
+        parser.add_argument("--output", help="Output directory for shards and manifest.json.")
+        parser.add_argument("--format", default="csv", help="Input format: csv.")
+        parser.add_argument(
+            "--schema",
+            help="JSON file with feature types that override the inferred ones "
+            "(the format `inspect --schema` prints; listing only some columns is fine).",
+        )
+        parser.add_argument(
+            "--target_shard_bytes",
+            default=DEFAULT_TARGET_SHARD_BYTES,
+            help="Wanted size of one shard on disk, e.g. 100MB, 256MiB, 1GiB (default 256MiB).",
+        )
+        parser.add_argument(
+            "--num_shards",
+            type=int,
+            default=None,
+            help="Write exactly this many shards instead of sizing them.",
+        )
+        parser.add_argument(
+            "--compression", default="none", help="Shard compression: none or gzip."
+        )
+        parser.add_argument(
+            "--shard_prefix", default="data", help="Shard file name prefix (default data)."
+        )
+        parser.add_argument(
+            "--sample_bytes",
+            default="1MiB",
+            help="Bytes read from the head of each sampled file to infer types and sizes.",
+        )
+
+
+@dataclasses.dataclass(frozen=True)
+class ConvertConfig:
+    """Validated conversion settings; inner code trusts them."""
+
+    inputs: tuple[str, ...]
+    output: str
+    format: str = "csv"
+    schema: str | None = None
+    target_shard_bytes: int = 256 * 1024**2
+    num_shards: int | None = None
+    compression: str = "none"
+    shard_prefix: str = "data"
+    sample_bytes: int = 1024**2
+
+    def __post_init__(self) -> None:
+        if not self.inputs:
+            raise UsageError("--input is required: a file or glob pattern, e.g. 'data/*.csv'")
+        if not self.output:
+            raise UsageError("--output is required: the directory for shards and manifest.json")
+        if self.format not in FORMATS:
+            raise UsageError(f"--format must be one of {', '.join(FORMATS)}, got {self.format!r}")
+        if self.compression not in COMPRESSIONS:
+            raise UsageError(
+                f"--compression must be one of {', '.join(COMPRESSIONS)}, got {self.compression!r}"
+            )
+        if self.target_shard_bytes < MIN_TARGET_SHARD_BYTES:
+            raise UsageError(
+                f"--target_shard_bytes must be at least {MIN_TARGET_SHARD_BYTES} bytes, "
+                f"got {self.target_shard_bytes}"
+            )
+        if self.num_shards is not None and self.num_shards < 1:
+            raise UsageError(f"--num_shards must be at least 1, got {self.num_shards}")
+        if self.sample_bytes < 4096:
+            raise UsageError(f"--sample_bytes must be at least 4096, got {self.sample_bytes}")
+        if not self.shard_prefix.replace("_", "").replace(".", "").isalnum():
+            raise UsageError(
+                "--shard_prefix may hold only letters, digits, '_' and '.', "
+                f"got {self.shard_prefix!r}"
+            )
+
+    @classmethod
+    def from_options(cls, options: PipelineOptions) -> ConvertConfig:
+        """Validates the parsed flags; raises `UsageError` naming the bad flag."""
+        view = options.view_as(ConvertOptions)
+        try:
+            target = parse_size(view.target_shard_bytes)
+            sample = parse_size(view.sample_bytes)
+        except ValueError as e:
+            raise UsageError(str(e)) from e
+        return cls(
+            inputs=tuple(view.input or ()),
+            output=(view.output or "").rstrip("/"),
+            format=view.format,
+            schema=view.schema,
+            target_shard_bytes=target,
+            num_shards=view.num_shards,
+            compression=view.compression,
+            shard_prefix=view.shard_prefix,
+            sample_bytes=sample,
+        )
+
+    def to_json(self) -> dict[str, Any]:
+        """The options as recorded in the manifest."""
+        return dataclasses.asdict(self) | {"inputs": list(self.inputs)}
+
+
+def apply_local_runner_defaults(options: PipelineOptions, argv: Sequence[str]) -> str:
+    """Chooses the runner; returns a note for the user when it changed what they asked for.
+
+    No `--runner`: Beam's FnApiRunner in multi-process mode with one worker per core.
+    `--runner DirectRunner`: the same, because Beam 2.77's DirectRunner first tries to download
+    the Prism runner binary, which an offline machine cannot; pass `--prism_location` to a local
+    Prism binary to keep DirectRunner. Any other runner is used as given.
+    """
+    standard = options.view_as(StandardOptions)
+    direct = options.view_as(DirectOptions)
+    note = ""
+    runner = standard.runner
+    wants_direct = runner in ("DirectRunner", "direct", "directrunner")
+    has_prism = any(a.startswith("--prism_location") for a in argv)
+    if runner is None or (wants_direct and not has_prism):
+        if wants_direct:
+            note = (
+                f"running on Beam's local {LOCAL_RUNNER} instead of DirectRunner, which would first "
+                "try to download the Prism runner (pass --prism_location=BINARY to use Prism)"
+            )
+        standard.runner = LOCAL_RUNNER
+        if not any(a.startswith("--direct_running_mode") for a in argv):
+            direct.direct_running_mode = "multi_processing"
+        if not any(a.startswith("--direct_num_workers") for a in argv):
+            direct.direct_num_workers = os.cpu_count() or 1
+    if note:
+        logging.getLogger(__name__).warning(note)
+    return note

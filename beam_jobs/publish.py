@@ -1,0 +1,112 @@
+"""Publishing a finished conversion: final shard names, then `manifest.json`, written last.
+
+Order matters. The old manifest (if any) goes first, so no manifest ever lists a shard that is
+being replaced; then temporary shards get their final names; then the new manifest is written
+under a temporary name and renamed, so readers see either no manifest or a complete one; last,
+leftovers (our temporary folder, shards of an earlier run with another count) are removed.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime
+import re
+from collections.abc import Sequence
+from typing import Any
+
+from apache_beam.io.filesystem import CompressionTypes
+from apache_beam.io.filesystems import FileSystems
+
+from beam_jobs.shard_writer import WrittenShard
+from tfdata_reader.manifest import MANIFEST_NAME, FeatureSpec, Manifest, ShardInfo
+
+__all__ = ["TOOL_NAME", "build_manifest", "publish", "write_text_atomically"]
+
+TOOL_NAME = "tfrecord-etl"
+
+
+def build_manifest(
+    written: Sequence[WrittenShard],
+    features: Sequence[FeatureSpec],
+    compression: str,
+    inputs: dict[str, Any],
+    options: dict[str, Any],
+    tool_version: str,
+) -> Manifest:
+    """The manifest for shards that were all written; features become nullable if any was null.
+
+    Raises:
+      RuntimeError: when a shard index is missing or repeated (never publish a partial set).
+    """
+    ordered = sorted(written, key=lambda w: w.index)
+    expected = list(range(len(ordered)))
+    if [w.index for w in ordered] != expected:
+        raise RuntimeError(
+            f"refusing to publish: shard indexes {[w.index for w in ordered]} are not {expected}"
+        )
+    nulls = {f.name: sum(w.null_counts.get(f.name, 0) for w in written) for f in features}
+    records = sum(w.records for w in written)
+    return Manifest(
+        shards=[ShardInfo(w.name, w.records, w.bytes, w.crc32c) for w in ordered],
+        features=[
+            dataclasses.replace(f, nullable=f.nullable or nulls[f.name] > 0) for f in features
+        ],
+        compression=compression,
+        inputs=inputs,
+        options=options,
+        counts={
+            "records_read": records,
+            "records_written": records,
+            "bad_records": 0,
+            "input_bytes_read": sum(w.input_bytes for w in written),
+            "null_values": nulls,
+        },
+        created=datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+        tool={"name": TOOL_NAME, "version": tool_version},
+    )
+
+
+def write_text_atomically(path: str, text: str) -> None:
+    """Writes a file under a temporary name beside it, then renames it into place."""
+    temp = f"{path}.tmp-{datetime.datetime.now().strftime('%Y%m%d%H%M%S%f')}"
+    with FileSystems.create(temp, compression_type=CompressionTypes.UNCOMPRESSED) as f:
+        f.write(text.encode("utf-8"))
+    FileSystems.rename([temp], [path])
+
+
+def _stale_shards(output: str, prefix: str, keep: set[str]) -> list[str]:
+    pattern = re.compile(rf"^{re.escape(prefix)}-\d{{5}}-of-\d{{5}}\.tfrecord(\.gz)?$")
+    found = FileSystems.match([FileSystems.join(output, f"{prefix}-*")])[0].metadata_list
+    names = {m.path: m.path.rstrip("/").rsplit("/", 1)[-1] for m in found}
+    return sorted(p for p, name in names.items() if pattern.match(name) and name not in keep)
+
+
+def publish(
+    written: Sequence[WrittenShard],
+    output: str,
+    temp_dir: str,
+    prefix: str,
+    **manifest_fields: Any,
+) -> Manifest:
+    """Renames the shards into `output` and writes `manifest.json` last.
+
+    Args:
+      written: every shard of the plan, written under temporary paths.
+      output: the output directory.
+      temp_dir: the temporary folder the shards are in; removed at the end.
+      prefix: the shard name prefix, to find shards of earlier runs.
+      **manifest_fields: the other arguments of `build_manifest`.
+    """
+    manifest = build_manifest(written, **manifest_fields)
+    manifest_path = FileSystems.join(output, MANIFEST_NAME)
+    if FileSystems.exists(manifest_path):
+        FileSystems.delete([manifest_path])
+    FileSystems.rename(
+        [w.temp_path for w in written], [FileSystems.join(output, w.name) for w in written]
+    )
+    write_text_atomically(manifest_path, manifest.to_json())
+    stale = _stale_shards(output, prefix, {s.path for s in manifest.shards})
+    leftovers = [temp_dir] if FileSystems.exists(temp_dir) else []
+    if stale or leftovers:
+        FileSystems.delete(stale + leftovers)
+    return manifest

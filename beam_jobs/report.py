@@ -1,0 +1,75 @@
+"""Human-readable text for `inspect` and for the end of `convert`."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from beam_jobs.units import format_size
+from tfdata_reader.manifest import Manifest
+
+__all__ = ["describe", "format_table", "summarize_run"]
+
+
+def format_table(header: Sequence[str], rows: Sequence[Sequence[object]]) -> str:
+    """Left-aligns the first column and right-aligns the others."""
+    cells = [[str(c) for c in header]] + [[str(c) for c in row] for row in rows]
+    widths = [max(len(row[i]) for row in cells) for i in range(len(header))]
+    lines = []
+    for row in cells:
+        parts = [row[0].ljust(widths[0])] + [c.rjust(w) for c, w in zip(row[1:], widths[1:])]
+        lines.append("  ".join(parts).rstrip())
+    return "\n".join(lines)
+
+
+def _shape(shape: list[int] | None) -> str:
+    return "variable" if shape is None else str(shape)
+
+
+def describe(manifest: Manifest, location: str) -> str:
+    """The `inspect` summary: totals, one row per shard, one row per feature."""
+    sizes = [s.bytes for s in manifest.shards]
+    balance = f"{max(sizes) / max(1, min(sizes)):.2f}" if sizes else "-"
+    lines = [
+        f"dataset      {location}",
+        f"created      {manifest.created} by {manifest.tool.get('name', '?')} "
+        f"{manifest.tool.get('version', '?')}",
+        f"records      {manifest.total_records:,}",
+        f"shards       {len(manifest.shards)} ({format_size(manifest.total_bytes)}, "
+        f"compression {manifest.compression}, largest/smallest {balance})",
+        f"inputs       {len(manifest.inputs.get('files', []))} files, "
+        f"{format_size(manifest.inputs.get('total_bytes', 0))}",
+        "",
+        format_table(
+            ["shard", "records", "bytes", "crc32c"],
+            [(s.path, f"{s.records:,}", format_size(s.bytes), s.crc32c) for s in manifest.shards],
+        ),
+        "",
+        format_table(
+            ["feature", "dtype", "shape", "nullable"],
+            [(f.name, f.dtype, _shape(f.shape), "yes" if f.nullable else "no")
+             for f in manifest.features],
+        ),
+    ]
+    return "\n".join(lines)
+
+
+def summarize_run(manifest: Manifest, elapsed_seconds: float) -> str:
+    """The table `convert` prints when it finishes."""
+    input_bytes = manifest.inputs.get("total_bytes", 0)
+    seconds = max(elapsed_seconds, 1e-9)
+    sizes = [s.bytes for s in manifest.shards]
+    rows = [
+        ("inputs", f"{len(manifest.inputs.get('files', []))} files, {format_size(input_bytes)}"),
+        ("records read", f"{manifest.counts.get('records_read', 0):,}"),
+        ("records written", f"{manifest.total_records:,}"),
+        ("bad records", f"{manifest.counts.get('bad_records', 0):,}"),
+        ("shards", f"{len(sizes)}, {format_size(min(sizes))} to {format_size(max(sizes))}"),
+        ("bytes written", format_size(manifest.total_bytes)),
+        ("elapsed", f"{elapsed_seconds:.1f} s"),
+        (
+            "throughput",
+            f"{manifest.total_records / seconds:,.0f} records/s, "
+            f"{input_bytes / seconds / 1e6:.1f} MB/s of input",
+        ),
+    ]
+    return format_table(["conversion", "done"], rows)

@@ -1,0 +1,157 @@
+"""Beam steps that touch the data: counting quotes before cut points, and writing one shard.
+
+Both are deterministic functions of the plan, so a retried bundle writes the same bytes. A shard
+is written in one streaming pass (CSV -> Arrow batches -> Examples -> framed records -> file)
+under a temporary name unique to the attempt; only the publish step gives it its final name.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import uuid
+from collections.abc import Iterator, Sequence
+
+import apache_beam as beam
+from apache_beam.io.filesystem import CompressionTypes
+from apache_beam.io.filesystems import FileSystems
+from apache_beam.metrics import Metrics
+
+from beam_jobs import csv_ranges, csv_source
+from beam_jobs.example_encoding import ExampleEncoder
+from beam_jobs.shard_plan import ShardSpec
+from beam_jobs.tfrecord_format import ShardFileWriter
+from tfdata_reader.manifest import FeatureSpec, shard_name
+
+__all__ = [
+    "METRICS_NAMESPACE",
+    "QuoteTable",
+    "Segment",
+    "WriteShardFn",
+    "WrittenShard",
+    "count_segment_quotes",
+    "quote_segments",
+    "quotes_before_cuts",
+]
+
+METRICS_NAMESPACE = "tfrecord_etl"
+_READ_CHUNK = 8 << 20
+
+# path -> {cut offset: number of quote bytes in the file before it}
+QuoteTable = dict[str, dict[int, int]]
+
+
+@dataclasses.dataclass(frozen=True)
+class Segment:
+    """Bytes [start, end) of a file whose quotes are counted; `end` is a cut point."""
+
+    path: str
+    start: int
+    end: int
+
+
+def quote_segments(cuts: dict[str, list[int]]) -> list[Segment]:
+    """The segments between consecutive cut points of each file, from its start."""
+    segments = []
+    for path, offsets in sorted(cuts.items()):
+        starts = [0, *offsets[:-1]]
+        segments.extend(Segment(path, s, e) for s, e in zip(starts, offsets))
+    return segments
+
+
+def count_segment_quotes(segment: Segment) -> tuple[Segment, int]:
+    """Counts the quote bytes in one segment."""
+    count, left = 0, segment.end - segment.start
+    with FileSystems.open(segment.path, compression_type=CompressionTypes.UNCOMPRESSED) as f:
+        f.seek(segment.start)
+        while left > 0:
+            chunk = f.read(min(_READ_CHUNK, left))
+            if not chunk:
+                break
+            count += csv_ranges.count_quotes(chunk)
+            left -= len(chunk)
+    return segment, count
+
+
+def quotes_before_cuts(counted: Sequence[tuple[Segment, int]]) -> QuoteTable:
+    """Running sums of segment quote counts: the quotes before each cut of each file."""
+    table: QuoteTable = {}
+    for segment, count in sorted(counted, key=lambda sc: (sc[0].path, sc[0].start)):
+        per_file = table.setdefault(segment.path, {})
+        per_file[segment.end] = per_file.get(segment.start, 0) + count
+    return table
+
+
+@dataclasses.dataclass(frozen=True)
+class WrittenShard:
+    """A shard written under its temporary path, with what it holds."""
+
+    index: int
+    temp_path: str
+    name: str
+    records: int
+    bytes: int
+    crc32c: str
+    input_bytes: int
+    null_counts: dict[str, int]
+
+
+class WriteShardFn(beam.DoFn):
+    """Writes one `ShardSpec` as one TFRecord file under a temporary name."""
+
+    def __init__(
+        self,
+        features: Sequence[FeatureSpec],
+        temp_dir: str,
+        prefix: str,
+        compression: str,
+    ) -> None:
+        self._features = tuple(features)
+        self._temp_dir = temp_dir
+        self._prefix = prefix
+        self._compression = compression
+        self._records = Metrics.counter(METRICS_NAMESPACE, "records_written")
+        self._bytes = Metrics.counter(METRICS_NAMESPACE, "bytes_written")
+        self._input_bytes = Metrics.counter(METRICS_NAMESPACE, "input_bytes_read")
+        self._shards = Metrics.counter(METRICS_NAMESPACE, "shards_written")
+
+    def setup(self) -> None:
+        self._encoder = ExampleEncoder(self._features)
+
+    def process(self, shard: ShardSpec, quotes: QuoteTable) -> Iterator[WrittenShard]:
+        name = shard_name(self._prefix, shard.index, shard.num_shards, self._compression)
+        temp_path = FileSystems.join(self._temp_dir, f"{name}.{uuid.uuid4().hex}")
+        null_counts = {f.name: 0 for f in self._features}
+        input_bytes = 0
+        with ShardFileWriter(FileSystems.create(temp_path), self._compression) as writer:
+            for piece in shard.pieces:
+                file_quotes = quotes.get(piece.path, {})
+                with FileSystems.open(
+                    piece.path, compression_type=CompressionTypes.UNCOMPRESSED
+                ) as f:
+                    start, _ = csv_ranges.record_start_at_or_after(
+                        f, piece.start, file_quotes.get(piece.start, 0), piece.file_size
+                    )
+                    end, _ = csv_ranges.record_start_at_or_after(
+                        f, piece.end, file_quotes.get(piece.end, 0), piece.file_size
+                    )
+                    if end <= start:
+                        continue
+                    for batch in csv_source.read_range(f, piece.path, start, end, self._features):
+                        writer.write_records(self._encoder.encode(batch))
+                        for feature in self._features:
+                            null_counts[feature.name] += batch.column(feature.name).null_count
+                input_bytes += end - start
+        self._records.inc(writer.records)
+        self._bytes.inc(writer.bytes)
+        self._input_bytes.inc(input_bytes)
+        self._shards.inc()
+        yield WrittenShard(
+            index=shard.index,
+            temp_path=temp_path,
+            name=name,
+            records=writer.records,
+            bytes=writer.bytes,
+            crc32c=writer.crc32c,
+            input_bytes=input_bytes,
+            null_counts=null_counts,
+        )

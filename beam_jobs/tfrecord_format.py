@@ -1,0 +1,142 @@
+"""TFRecord framing and a shard writer that measures what it puts on disk.
+
+Wire format of one record (little endian), as TensorFlow's `TFRecordWriter` writes it:
+    uint64 length | uint32 masked_crc32c(length bytes) | data | uint32 masked_crc32c(data)
+GZIP shards are one gzip member over the framed stream, which `TFRecordDataset(...,
+compression_type="GZIP")` reads. Framing here needs no TensorFlow import, so conversion workers
+start in a fraction of the time.
+"""
+
+from __future__ import annotations
+
+import struct
+import zlib
+from collections.abc import Iterable
+from typing import BinaryIO
+
+import google_crc32c
+
+__all__ = [
+    "GZIP_LEVEL",
+    "FramingError",
+    "ShardFileWriter",
+    "count_records",
+    "frame_records",
+    "masked_crc32c",
+]
+
+_MASK_DELTA = 0xA282EAD8
+_U64 = struct.Struct("<Q")
+_U32 = struct.Struct("<I")
+# zlib's default, which is also what TensorFlow's GZIP writer uses.
+GZIP_LEVEL = 6
+
+
+def masked_crc32c(data: bytes) -> int:
+    """TFRecord's masked CRC32C: rotate right by 15 bits, add a constant."""
+    crc = google_crc32c.value(data)
+    return (((crc >> 15) | (crc << 17)) + _MASK_DELTA) & 0xFFFFFFFF
+
+
+def frame_records(records: Iterable[bytes]) -> bytes:
+    """Frames serialized records as one TFRecord byte string."""
+    value, pack64, pack32 = google_crc32c.value, _U64.pack, _U32.pack
+    parts: list[bytes] = []
+    append = parts.append
+    for record in records:
+        length = pack64(len(record))
+        crc = value(length)
+        append(length)
+        append(pack32((((crc >> 15) | (crc << 17)) + _MASK_DELTA) & 0xFFFFFFFF))
+        append(record)
+        crc = value(record)
+        append(pack32((((crc >> 15) | (crc << 17)) + _MASK_DELTA) & 0xFFFFFFFF))
+    return b"".join(parts)
+
+
+class ShardFileWriter:
+    """Writes framed records to a binary file, optionally GZIP, and measures the stored bytes.
+
+    After `close()`, `records`, `bytes` and `crc32c` describe the file exactly as stored, which
+    is what the manifest records and `verify` checks.
+    """
+
+    def __init__(self, raw: BinaryIO, compression: str) -> None:
+        self._raw = raw
+        self._gzip = (
+            zlib.compressobj(GZIP_LEVEL, zlib.DEFLATED, 31) if compression == "gzip" else None
+        )
+        self.records = 0
+        self.bytes = 0
+        self._crc = 0
+        self._closed = False
+
+    @property
+    def crc32c(self) -> str:
+        """CRC32C of the stored file, as 8 lowercase hex digits."""
+        return f"{self._crc:08x}"
+
+    def write_records(self, records: list[bytes]) -> None:
+        self.records += len(records)
+        data = frame_records(records)
+        self._store(self._gzip.compress(data) if self._gzip else data)
+
+    def _store(self, data: bytes) -> None:
+        if data:
+            self._raw.write(data)
+            self.bytes += len(data)
+            self._crc = google_crc32c.extend(self._crc, data)
+
+    def close(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        if self._gzip:
+            self._store(self._gzip.flush())
+        self._raw.close()
+
+    def __enter__(self) -> ShardFileWriter:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+class FramingError(ValueError):
+    """A TFRecord stream is cut short or a record's checksum does not match."""
+
+
+def _read_exact(stream: BinaryIO, size: int) -> bytes:
+    parts, left = [], size
+    while left > 0:
+        chunk = stream.read(left)
+        if not chunk:
+            break
+        parts.append(chunk)
+        left -= len(chunk)
+    return b"".join(parts)
+
+
+def count_records(stream: BinaryIO) -> int:
+    """Walks a framed (uncompressed) TFRecord stream, checking every checksum; returns the count.
+
+    Raises:
+      FramingError: naming the record index and what is wrong with it.
+    """
+    count = 0
+    while True:
+        header = _read_exact(stream, 12)
+        if not header:
+            return count
+        if len(header) < 12:
+            raise FramingError(f"record {count}: stream ends inside the record header")
+        (length,) = _U64.unpack_from(header)
+        (length_crc,) = _U32.unpack_from(header, 8)
+        if masked_crc32c(header[:8]) != length_crc:
+            raise FramingError(f"record {count}: length field fails its checksum")
+        body = _read_exact(stream, length + 4)
+        if len(body) < length + 4:
+            raise FramingError(f"record {count}: stream ends inside the record data")
+        if masked_crc32c(body[:length]) != _U32.unpack_from(body, length)[0]:
+            raise FramingError(f"record {count}: data fails its checksum")
+        count += 1

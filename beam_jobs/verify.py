@@ -1,0 +1,113 @@
+"""`verify`: re-read every shard and compare it with what the manifest promises.
+
+Checks, per shard: the file exists, its stored size and CRC32C match, and walking its records
+(after GZIP decompression) finds exactly the listed count with every record checksum intact. It
+also reports shard-like files in the output directory that the manifest does not list.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import gzip
+import zlib
+from typing import BinaryIO
+
+import google_crc32c
+from apache_beam.io.filesystem import CompressionTypes
+from apache_beam.io.filesystems import FileSystems
+
+from beam_jobs.tfrecord_format import FramingError, count_records
+from tfdata_reader.manifest import MANIFEST_NAME, Manifest, ManifestError, ShardInfo
+
+__all__ = ["ShardProblem", "load_manifest", "verify"]
+
+_CHUNK = 8 << 20
+
+
+@dataclasses.dataclass(frozen=True)
+class ShardProblem:
+    """What is wrong with one file of the dataset."""
+
+    path: str
+    problem: str
+
+
+def load_manifest(output: str) -> Manifest:
+    """Reads `OUT/manifest.json` with Beam's file systems.
+
+    Raises:
+      ManifestError: when it is missing or malformed, naming the path.
+    """
+    path = FileSystems.join(output.rstrip("/"), MANIFEST_NAME)
+    if not FileSystems.exists(path):
+        raise ManifestError(
+            f"{path} does not exist: not a tfrecord-etl output, or the conversion did not finish"
+        )
+    with FileSystems.open(path, compression_type=CompressionTypes.UNCOMPRESSED) as f:
+        return Manifest.from_json(f.read(), source=path)
+
+
+class _Measured:
+    """A read-through stream that sizes and checksums the stored bytes it passes on."""
+
+    def __init__(self, raw: BinaryIO) -> None:
+        self._raw = raw
+        self.bytes = 0
+        self.crc = 0
+
+    def read(self, size: int = -1) -> bytes:
+        data = self._raw.read(size)
+        self.bytes += len(data)
+        self.crc = google_crc32c.extend(self.crc, data)
+        return data
+
+    def drain(self) -> None:
+        while self.read(_CHUNK):
+            pass
+
+
+def _check_shard(path: str, shard: ShardInfo, compression: str) -> list[str]:
+    problems = []
+    with FileSystems.open(path, compression_type=CompressionTypes.UNCOMPRESSED) as raw:
+        measured = _Measured(raw)
+        records: int | None = None
+        stream = gzip.GzipFile(fileobj=measured) if compression == "gzip" else measured
+        try:
+            records = count_records(stream)
+        except FramingError as e:
+            problems.append(f"bad record framing: {e}")
+        except (OSError, EOFError, zlib.error) as e:
+            problems.append(f"cannot decompress: {e}")
+        measured.drain()
+    if measured.bytes != shard.bytes:
+        problems.append(f"size is {measured.bytes} bytes, manifest says {shard.bytes}")
+    if f"{measured.crc:08x}" != shard.crc32c:
+        problems.append(f"crc32c is {measured.crc:08x}, manifest says {shard.crc32c}")
+    if records is not None and records != shard.records:
+        problems.append(f"holds {records} records, manifest says {shard.records}")
+    return problems
+
+
+def verify(output: str) -> tuple[Manifest, list[ShardProblem]]:
+    """Checks every shard listed in `output`'s manifest; returns the manifest and all problems.
+
+    Raises:
+      ManifestError: when the manifest itself is missing or malformed.
+    """
+    output = output.rstrip("/")
+    manifest = load_manifest(output)
+    problems = []
+    for shard in manifest.shards:
+        path = FileSystems.join(output, shard.path)
+        if not FileSystems.exists(path):
+            problems.append(ShardProblem(shard.path, "missing"))
+            continue
+        problems.extend(
+            ShardProblem(shard.path, p) for p in _check_shard(path, shard, manifest.compression)
+        )
+    listed = {s.path for s in manifest.shards}
+    for meta in FileSystems.match([FileSystems.join(output, "*.tfrecord*")])[0].metadata_list:
+        name = meta.path.rstrip("/").rsplit("/", 1)[-1]
+        if name not in listed:
+            problems.append(ShardProblem(name, "not listed in the manifest"))
+    return manifest, problems

@@ -1,0 +1,25 @@
+"""tfrecord-etl: raw files to size-targeted TFRecord shards with Beam, read back with tf.data."""
+
+from setuptools import find_packages, setup
+
+setup(
+    name="tfrecord-etl",
+    version="0.1.0",
+    description="Convert raw files into size-targeted TFRecord shards with Apache Beam, "
+    "and read them with tf.data under tf.distribute.",
+    long_description=open("README.md", encoding="utf-8").read(),
+    long_description_content_type="text/markdown",
+    python_requires=">=3.10",
+    packages=find_packages(include=["beam_jobs", "beam_jobs.*", "tfdata_reader", "tfdata_reader.*"]),
+    install_requires=[
+        "apache-beam[gcp]==2.77.0",
+        "tensorflow>=2.21,<2.22",
+        "tfx-bsl==1.21.0",
+        "google-cloud-storage>=3.17,<3.18",
+        "pyarrow",
+        "numpy",
+        "google-crc32c",
+    ],
+    extras_require={"dev": ["pytest", "ruff"]},
+    entry_points={"console_scripts": ["tfrecord-etl=beam_jobs.cli:main"]},
+)

@@ -1,0 +1,236 @@
+"""The manifest: the contract between the converter and the reader.
+
+`manifest.json` is written last by a conversion and is the only thing readers trust: a shard
+that it does not list does not exist. This module is pure (no Beam, no TensorFlow, no I/O) so
+both sides import it cheaply; each side reads and writes the JSON text with its own file system.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import re
+from typing import Any
+
+__all__ = [
+    "DTYPES",
+    "FORMAT_VERSION",
+    "MANIFEST_NAME",
+    "Compression",
+    "FeatureSpec",
+    "Manifest",
+    "ManifestError",
+    "ShardInfo",
+    "schema_from_json",
+    "schema_to_json",
+    "shard_name",
+]
+
+FORMAT_VERSION = 1
+MANIFEST_NAME = "manifest.json"
+DTYPES = ("int64", "float32", "bytes")
+COMPRESSIONS = ("none", "gzip")
+Compression = str  # one of COMPRESSIONS
+
+_SHARD_PREFIX_RE = re.compile(r"^[A-Za-z0-9_.]+$")
+
+
+class ManifestError(ValueError):
+    """A manifest (or a schema file in the same format) is missing, malformed or inconsistent."""
+
+
+def shard_name(prefix: str, index: int, num_shards: int, compression: Compression) -> str:
+    """Returns the file name of one shard, e.g. `data-00003-of-00012.tfrecord.gz`."""
+    if not _SHARD_PREFIX_RE.match(prefix):
+        raise ValueError(f"shard prefix must match {_SHARD_PREFIX_RE.pattern}, got {prefix!r}")
+    suffix = ".tfrecord.gz" if compression == "gzip" else ".tfrecord"
+    return f"{prefix}-{index:05d}-of-{num_shards:05d}{suffix}"
+
+
+@dataclasses.dataclass(frozen=True)
+class FeatureSpec:
+    """One feature of every record.
+
+    Attributes:
+      name: feature key in the `tf.train.Example`.
+      dtype: "int64", "float32" or "bytes".
+      shape: `[]` for one value per record, `[k]` for exactly k values, None for a variable count.
+      nullable: True when some records hold the feature with no values (a missing value).
+    """
+
+    name: str
+    dtype: str
+    shape: list[int] | None = dataclasses.field(default_factory=list)
+    nullable: bool = False
+
+    def __post_init__(self) -> None:
+        if not self.name:
+            raise ManifestError("feature name must not be empty")
+        if self.dtype not in DTYPES:
+            raise ManifestError(
+                f"feature {self.name!r}: dtype must be one of {', '.join(DTYPES)}, got {self.dtype!r}"
+            )
+        if self.shape is not None and (
+            not isinstance(self.shape, list) or any(not isinstance(d, int) or d < 1 for d in self.shape)
+        ):
+            raise ManifestError(
+                f"feature {self.name!r}: shape must be [] (scalar), [k] with k >= 1, or null "
+                f"(variable length), got {self.shape!r}"
+            )
+
+    @property
+    def is_fixed(self) -> bool:
+        """True when every record has exactly the same number of values."""
+        return self.shape is not None and not self.nullable
+
+    def to_json(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_json(cls, obj: Any) -> FeatureSpec:
+        if not isinstance(obj, dict) or "name" not in obj or "dtype" not in obj:
+            raise ManifestError(f"a feature needs at least 'name' and 'dtype', got {obj!r}")
+        unknown = set(obj) - {f.name for f in dataclasses.fields(cls)}
+        if unknown:
+            raise ManifestError(f"feature {obj['name']!r}: unknown keys {sorted(unknown)}")
+        return cls(
+            name=str(obj["name"]),
+            dtype=str(obj["dtype"]),
+            shape=obj.get("shape", []),
+            nullable=bool(obj.get("nullable", False)),
+        )
+
+
+@dataclasses.dataclass(frozen=True)
+class ShardInfo:
+    """One published shard: its path relative to the manifest and what it must contain."""
+
+    path: str
+    records: int
+    bytes: int
+    crc32c: str  # 8 lowercase hex digits: CRC32C (Castagnoli) of the whole file as stored
+
+    def to_json(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_json(cls, obj: Any) -> ShardInfo:
+        try:
+            return cls(
+                path=str(obj["path"]),
+                records=int(obj["records"]),
+                bytes=int(obj["bytes"]),
+                crc32c=str(obj["crc32c"]),
+            )
+        except (KeyError, TypeError, ValueError) as e:
+            raise ManifestError(f"malformed shard entry {obj!r}: {e}") from e
+
+
+@dataclasses.dataclass(frozen=True)
+class Manifest:
+    """Everything a reader or `verify` needs to know about one converted dataset."""
+
+    shards: list[ShardInfo]
+    features: list[FeatureSpec]
+    compression: Compression
+    inputs: dict[str, Any] = dataclasses.field(default_factory=dict)
+    options: dict[str, Any] = dataclasses.field(default_factory=dict)
+    counts: dict[str, int] = dataclasses.field(default_factory=dict)
+    created: str = ""
+    tool: dict[str, str] = dataclasses.field(default_factory=dict)
+    format_version: int = FORMAT_VERSION
+
+    def __post_init__(self) -> None:
+        if self.compression not in COMPRESSIONS:
+            raise ManifestError(
+                f"compression must be one of {', '.join(COMPRESSIONS)}, got {self.compression!r}"
+            )
+        names = [f.name for f in self.features]
+        if len(set(names)) != len(names):
+            raise ManifestError(f"duplicate feature names in {names}")
+
+    @property
+    def total_records(self) -> int:
+        return sum(s.records for s in self.shards)
+
+    @property
+    def total_bytes(self) -> int:
+        return sum(s.bytes for s in self.shards)
+
+    def feature(self, name: str) -> FeatureSpec:
+        for f in self.features:
+            if f.name == name:
+                return f
+        raise KeyError(f"no feature {name!r}; the manifest has {[f.name for f in self.features]}")
+
+    def to_json(self) -> str:
+        obj = {
+            "format_version": self.format_version,
+            "tool": self.tool,
+            "created": self.created,
+            "compression": self.compression,
+            "total_records": self.total_records,
+            "total_bytes": self.total_bytes,
+            "features": [f.to_json() for f in self.features],
+            "shards": [s.to_json() for s in self.shards],
+            "inputs": self.inputs,
+            "options": self.options,
+            "counts": self.counts,
+        }
+        return json.dumps(obj, indent=2, sort_keys=False) + "\n"
+
+    @classmethod
+    def from_json(cls, text: str | bytes, source: str = "manifest") -> Manifest:
+        """Parses manifest text; `source` names the file in errors."""
+        try:
+            obj = json.loads(text)
+        except ValueError as e:
+            raise ManifestError(f"{source}: not valid JSON: {e}") from e
+        if not isinstance(obj, dict):
+            raise ManifestError(f"{source}: expected a JSON object, got {type(obj).__name__}")
+        version = obj.get("format_version")
+        if version != FORMAT_VERSION:
+            raise ManifestError(
+                f"{source}: format_version {version!r} is not supported by this reader "
+                f"(supports {FORMAT_VERSION}); upgrade tfrecord-etl"
+            )
+        try:
+            manifest = cls(
+                shards=[ShardInfo.from_json(s) for s in obj["shards"]],
+                features=[FeatureSpec.from_json(f) for f in obj["features"]],
+                compression=obj["compression"],
+                inputs=obj.get("inputs", {}),
+                options=obj.get("options", {}),
+                counts=obj.get("counts", {}),
+                created=obj.get("created", ""),
+                tool=obj.get("tool", {}),
+            )
+        except KeyError as e:
+            raise ManifestError(f"{source}: missing key {e}") from e
+        except ManifestError as e:
+            raise ManifestError(f"{source}: {e}") from e
+        if obj.get("total_records", manifest.total_records) != manifest.total_records:
+            raise ManifestError(
+                f"{source}: total_records {obj['total_records']} does not equal the sum over shards "
+                f"{manifest.total_records}"
+            )
+        return manifest
+
+
+def schema_to_json(features: list[FeatureSpec]) -> str:
+    """The `--schema` file format: the manifest's feature list alone."""
+    return json.dumps({"features": [f.to_json() for f in features]}, indent=2) + "\n"
+
+
+def schema_from_json(text: str | bytes, source: str = "schema") -> list[FeatureSpec]:
+    """Parses a `--schema` file (or a whole manifest, whose `features` it takes)."""
+    try:
+        obj = json.loads(text)
+    except ValueError as e:
+        raise ManifestError(f"{source}: not valid JSON: {e}") from e
+    if not isinstance(obj, dict) or not isinstance(obj.get("features"), list):
+        raise ManifestError(f'{source}: expected {{"features": [...]}}')
+    try:
+        return [FeatureSpec.from_json(f) for f in obj["features"]]
+    except ManifestError as e:
+        raise ManifestError(f"{source}: {e}") from e
