@@ -6,8 +6,10 @@ import logging
 from collections.abc import Sequence
 
 import apache_beam as beam
+from apache_beam.io.filesystems import FileSystems
 from apache_beam.options.pipeline_options import PipelineOptions
 
+from beam_jobs.csv_source import CsvDataError
 from beam_jobs.options import ConvertConfig, apply_local_runner_defaults
 from beam_jobs.pipeline import ConvertCsvToShards
 from beam_jobs.planning import make_plan
@@ -41,6 +43,34 @@ def run(argv: Sequence[str]) -> Manifest:
         len(plan.shards),
         format_size(plan.estimated_output_bytes / len(plan.shards)),
     )
-    with beam.Pipeline(options=options) as pipeline:
-        _ = pipeline | "ConvertCsvToShards" >> ConvertCsvToShards(plan, config, __version__)
+    transform = ConvertCsvToShards(plan, config, __version__)
+    try:
+        with beam.Pipeline(options=options) as pipeline:
+            _ = pipeline | "ConvertCsvToShards" >> transform
+    except Exception as e:
+        _remove_quietly(transform.temp_dir)
+        reason = _data_error_reason(e)
+        if reason:
+            raise CsvDataError(reason) from e
+        raise
     return load_manifest(config.output)
+
+
+def _data_error_reason(error: BaseException) -> str | None:
+    """The message of a CsvDataError raised in a worker, which runners re-raise wrapped."""
+    if isinstance(error, CsvDataError):
+        return str(error).split(" [while running")[0]
+    text = str(error)
+    marker = f"{CsvDataError.__name__}: "
+    if marker not in text:
+        return None
+    return text[text.rindex(marker) + len(marker) :].splitlines()[0].split(" [while running")[0]
+
+
+def _remove_quietly(path: str) -> None:
+    """Deletes a failed run's temporary shards; a leftover is harmless, so errors are logged."""
+    try:
+        if FileSystems.exists(path):
+            FileSystems.delete([path])
+    except Exception as e:  # noqa: BLE001 - cleanup must not hide the original error
+        _log.warning("could not remove temporary folder %s: %s", path, e)

@@ -189,6 +189,6 @@ def read_range(
                 yield batch
     except pa.ArrowInvalid as e:
         hint = ""
-        if "conversion" in str(e):
+        if "conversion error to int64" in str(e) or "conversion error to double" in str(e):
             hint = "; column types are inferred from a sample: set them with --schema"
         raise CsvDataError(f"{where}: {e}{hint}") from e

@@ -30,7 +30,7 @@ class ConvertCsvToShards(beam.PTransform):
         self._plan = plan
         self._config = config
         self._tool_version = tool_version
-        self._temp_dir = FileSystems.join(config.output, TEMP_DIR_PREFIX + uuid.uuid4().hex[:12])
+        self.temp_dir = FileSystems.join(config.output, TEMP_DIR_PREFIX + uuid.uuid4().hex[:12])
 
     def expand(self, pbegin: beam.pvalue.PBegin) -> beam.PCollection:
         plan, config = self._plan, self._config
@@ -51,7 +51,7 @@ class ConvertCsvToShards(beam.PTransform):
             | "WriteShards"
             >> beam.ParDo(
                 shard_writer.WriteShardFn(
-                    plan.features, self._temp_dir, config.shard_prefix, config.compression
+                    plan.features, self.temp_dir, config.shard_prefix, config.compression
                 ),
                 quotes=beam.pvalue.AsSingleton(quotes),
             )
@@ -63,7 +63,7 @@ class ConvertCsvToShards(beam.PTransform):
             >> beam.Map(
                 publish,
                 output=config.output,
-                temp_dir=self._temp_dir,
+                temp_dir=self.temp_dir,
                 prefix=config.shard_prefix,
                 features=plan.features,
                 compression=config.compression,

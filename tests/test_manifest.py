@@ -1,0 +1,112 @@
+import json
+import subprocess
+import sys
+
+import pytest
+
+from tfdata_reader.manifest import (
+    FeatureSpec,
+    Manifest,
+    ManifestError,
+    ShardInfo,
+    schema_from_json,
+    schema_to_json,
+    shard_name,
+)
+
+
+def _manifest() -> Manifest:
+    return Manifest(
+        shards=[ShardInfo("data-00000-of-00002.tfrecord", 3, 100, "0000abcd"),
+                ShardInfo("data-00001-of-00002.tfrecord", 2, 90, "ffff0000")],
+        features=[FeatureSpec("id", "int64"), FeatureSpec("note", "bytes", [], True),
+                  FeatureSpec("tokens", "int64", None)],
+        compression="none",
+        inputs={"patterns": ["a/*.csv"]},
+        counts={"records_written": 5},
+        created="2026-12-02T00:00:00+00:00",
+        tool={"name": "tfrecord-etl", "version": "0.1.0"},
+    )
+
+
+@pytest.mark.parametrize(
+    "prefix, index, count, compression, expected",
+    [
+        ("data", 0, 12, "none", "data-00000-of-00012.tfrecord"),
+        ("train", 11, 12, "gzip", "train-00011-of-00012.tfrecord.gz"),
+    ],
+)
+def test_shard_name(prefix, index, count, compression, expected):
+    assert shard_name(prefix, index, count, compression) == expected
+
+
+def test_shard_name_rejects_path_characters():
+    with pytest.raises(ValueError, match="shard prefix must match"):
+        shard_name("../x", 0, 1, "none")
+
+
+def test_round_trip_and_totals():
+    m = _manifest()
+    text = m.to_json()
+    obj = json.loads(text)
+    assert obj["format_version"] == 1
+    assert obj["total_records"] == 5
+    assert obj["total_bytes"] == 190
+    assert obj["features"][1] == {"name": "note", "dtype": "bytes", "shape": [], "nullable": True}
+    assert obj["shards"][0] == {
+        "path": "data-00000-of-00002.tfrecord", "records": 3, "bytes": 100, "crc32c": "0000abcd"
+    }
+    assert Manifest.from_json(text) == m
+
+
+def test_is_fixed():
+    m = _manifest()
+    assert [f.is_fixed for f in m.features] == [True, False, False]
+
+
+@pytest.mark.parametrize(
+    "edit, message",
+    [
+        (lambda o: o.update(format_version=99), "format_version 99 is not supported"),
+        (lambda o: o.pop("shards"), "missing key 'shards'"),
+        (lambda o: o.update(total_records=6), "total_records 6 does not equal the sum over shards 5"),
+        (lambda o: o["features"][0].update(dtype="int32"), "dtype must be one of int64, float32, bytes"),
+        (lambda o: o["features"][0].update(shape=[0]), "shape must be"),
+        (lambda o: o.update(compression="zstd"), "compression must be one of none, gzip"),
+        (lambda o: o["features"].append(o["features"][0]), "duplicate feature names"),
+    ],
+)
+def test_from_json_rejects(edit, message):
+    obj = json.loads(_manifest().to_json())
+    edit(obj)
+    with pytest.raises(ManifestError, match=message):
+        Manifest.from_json(json.dumps(obj), source="m.json")
+
+
+def test_from_json_rejects_non_json():
+    with pytest.raises(ManifestError, match="m.json: not valid JSON"):
+        Manifest.from_json("{", source="m.json")
+
+
+def test_schema_round_trip_and_partial_schema():
+    features = _manifest().features
+    assert schema_from_json(schema_to_json(features)) == features
+    partial = schema_from_json('{"features": [{"name": "x", "dtype": "float32"}]}')
+    assert partial == [FeatureSpec("x", "float32", [], False)]
+    with pytest.raises(ManifestError, match="s.json: feature 'x': unknown keys \\['type'\\]"):
+        schema_from_json('{"features": [{"name": "x", "dtype": "bytes", "type": 1}]}', "s.json")
+
+
+def test_manifest_module_imports_neither_tensorflow_nor_beam():
+    code = (
+        "import sys, tfdata_reader.manifest, tfdata_reader;"
+        "print(any(m.split('.')[0] in ('tensorflow', 'apache_beam') for m in sys.modules))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "False"
+
+
+def test_reader_package_imports_without_beam():
+    code = "import sys, tfdata_reader.dataset; print('apache_beam' in sys.modules)"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "False"

@@ -1,0 +1,67 @@
+import pytest
+
+from beam_jobs.shard_plan import InputFile, Piece, choose_num_shards, cut_points, plan_shards
+
+
+@pytest.mark.parametrize(
+    "est_bytes, target, records, forced, expected",
+    [
+        (1000, 1000, 10, None, 1),
+        (1001, 1000, 10, None, 2),
+        (10_000, 1000, 100, None, 10),
+        (10_000, 1000, 3, None, 3),  # never more shards than records
+        (0, 1000, 0, None, 1),  # at least one
+        (10_000, 1000, 100, 4, 4),  # forced count wins
+        (3.9e12, 256 * 2**20, 1e10, None, 14529),
+    ],
+)
+def test_choose_num_shards(est_bytes, target, records, forced, expected):
+    assert choose_num_shards(est_bytes, target, records, forced) == expected
+
+
+def test_plan_shards_spans_files_in_equal_ranges():
+    files = [InputFile("a", 10), InputFile("b", 0), InputFile("c", 5)]
+    shards = plan_shards(files, 3)
+    assert [s.pieces for s in shards] == [
+        (Piece("a", 0, 5, 10),),
+        (Piece("a", 5, 10, 10),),
+        (Piece("c", 0, 5, 5),),
+    ]
+    assert [(s.index, s.num_shards, s.input_bytes) for s in shards] == [(0, 3, 5), (1, 3, 5), (2, 3, 5)]
+
+
+def test_plan_shards_uneven_split_and_file_boundaries():
+    files = [InputFile("a", 7), InputFile("b", 3)]
+    shards = plan_shards(files, 4)  # bounds 0, 2, 5, 7, 10
+    assert [s.pieces for s in shards] == [
+        (Piece("a", 0, 2, 7),),
+        (Piece("a", 2, 5, 7),),
+        (Piece("a", 5, 7, 7),),
+        (Piece("b", 0, 3, 3),),
+    ]
+
+
+def test_plan_shards_one_shard_holds_every_file():
+    files = [InputFile("a", 4), InputFile("b", 6)]
+    assert plan_shards(files, 1)[0].pieces == (Piece("a", 0, 4, 4), Piece("b", 0, 6, 6))
+
+
+def test_plan_shards_covers_every_byte_once():
+    files = [InputFile(f"f{i}", size) for i, size in enumerate([0, 13, 1, 40, 7, 0, 29])]
+    for n in range(1, 40):
+        covered = {}
+        for shard in plan_shards(files, n):
+            for p in shard.pieces:
+                for offset in range(p.start, p.end):
+                    covered[(p.path, offset)] = covered.get((p.path, offset), 0) + 1
+        assert covered == {(f.path, o): 1 for f in files for o in range(f.size)}
+
+
+def test_plan_shards_rejects_zero():
+    with pytest.raises(ValueError, match="num_shards must be at least 1, got 0"):
+        plan_shards([InputFile("a", 1)], 0)
+
+
+def test_cut_points_are_interior_piece_starts():
+    files = [InputFile("a", 7), InputFile("b", 3)]
+    assert cut_points(plan_shards(files, 4)) == {"a": [2, 5], "b": []}
