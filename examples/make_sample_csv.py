@@ -1,6 +1,6 @@
 """Writes sample CSV files for the demo and tests: mixed types, quoting, missing values.
 
-Columns: id (int64, unique across files), label (int64 0/1), x0..x3 (float), city (string, some
+Columns: id (int64, unique across files), label (int64: 1 when x0 + x1 > 0), x0..x3 (float), city (string, some
 with commas), note (string with quotes and newlines in some rows, empty in others), score
 (float, sometimes missing). Deterministic for a given seed.
 """
@@ -28,7 +28,8 @@ def _row(i: int, rng: random.Random) -> list[str]:
     else:
         note = f"note {rng.randrange(10**6)}"
     score = "" if i % 7 == 3 else f"{rng.random():.5f}"
-    return [str(i), str(i % 2), *xs, _CITIES[i % len(_CITIES)], note, score]
+    label = int(float(xs[0]) + float(xs[1]) > 0)
+    return [str(i), str(label), *xs, _CITIES[i % len(_CITIES)], note, score]
 
 
 def write_sample_csv(output: pathlib.Path, files: int, rows: int, seed: int = 0) -> list[str]:

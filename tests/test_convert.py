@@ -1,0 +1,232 @@
+"""End-to-end conversions on the real pipeline (local FnApiRunner) with small real files."""
+
+from __future__ import annotations
+
+import csv
+import json
+import math
+import os
+import pathlib
+import shutil
+
+import google_crc32c
+import numpy as np
+import pytest
+import tensorflow as tf
+from conftest import convert, expected_rows
+
+from beam_jobs.csv_source import CsvDataError
+from beam_jobs.options import UsageError
+from beam_jobs.verify import verify
+from tfdata_reader import make_dataset
+from tfdata_reader.dataset import parse_spec
+from tfdata_reader.manifest import FeatureSpec
+
+TARGET = 64 * 1024
+
+
+def _expected_value(text: str, dtype: str):
+    if text == "":
+        return []
+    if dtype == "int64":
+        return [int(text)]
+    if dtype == "float32":
+        return [np.float32(float(text))]
+    return [text.encode("utf-8")]
+
+
+def _records_in_shard_order(out: pathlib.Path, manifest) -> list[dict[str, list]]:
+    """Every record, shard 0 first, each as {feature: list of values}."""
+    compression = "GZIP" if manifest.compression == "gzip" else ""
+    spec = {
+        f.name: tf.io.RaggedFeature({"int64": tf.int64, "float32": tf.float32,
+                                     "bytes": tf.string}[f.dtype])
+        for f in manifest.features
+    }
+    rows = []
+    for shard in manifest.shards:
+        records = tf.data.TFRecordDataset(str(out / shard.path), compression_type=compression)
+        for batch in records.batch(100_000):
+            parsed = {k: v.to_list() for k, v in tf.io.parse_example(batch, spec).items()}
+            rows.extend(dict(zip(parsed, values)) for values in zip(*parsed.values()))
+    return rows
+
+
+def _assert_same_values(rows, oracle, manifest):
+    dtypes = {f.name: f.dtype for f in manifest.features}
+    assert len(rows) == len(oracle)
+    for got, want in zip(rows, oracle):
+        assert got == {k: _expected_value(v, dtypes[k]) for k, v in want.items()}
+
+
+def test_every_value_round_trips_in_input_order(converted, sample_csv):
+    out, manifest = converted
+    _assert_same_values(_records_in_shard_order(out, manifest), expected_rows(sample_csv), manifest)
+
+
+def test_shards_are_size_targeted_and_balanced(converted):
+    out, manifest = converted
+    sizes = [s.bytes for s in manifest.shards]
+    assert len(sizes) >= 5
+    assert max(sizes) <= 1.1 * TARGET
+    assert max(sizes) / min(sizes) <= 1.5
+    assert sizes == [os.path.getsize(out / s.path) for s in manifest.shards]
+
+
+def test_manifest_describes_the_output(converted, sample_csv):
+    out, manifest = converted
+    n = len(manifest.shards)
+    assert [s.path for s in manifest.shards] == [f"data-{i:05d}-of-{n:05d}.tfrecord" for i in range(n)]
+    for shard in manifest.shards:
+        data = (out / shard.path).read_bytes()
+        assert shard.crc32c == f"{google_crc32c.value(data):08x}"
+    assert manifest.features == [
+        FeatureSpec("id", "int64", [], False),
+        FeatureSpec("label", "int64", [], False),
+        FeatureSpec("x0", "float32", [], False),
+        FeatureSpec("x1", "float32", [], False),
+        FeatureSpec("x2", "float32", [], False),
+        FeatureSpec("x3", "float32", [], False),
+        FeatureSpec("city", "bytes", [], False),
+        FeatureSpec("note", "bytes", [], True),
+        FeatureSpec("score", "float32", [], True),
+    ]
+    assert manifest.total_records == 12_000
+    assert manifest.compression == "none"
+    assert manifest.counts["records_read"] == 12_000
+    assert manifest.counts["records_written"] == 12_000
+    assert manifest.counts["bad_records"] == 0
+    assert manifest.counts["null_values"]["note"] == 1200  # every 10th row
+    assert manifest.counts["null_values"]["score"] == 1714  # rows with i % 7 == 3
+    assert manifest.inputs["files"] == [
+        {"path": p, "bytes": os.path.getsize(p)} for p in sorted(sample_csv)
+    ]
+    assert manifest.inputs["total_bytes"] == sum(os.path.getsize(p) for p in sample_csv)
+    assert manifest.options["target_shard_bytes"] == TARGET
+    assert manifest.tool == {"name": "tfrecord-etl", "version": "0.1.0"}
+    assert manifest.format_version == 1
+    on_disk = json.loads((out / "manifest.json").read_text())
+    assert on_disk["total_records"] == 12_000
+    assert sorted(p.name for p in out.iterdir()) == sorted(
+        [s.path for s in manifest.shards] + ["manifest.json"]
+    )
+
+
+def test_verify_passes_on_a_fresh_conversion(converted):
+    out, _ = converted
+    _, problems = verify(str(out))
+    assert problems == []
+
+
+def test_gzip_forced_shard_count(sample_csv, tmp_path):
+    out = tmp_path / "gz"
+    manifest = convert(sample_csv, out, "--compression=gzip", "--num_shards=3")
+    assert [s.path for s in manifest.shards] == [
+        f"data-0000{i}-of-00003.tfrecord.gz" for i in range(3)
+    ]
+    sizes = [s.bytes for s in manifest.shards]
+    assert max(sizes) / min(sizes) <= 1.5
+    assert manifest.compression == "gzip"
+    _assert_same_values(_records_in_shard_order(out, manifest), expected_rows(sample_csv), manifest)
+    assert verify(str(out))[1] == []
+
+
+def test_gzip_shards_hit_the_target_on_disk(sample_csv, tmp_path):
+    manifest = convert(sample_csv, tmp_path / "gz", "--compression=gzip", "--target_shard_bytes=32KiB")
+    sizes = [s.bytes for s in manifest.shards]
+    assert len(sizes) >= 3
+    assert max(sizes) <= 1.1 * 32 * 1024
+    assert max(sizes) / min(sizes) <= 1.5
+
+
+def test_cuts_inside_quoted_newlines_lose_nothing(tmp_path):
+    path = tmp_path / "quoted.csv"
+    with path.open("w", newline="", encoding="utf-8") as f:
+        w = csv.writer(f)
+        w.writerow(["id", "text"])
+        for i in range(3000):
+            text = f'row {i}\n"quoted", with\nnewlines\n\n' * (1 + i % 3) if i % 2 else f"plain {i}"
+            w.writerow([i, text])
+    out = tmp_path / "out"
+    manifest = convert([str(path)], out, "--num_shards=37")
+    assert len(manifest.shards) == 37
+    _assert_same_values(_records_in_shard_order(out, manifest), expected_rows([str(path)]), manifest)
+
+
+def test_rerun_with_another_shard_count_replaces_the_old_shards(sample_csv, tmp_path):
+    out = tmp_path / "out"
+    convert(sample_csv, out, "--num_shards=5")
+    manifest = convert(sample_csv, out, "--num_shards=2")
+    assert sorted(p.name for p in out.iterdir()) == [
+        "data-00000-of-00002.tfrecord", "data-00001-of-00002.tfrecord", "manifest.json"
+    ]
+    assert manifest.total_records == 12_000
+    assert verify(str(out))[1] == []
+
+
+def test_schema_overrides_inferred_types(sample_csv, tmp_path):
+    schema = tmp_path / "schema.json"
+    schema.write_text(json.dumps({"features": [{"name": "id", "dtype": "bytes"},
+                                               {"name": "label", "dtype": "float32"}]}))
+    out = tmp_path / "out"
+    manifest = convert(sample_csv[:1], out, f"--schema={schema}", "--num_shards=1")
+    assert manifest.feature("id") == FeatureSpec("id", "bytes", [], False)
+    assert manifest.feature("label") == FeatureSpec("label", "float32", [], False)
+    batch = next(iter(make_dataset(str(out), 3, shuffle=False)))
+    assert batch["id"].numpy().tolist() == [b"0", b"1", b"2"]
+    assert batch["label"].dtype == tf.float32
+
+
+def test_a_value_that_contradicts_the_sampled_type_names_file_and_row(tmp_path):
+    path = tmp_path / "late.csv"
+    path.write_text("n,s\n" + "".join(f"{i},x\n" for i in range(2000)) + "oops,y\n")
+    with pytest.raises(CsvDataError) as e:
+        convert([str(path)], tmp_path / "out", "--sample_bytes=4096")
+    assert str(e.value) == (
+        f"{path}: bytes 0-{path.stat().st_size}: In CSV column #0: Row #2002: CSV conversion error "
+        "to int64: invalid value 'oops'; column types are inferred from a sample: set them with "
+        "--schema"
+    )
+    assert not (tmp_path / "out" / "manifest.json").exists()
+    assert list((tmp_path / "out").iterdir()) == []  # the failed run's temporary folder is gone
+
+
+def test_files_with_different_headers_are_rejected(tmp_path):
+    (tmp_path / "a.csv").write_text("n,s\n1,x\n")
+    (tmp_path / "b.csv").write_text("n,t\n2,y\n")
+    with pytest.raises(CsvDataError, match=r"b.csv: header \['n', 't'\] differs from \['n', 's'\]"):
+        convert([str(tmp_path / "*.csv")], tmp_path / "out")
+
+
+def test_inputs_that_match_nothing_are_a_usage_error(tmp_path):
+    with pytest.raises(UsageError, match=r"--input '.*nothing/\*.csv' matches no files"):
+        convert([str(tmp_path / "nothing/*.csv")], tmp_path / "out")
+
+
+def test_empty_files_are_skipped_and_header_only_files_give_no_records(tmp_path):
+    (tmp_path / "a.csv").write_text("")
+    (tmp_path / "b.csv").write_text("n,s\n")
+    (tmp_path / "c.csv").write_text("n,s\n1,x\n2,y\n")
+    manifest = convert([str(tmp_path / "*.csv")], tmp_path / "out")
+    assert manifest.total_records == 2
+    assert [f["path"] for f in manifest.inputs["files"]] == [
+        str(tmp_path / "b.csv"), str(tmp_path / "c.csv")
+    ]
+
+
+def test_parse_spec_matches_manifest_shapes(converted):
+    _, manifest = converted
+    spec = parse_spec(manifest.features)
+    assert isinstance(spec["id"], tf.io.FixedLenFeature)
+    assert isinstance(spec["score"], tf.io.RaggedFeature)
+
+
+@pytest.mark.slow
+def test_default_runner_uses_worker_processes(sample_csv, tmp_path):
+    """No runner flags: the multi-process FnApiRunner, as users run it."""
+    out = tmp_path / "mp"
+    manifest = convert(sample_csv, out, "--target_shard_bytes=128KiB", in_process=False)
+    assert manifest.total_records == 12_000
+    assert math.ceil(manifest.total_bytes / (1.1 * 128 * 1024)) <= len(manifest.shards)
+    assert verify(str(out))[1] == []
+    shutil.rmtree(out)
