@@ -1,5 +1,7 @@
 """tfrecord-etl: raw files to size-targeted TFRecord shards with Beam, read back with tf.data."""
 
+import pathlib
+
 from setuptools import find_packages, setup
 
 setup(
@@ -7,10 +9,12 @@ setup(
     version="0.1.0",
     description="Convert raw files into size-targeted TFRecord shards with Apache Beam, "
     "and read them with tf.data under tf.distribute.",
-    long_description=open("README.md", encoding="utf-8").read(),
+    long_description=pathlib.Path(__file__).with_name("README.md").read_text(encoding="utf-8"),
     long_description_content_type="text/markdown",
     python_requires=">=3.10",
-    packages=find_packages(include=["beam_jobs", "beam_jobs.*", "tfdata_reader", "tfdata_reader.*"]),
+    packages=find_packages(
+        include=["beam_jobs", "beam_jobs.*", "tfdata_reader", "tfdata_reader.*"]
+    ),
     install_requires=[
         "apache-beam[gcp]==2.77.0",
         "tensorflow>=2.21,<2.22",

@@ -72,5 +72,5 @@ def _remove_quietly(path: str) -> None:
     try:
         if FileSystems.exists(path):
             FileSystems.delete([path])
-    except Exception as e:  # noqa: BLE001 - cleanup must not hide the original error
+    except Exception as e:
         _log.warning("could not remove temporary folder %s: %s", path, e)

@@ -18,7 +18,7 @@ import pyarrow.csv as pcsv
 from beam_jobs.csv_ranges import record_starts
 from tfdata_reader.manifest import FeatureSpec
 
-__all__ = ["CsvSample", "CsvDataError", "infer_features", "parse_sample", "read_range"]
+__all__ = ["CsvDataError", "CsvSample", "infer_features", "parse_sample", "read_range"]
 
 _BLOCK_SIZE = 1 << 20
 # Types the reader converts each Example dtype from. Floats are parsed as float64 and rounded to
@@ -134,7 +134,7 @@ class _Window(io.RawIOBase):
     def readable(self) -> bool:
         return True
 
-    def readinto(self, buffer) -> int:  # noqa: ANN001 - a writable buffer
+    def readinto(self, buffer) -> int:
         if self._left <= 0:
             return 0
         view = memoryview(buffer)[: min(len(buffer), self._left)]

@@ -154,7 +154,8 @@ def apply_local_runner_defaults(options: PipelineOptions, argv: Sequence[str]) -
     if runner is None or (wants_direct and not has_prism):
         if wants_direct:
             note = (
-                f"running on Beam's local {LOCAL_RUNNER} instead of DirectRunner, which would first "
+                f"running on Beam's local {LOCAL_RUNNER} instead of DirectRunner, which would "
+                "first "
                 "try to download the Prism runner (pass --prism_location=BINARY to use Prism)"
             )
         standard.runner = LOCAL_RUNNER

@@ -1,4 +1,4 @@
-"""The conversion pipeline: a planned set of CSV byte ranges in, published shards and manifest out."""
+"""The conversion pipeline: planned CSV byte ranges in, published shards and manifest out."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ from beam_jobs.planning import ConversionPlan
 from beam_jobs.publish import publish
 from beam_jobs.shard_plan import cut_points
 
-__all__ = ["ConvertCsvToShards", "TEMP_DIR_PREFIX"]
+__all__ = ["TEMP_DIR_PREFIX", "ConvertCsvToShards"]
 
 TEMP_DIR_PREFIX = ".tfrecord-etl-tmp-"
 

@@ -144,4 +144,3 @@ def make_plan(config: ConvertConfig) -> ConversionPlan:
         output_bytes_per_input_byte=out_ratio,
         records_per_input_byte=records_ratio,
     )
-

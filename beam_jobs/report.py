@@ -46,8 +46,10 @@ def describe(manifest: Manifest, location: str) -> str:
         "",
         format_table(
             ["feature", "dtype", "shape", "nullable"],
-            [(f.name, f.dtype, _shape(f.shape), "yes" if f.nullable else "no")
-             for f in manifest.features],
+            [
+                (f.name, f.dtype, _shape(f.shape), "yes" if f.nullable else "no")
+                for f in manifest.features
+            ],
         ),
     ]
     return "\n".join(lines)

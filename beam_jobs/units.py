@@ -26,7 +26,7 @@ _SIZE_RE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([a-zA-Z]*)\s*$")
 
 
 def parse_size(text: str | int) -> int:
-    """Parses a byte size; decimal units (KB, MB, GB) are powers of 1000, binary ones powers of 1024.
+    """Parses a byte size: KB, MB, GB are powers of 1000; KiB, MiB, GiB powers of 1024.
 
     Raises:
       ValueError: naming the bad text and the accepted forms.

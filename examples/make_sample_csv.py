@@ -1,8 +1,8 @@
 """Writes sample CSV files for the demo and tests: mixed types, quoting, missing values.
 
-Columns: id (int64, unique across files), label (int64: 1 when x0 + x1 > 0), x0..x3 (float), city (string, some
-with commas), note (string with quotes and newlines in some rows, empty in others), score
-(float, sometimes missing). Deterministic for a given seed.
+Columns: id (int64, unique across files), label (int64: 1 when x0 + x1 > 0), x0..x3 (float),
+city (string, some with commas), note (string, with quotes and newlines in some rows, empty in
+others), score (float, sometimes missing). Deterministic for a given seed.
 """
 
 from __future__ import annotations

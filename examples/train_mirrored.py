@@ -59,8 +59,11 @@ def main() -> None:
     dist_ds = strategy.distribute_datasets_from_function(dataset_fn)
     with strategy.scope():
         model = tf.keras.Sequential(
-            [tf.keras.Input((len(NUMERIC),)), tf.keras.layers.Dense(16, "relu"),
-             tf.keras.layers.Dense(1)]
+            [
+                tf.keras.Input((len(NUMERIC),)),
+                tf.keras.layers.Dense(16, "relu"),
+                tf.keras.layers.Dense(1),
+            ]
         )
         model.compile(
             optimizer="adam",
@@ -70,7 +73,8 @@ def main() -> None:
     loss = history.history["loss"][-1]
     print(
         f"trained {args.steps} steps on {strategy.num_replicas_in_sync} replicas from "
-        f"{manifest.total_records:,} records in {len(manifest.shards)} shards; final loss {loss:.4f}"
+        f"{manifest.total_records:,} records in {len(manifest.shards)} shards; "
+        f"final loss {loss:.4f}"
     )
     if not math.isfinite(loss):
         raise SystemExit("loss is not finite")

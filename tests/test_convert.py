@@ -39,8 +39,9 @@ def _records_in_shard_order(out: pathlib.Path, manifest) -> list[dict[str, list]
     """Every record, shard 0 first, each as {feature: list of values}."""
     compression = "GZIP" if manifest.compression == "gzip" else ""
     spec = {
-        f.name: tf.io.RaggedFeature({"int64": tf.int64, "float32": tf.float32,
-                                     "bytes": tf.string}[f.dtype])
+        f.name: tf.io.RaggedFeature(
+            {"int64": tf.int64, "float32": tf.float32, "bytes": tf.string}[f.dtype]
+        )
         for f in manifest.features
     }
     rows = []
@@ -76,7 +77,9 @@ def test_shards_are_size_targeted_and_balanced(converted):
 def test_manifest_describes_the_output(converted, sample_csv):
     out, manifest = converted
     n = len(manifest.shards)
-    assert [s.path for s in manifest.shards] == [f"data-{i:05d}-of-{n:05d}.tfrecord" for i in range(n)]
+    assert [s.path for s in manifest.shards] == [
+        f"data-{i:05d}-of-{n:05d}.tfrecord" for i in range(n)
+    ]
     for shard in manifest.shards:
         data = (out / shard.path).read_bytes()
         assert shard.crc32c == f"{google_crc32c.value(data):08x}"
@@ -132,7 +135,9 @@ def test_gzip_forced_shard_count(sample_csv, tmp_path):
 
 
 def test_gzip_shards_hit_the_target_on_disk(sample_csv, tmp_path):
-    manifest = convert(sample_csv, tmp_path / "gz", "--compression=gzip", "--target_shard_bytes=32KiB")
+    manifest = convert(
+        sample_csv, tmp_path / "gz", "--compression=gzip", "--target_shard_bytes=32KiB"
+    )
     sizes = [s.bytes for s in manifest.shards]
     assert len(sizes) >= 3
     assert max(sizes) <= 1.1 * 32 * 1024
@@ -150,7 +155,9 @@ def test_cuts_inside_quoted_newlines_lose_nothing(tmp_path):
     out = tmp_path / "out"
     manifest = convert([str(path)], out, "--num_shards=37")
     assert len(manifest.shards) == 37
-    _assert_same_values(_records_in_shard_order(out, manifest), expected_rows([str(path)]), manifest)
+    _assert_same_values(
+        _records_in_shard_order(out, manifest), expected_rows([str(path)]), manifest
+    )
 
 
 def test_rerun_with_another_shard_count_replaces_the_old_shards(sample_csv, tmp_path):
@@ -158,7 +165,9 @@ def test_rerun_with_another_shard_count_replaces_the_old_shards(sample_csv, tmp_
     convert(sample_csv, out, "--num_shards=5")
     manifest = convert(sample_csv, out, "--num_shards=2")
     assert sorted(p.name for p in out.iterdir()) == [
-        "data-00000-of-00002.tfrecord", "data-00001-of-00002.tfrecord", "manifest.json"
+        "data-00000-of-00002.tfrecord",
+        "data-00001-of-00002.tfrecord",
+        "manifest.json",
     ]
     assert manifest.total_records == 12_000
     assert verify(str(out))[1] == []
@@ -166,8 +175,11 @@ def test_rerun_with_another_shard_count_replaces_the_old_shards(sample_csv, tmp_
 
 def test_schema_overrides_inferred_types(sample_csv, tmp_path):
     schema = tmp_path / "schema.json"
-    schema.write_text(json.dumps({"features": [{"name": "id", "dtype": "bytes"},
-                                               {"name": "label", "dtype": "float32"}]}))
+    schema.write_text(
+        json.dumps(
+            {"features": [{"name": "id", "dtype": "bytes"}, {"name": "label", "dtype": "float32"}]}
+        )
+    )
     out = tmp_path / "out"
     manifest = convert(sample_csv[:1], out, f"--schema={schema}", "--num_shards=1")
     assert manifest.feature("id") == FeatureSpec("id", "bytes", [], False)
@@ -210,7 +222,8 @@ def test_empty_files_are_skipped_and_header_only_files_give_no_records(tmp_path)
     manifest = convert([str(tmp_path / "*.csv")], tmp_path / "out")
     assert manifest.total_records == 2
     assert [f["path"] for f in manifest.inputs["files"]] == [
-        str(tmp_path / "b.csv"), str(tmp_path / "c.csv")
+        str(tmp_path / "b.csv"),
+        str(tmp_path / "c.csv"),
     ]
 
 

@@ -7,7 +7,7 @@ from tfdata_reader.manifest import FeatureSpec
 
 HEAD = (
     b"i,f,s,mixed,empty,flag,ts\n"
-    b'1,1.5,x,1,,true,2024-01-01\n'
+    b"1,1.5,x,1,,true,2024-01-01\n"
     b'2,,"y, ""z""\nw",2.5,,false,2024-01-02\n'
     b"3,3,NA,3,,true,2024-01-03\n"
 )

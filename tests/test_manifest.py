@@ -17,10 +17,15 @@ from tfdata_reader.manifest import (
 
 def _manifest() -> Manifest:
     return Manifest(
-        shards=[ShardInfo("data-00000-of-00002.tfrecord", 3, 100, "0000abcd"),
-                ShardInfo("data-00001-of-00002.tfrecord", 2, 90, "ffff0000")],
-        features=[FeatureSpec("id", "int64"), FeatureSpec("note", "bytes", [], True),
-                  FeatureSpec("tokens", "int64", None)],
+        shards=[
+            ShardInfo("data-00000-of-00002.tfrecord", 3, 100, "0000abcd"),
+            ShardInfo("data-00001-of-00002.tfrecord", 2, 90, "ffff0000"),
+        ],
+        features=[
+            FeatureSpec("id", "int64"),
+            FeatureSpec("note", "bytes", [], True),
+            FeatureSpec("tokens", "int64", None),
+        ],
         compression="none",
         inputs={"patterns": ["a/*.csv"]},
         counts={"records_written": 5},
@@ -54,7 +59,10 @@ def test_round_trip_and_totals():
     assert obj["total_bytes"] == 190
     assert obj["features"][1] == {"name": "note", "dtype": "bytes", "shape": [], "nullable": True}
     assert obj["shards"][0] == {
-        "path": "data-00000-of-00002.tfrecord", "records": 3, "bytes": 100, "crc32c": "0000abcd"
+        "path": "data-00000-of-00002.tfrecord",
+        "records": 3,
+        "bytes": 100,
+        "crc32c": "0000abcd",
     }
     assert Manifest.from_json(text) == m
 
@@ -69,8 +77,14 @@ def test_is_fixed():
     [
         (lambda o: o.update(format_version=99), "format_version 99 is not supported"),
         (lambda o: o.pop("shards"), "missing key 'shards'"),
-        (lambda o: o.update(total_records=6), "total_records 6 does not equal the sum over shards 5"),
-        (lambda o: o["features"][0].update(dtype="int32"), "dtype must be one of int64, float32, bytes"),
+        (
+            lambda o: o.update(total_records=6),
+            "total_records 6 does not equal the sum over shards 5",
+        ),
+        (
+            lambda o: o["features"][0].update(dtype="int32"),
+            "dtype must be one of int64, float32, bytes",
+        ),
         (lambda o: o["features"][0].update(shape=[0]), "shape must be"),
         (lambda o: o.update(compression="zstd"), "compression must be one of none, gzip"),
         (lambda o: o["features"].append(o["features"][0]), "duplicate feature names"),

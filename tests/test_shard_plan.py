@@ -27,7 +27,11 @@ def test_plan_shards_spans_files_in_equal_ranges():
         (Piece("a", 5, 10, 10),),
         (Piece("c", 0, 5, 5),),
     ]
-    assert [(s.index, s.num_shards, s.input_bytes) for s in shards] == [(0, 3, 5), (1, 3, 5), (2, 3, 5)]
+    assert [(s.index, s.num_shards, s.input_bytes) for s in shards] == [
+        (0, 3, 5),
+        (1, 3, 5),
+        (2, 3, 5),
+    ]
 
 
 def test_plan_shards_uneven_split_and_file_boundaries():

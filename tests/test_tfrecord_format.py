@@ -26,7 +26,8 @@ def test_frame_records_matches_tensorflow_writer(tmp_path):
     with tf.io.TFRecordWriter(path) as w:
         for r in RECORDS:
             w.write(r)
-    assert frame_records(RECORDS) == open(path, "rb").read()
+    with open(path, "rb") as f:
+        assert frame_records(RECORDS) == f.read()
 
 
 @pytest.mark.parametrize("compression", ["none", "gzip"])
@@ -66,7 +67,10 @@ def test_count_records_walks_and_checks():
     [
         (lambda d: d[:-1], "record 3: stream ends inside the record data"),
         (lambda d: d + b"\x01\x02", "record 4: stream ends inside the record header"),
-        (lambda d: d[:20] + bytes([d[20] ^ 1]) + d[21:], "record 1: length field fails its checksum"),
+        (
+            lambda d: d[:20] + bytes([d[20] ^ 1]) + d[21:],
+            "record 1: length field fails its checksum",
+        ),
         (lambda d: d[:-5] + bytes([d[-5] ^ 0x10]) + d[-4:], "record 3: data fails its checksum"),
     ],
 )

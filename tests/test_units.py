@@ -30,8 +30,14 @@ def test_parse_size_rejects(text):
 
 @pytest.mark.parametrize(
     "num_bytes, expected",
-    [(0, "0 B"), (1023, "1023 B"), (1024, "1 KiB"), (1536, "1.5 KiB"),
-     (268_435_456, "256 MiB"), (5 * 1024**4, "5 TiB")],
+    [
+        (0, "0 B"),
+        (1023, "1023 B"),
+        (1024, "1 KiB"),
+        (1536, "1.5 KiB"),
+        (268_435_456, "256 MiB"),
+        (5 * 1024**4, "5 TiB"),
+    ],
 )
 def test_format_size(num_bytes, expected):
     assert format_size(num_bytes) == expected

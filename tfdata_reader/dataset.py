@@ -79,9 +79,7 @@ def _select(manifest: Manifest, names: Sequence[str] | None) -> list[FeatureSpec
     return [manifest.feature(n) for n in names]
 
 
-def _shard_files(
-    files: list[str], input_context: tf.distribute.InputContext | None
-) -> list[str]:
+def _shard_files(files: list[str], input_context: tf.distribute.InputContext | None) -> list[str]:
     if input_context is None or input_context.num_input_pipelines == 1:
         return files
     n, i = input_context.num_input_pipelines, input_context.input_pipeline_id

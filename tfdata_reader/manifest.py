@@ -68,10 +68,12 @@ class FeatureSpec:
             raise ManifestError("feature name must not be empty")
         if self.dtype not in DTYPES:
             raise ManifestError(
-                f"feature {self.name!r}: dtype must be one of {', '.join(DTYPES)}, got {self.dtype!r}"
+                f"feature {self.name!r}: dtype must be one of {', '.join(DTYPES)}, "
+                f"got {self.dtype!r}"
             )
         if self.shape is not None and (
-            not isinstance(self.shape, list) or any(not isinstance(d, int) or d < 1 for d in self.shape)
+            not isinstance(self.shape, list)
+            or any(not isinstance(d, int) or d < 1 for d in self.shape)
         ):
             raise ManifestError(
                 f"feature {self.name!r}: shape must be [] (scalar), [k] with k >= 1, or null "
@@ -211,7 +213,8 @@ class Manifest:
             raise ManifestError(f"{source}: {e}") from e
         if obj.get("total_records", manifest.total_records) != manifest.total_records:
             raise ManifestError(
-                f"{source}: total_records {obj['total_records']} does not equal the sum over shards "
+                f"{source}: total_records {obj['total_records']} does not equal the sum over "
+                f"shards "
                 f"{manifest.total_records}"
             )
         return manifest
