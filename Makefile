@@ -4,6 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 DEMO_DIR ?= demo_data
+export TF_CPP_MIN_LOG_LEVEL ?= 2
 
 .PHONY: venv test test-fast demo bench lint format clean
 

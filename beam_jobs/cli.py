@@ -107,6 +107,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return EXIT_USAGE
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
     logging.getLogger("beam_jobs").setLevel(logging.INFO)
+    # Local worker processes relay every startup notice as a warning; errors still show.
+    logging.getLogger("apache_beam.runners.portability.local_job_service").setLevel(logging.ERROR)
 
     from beam_jobs.csv_source import CsvDataError
     from beam_jobs.options import UsageError
