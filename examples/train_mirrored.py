@@ -1,8 +1,8 @@
 """Trains a small Keras model under MirroredStrategy from a converted dataset.
 
 On a machine without accelerators the CPU is split into 2 logical devices, so the strategy has
-two replicas, as it would with two GPUs. The input function gets its per-replica batch size and
-shard from `tf.distribute.InputContext`.
+two replicas, as it would with two GPUs. `tfdata_reader.distribute` gives each replica its
+per-replica batch of `(features, label)`.
 
     python examples/train_mirrored.py OUT_DIR --steps 20
 """
@@ -14,12 +14,13 @@ import math
 
 import tensorflow as tf
 
-from tfdata_reader import make_dataset, read_manifest
+from tfdata_reader import distribute, read_manifest
 
 NUMERIC = ["x0", "x1", "x2", "x3"]
 
 
-def _use_two_cpu_replicas() -> None:
+def use_two_cpu_replicas() -> None:
+    """Splits the CPU into 2 logical devices when there is no GPU (before TF initializes)."""
     if tf.config.list_physical_devices("GPU"):
         return
     cpu = tf.config.list_physical_devices("CPU")[0]
@@ -28,9 +29,16 @@ def _use_two_cpu_replicas() -> None:
     )
 
 
-def _to_inputs(batch: dict[str, tf.Tensor]) -> tuple[tf.Tensor, tf.Tensor]:
-    features = tf.stack([batch[name] for name in NUMERIC], axis=1) / 100.0
-    return features, tf.cast(batch["label"], tf.float32)
+def build_model() -> tf.keras.Model:
+    """A small classifier over the sample's numeric features, given as a dict."""
+    inputs = {name: tf.keras.Input((), name=name) for name in NUMERIC}
+    stacked = tf.keras.layers.Concatenate()(
+        [tf.keras.layers.Reshape((1,))(inputs[name]) for name in NUMERIC]
+    )
+    hidden = tf.keras.layers.Dense(16, "relu")(tf.keras.layers.Rescaling(0.01)(stacked))
+    model = tf.keras.Model(inputs, tf.keras.layers.Dense(1)(hidden))
+    model.compile(optimizer="adam", loss=tf.keras.losses.BinaryCrossentropy(from_logits=True))
+    return model
 
 
 def main() -> None:
@@ -40,36 +48,22 @@ def main() -> None:
     parser.add_argument("--global_batch_size", type=int, default=256)
     args = parser.parse_args()
 
-    _use_two_cpu_replicas()
+    use_two_cpu_replicas()
     strategy = tf.distribute.MirroredStrategy()
     manifest = read_manifest(args.dataset)
-
-    def dataset_fn(context: tf.distribute.InputContext) -> tf.data.Dataset:
-        ds = make_dataset(
-            args.dataset,
-            context.get_per_replica_batch_size(args.global_batch_size),
-            seed=1,
-            num_epochs=None,
-            input_context=context,
-            features=[*NUMERIC, "label"],
-            drop_remainder=True,
-        )
-        return ds.map(_to_inputs)
-
-    dist_ds = strategy.distribute_datasets_from_function(dataset_fn)
+    dataset = distribute(
+        strategy,
+        args.dataset,
+        args.global_batch_size,
+        features=NUMERIC,
+        label_key="label",
+        num_epochs=None,
+        seed=1,
+        drop_remainder=True,
+    )
     with strategy.scope():
-        model = tf.keras.Sequential(
-            [
-                tf.keras.Input((len(NUMERIC),)),
-                tf.keras.layers.Dense(16, "relu"),
-                tf.keras.layers.Dense(1),
-            ]
-        )
-        model.compile(
-            optimizer="adam",
-            loss=tf.keras.losses.BinaryCrossentropy(from_logits=True),
-        )
-    history = model.fit(dist_ds, epochs=1, steps_per_epoch=args.steps, verbose=2)
+        model = build_model()
+    history = model.fit(dataset, epochs=1, steps_per_epoch=args.steps, verbose=2)
     loss = history.history["loss"][-1]
     print(
         f"trained {args.steps} steps on {strategy.num_replicas_in_sync} replicas from "

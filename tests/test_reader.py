@@ -34,23 +34,47 @@ def test_one_epoch_reads_every_record_once(converted):
     assert sorted(_ids(make_dataset(str(out), 256, seed=3))) == ALL_IDS
 
 
-@pytest.mark.parametrize("n", [2, 3])
-def test_input_pipelines_split_the_records_exactly_once(converted, n):
-    out, _ = converted
+@pytest.fixture(scope="module")
+def three_shards(sample_csv, tmp_path_factory):
+    from conftest import convert
+
+    out = tmp_path_factory.mktemp("three") / "ds"
+    convert(sample_csv, out, "--num_shards=3", "--compression=gzip")
+    return out
+
+
+@pytest.mark.parametrize(
+    "fixture, n",
+    [("converted", 2), ("converted", 3), ("three_shards", 4), ("three_shards", 7)],
+)
+def test_input_pipelines_split_the_records_exactly_once(request, fixture, n):
+    """By whole shards (33 shards), and by record ranges when shards are fewer than pipelines."""
+    value = request.getfixturevalue(fixture)
+    out = value[0] if isinstance(value, tuple) else value
     seen = []
     for i in range(n):
         context = tf.distribute.InputContext(n, i, n)
-        part = _ids(make_dataset(str(out), 64, seed=5, input_context=context))
+        ds = make_dataset(str(out), 64, seed=5, input_context=context)
+        part = _ids(ds)
         assert part, f"pipeline {i} of {n} got no records"
+        assert ds.cardinality().numpy() == -(-len(part) // 64)
         seen.extend(part)
     assert sorted(seen) == ALL_IDS
 
 
-def test_fewer_shards_than_pipelines_is_a_clear_error(converted):
-    out, manifest = converted
-    n = len(manifest.shards) + 1
-    with pytest.raises(ValueError, match=f"has {n - 1} shards but there are {n} input pipelines"):
-        make_dataset(str(out), 8, input_context=tf.distribute.InputContext(n, 0, n))
+def test_cardinality_is_known(converted):
+    out, _ = converted
+    assert make_dataset(str(out), 256).cardinality().numpy() == 47  # ceil(12000 / 256)
+    assert make_dataset(str(out), 256, drop_remainder=True).cardinality().numpy() == 46
+    assert make_dataset(str(out), 256, num_epochs=3).cardinality().numpy() == 141
+    assert make_dataset(str(out), 256, num_epochs=None).cardinality().numpy() == -1  # infinite
+
+
+def test_label_key_gives_keras_tuples(converted):
+    out, _ = converted
+    features, label = next(iter(make_dataset(str(out), 8, label_key="label", features=["x0"])))
+    assert sorted(features) == ["x0"]
+    assert label.shape == (8,) and label.dtype == tf.int64
 
 
 def test_seeded_order_is_reproducible_and_shuffled(converted):
@@ -113,3 +137,68 @@ def test_read_manifest_accepts_dir_or_file(converted):
     out, manifest = converted
     assert read_manifest(str(out)) == manifest
     assert read_manifest(str(out / "manifest.json")) == manifest
+
+
+def _damaged_copy(converted, tmp_path, damage):
+    import shutil
+
+    out, manifest = converted
+    copy = tmp_path / "ds"
+    shutil.copytree(out, copy)
+    shard = copy / manifest.shards[4].path
+    records = [r.numpy() for r in tf.data.TFRecordDataset(str(shard))]
+    damage(shard, records)
+    return copy, shard
+
+
+def _cut_last_three(shard, records):
+    keep = sum(len(r) + 16 for r in records[:-3])
+    shard.write_bytes(shard.read_bytes()[:keep])
+
+
+def _append_a_record(shard, records):
+    from beam_jobs.tfrecord_format import frame_records
+
+    shard.write_bytes(shard.read_bytes() + frame_records(records[:1]))
+
+
+def _flip_a_bit(shard, records):
+    data = bytearray(shard.read_bytes())
+    data[len(data) // 2] ^= 0x10
+    shard.write_bytes(bytes(data))
+
+
+@pytest.mark.parametrize("damage", [_cut_last_three, _append_a_record, _flip_a_bit])
+def test_a_damaged_shard_fails_reading_and_names_the_file(converted, tmp_path, damage):
+    copy, shard = _damaged_copy(converted, tmp_path, damage)
+    with pytest.raises(tf.errors.InvalidArgumentError) as e:
+        _ids(make_dataset(str(copy), 500))
+    message = str(e.value)
+    assert f"[shard] [{shard}] [does not hold the] [" in message
+    assert "it is truncated, corrupt or replaced" in message
+
+
+def test_a_damaged_shard_outside_this_pipelines_range_does_not_matter(converted, tmp_path):
+    copy, _ = _damaged_copy(converted, tmp_path, _cut_last_three)
+    context = tf.distribute.InputContext(2, 1, 2)  # reads shards 1, 3, 5...; shard 4 is damaged
+    assert len(_ids(make_dataset(str(copy), 500, input_context=context))) > 0
+
+
+def test_resume_from_a_checkpoint_mid_epoch(converted, tmp_path):
+    out, _ = converted
+
+    def dataset():
+        return make_dataset(str(out), 100, seed=9, deterministic=True, features=["id"])
+
+    uninterrupted = _ids(dataset())
+    iterator = iter(dataset())
+    before = [i for _ in range(37) for i in next(iterator)["id"].numpy().tolist()]
+    checkpoint = tf.train.Checkpoint(iterator=iterator)
+    saved = checkpoint.save(str(tmp_path / "ckpt"))
+    del iterator, checkpoint
+
+    restored = iter(dataset())
+    tf.train.Checkpoint(iterator=restored).restore(saved)
+    after = [i for batch in restored for i in batch["id"].numpy().tolist()]
+    assert before + after == uninterrupted
+    assert sorted(before + after) == ALL_IDS

@@ -8,11 +8,15 @@ from __future__ import annotations
 
 from typing import Any
 
-__all__ = ["make_dataset", "read_manifest"]
+__all__ = ["distribute", "make_dataset", "read_manifest"]
 
 
 def __getattr__(name: str) -> Any:
     # Lazy: importing the package (or its manifest module) must not import TensorFlow.
+    if name == "distribute":
+        from tfdata_reader.distributed import distribute
+
+        return distribute
     if name in __all__:
         from tfdata_reader import dataset
 

@@ -1,25 +1,29 @@
 """`make_dataset`: a converted dataset's shards as a batched, parsed `tf.data.Dataset`.
 
 One fixed order of steps, the order the tf.data performance guide recommends:
-manifest shards -> file-level shard per input pipeline -> seeded file shuffle -> parallel
-interleave of TFRecordDatasets -> [cache] -> shuffle buffer -> [repeat] -> batch -> batched
-`tf.io.parse_example` -> prefetch(AUTOTUNE). Parsing after batching lets one C++ call decode a
+manifest shards -> this input pipeline's shards (or record ranges) -> seeded file shuffle ->
+parallel interleave of count-checked TFRecordDatasets -> known cardinality -> [cache] -> shuffle
+buffer -> [repeat] -> batch -> batched `tf.io.parse_example` -> [(features, label)] ->
+prefetch(AUTOTUNE). Parsing after batching lets one C++ call decode a
 whole batch, which is several times faster than parsing record by record.
 """
 
 from __future__ import annotations
 
+import logging
 import posixpath
 from collections.abc import Sequence
 
 import tensorflow as tf
 
 from tfdata_reader.manifest import MANIFEST_NAME, FeatureSpec, Manifest, ManifestError
+from tfdata_reader.records import checked_records
+from tfdata_reader.sharding import BY_FILE, FileRange, plan_reads
 
 __all__ = ["make_dataset", "parse_spec", "read_manifest", "shard_paths"]
 
 _TF_DTYPES = {"int64": tf.int64, "float32": tf.float32, "bytes": tf.string}
-_READ_BUFFER_BYTES = 8 << 20
+_log = logging.getLogger(__name__)
 DEFAULT_CYCLE_LENGTH = 16
 DEFAULT_SHUFFLE_BUFFER = 10_000
 
@@ -79,16 +83,21 @@ def _select(manifest: Manifest, names: Sequence[str] | None) -> list[FeatureSpec
     return [manifest.feature(n) for n in names]
 
 
-def _shard_files(files: list[str], input_context: tf.distribute.InputContext | None) -> list[str]:
-    if input_context is None or input_context.num_input_pipelines == 1:
-        return files
-    n, i = input_context.num_input_pipelines, input_context.input_pipeline_id
-    if len(files) < n:
-        raise ValueError(
-            f"the dataset has {len(files)} shards but there are {n} input pipelines, so some "
-            f"pipelines would get no data; reconvert with --num_shards {n} (or a multiple of it)"
+def _reads(manifest: Manifest, input_context: tf.distribute.InputContext | None) -> list[FileRange]:
+    n = input_context.num_input_pipelines if input_context else 1
+    i = input_context.input_pipeline_id if input_context else 0
+    mode, ranges = plan_reads([s.records for s in manifest.shards], n, i)
+    if n > 1:
+        _log.info(
+            "input pipeline %d of %d reads %s: %d records from %d of %d shards",
+            i,
+            n,
+            "whole shards" if mode == BY_FILE else "a record range (fewer shards than pipelines)",
+            sum(r.records for r in ranges),
+            len(ranges),
+            len(manifest.shards),
         )
-    return files[i::n]
+    return ranges
 
 
 def make_dataset(
@@ -100,9 +109,12 @@ def make_dataset(
     num_epochs: int | None = 1,
     input_context: tf.distribute.InputContext | None = None,
     cycle_length: int | None = None,
+    block_length: int = 1,
+    num_parallel_calls: int = tf.data.AUTOTUNE,
     deterministic: bool | None = None,
     drop_remainder: bool = False,
     features: Sequence[str] | None = None,
+    label_key: str | None = None,
     cache: bool | str | None = None,
     shuffle_buffer_size: int = DEFAULT_SHUFFLE_BUFFER,
 ) -> tf.data.Dataset:
@@ -114,40 +126,64 @@ def make_dataset(
       shuffle: shuffle the file order and records through a `shuffle_buffer_size` buffer.
       seed: seed for both shuffles; each epoch still gets a fresh order derived from it.
       num_epochs: passes over the data; None repeats forever.
-      input_context: from `tf.distribute`; each input pipeline reads every n-th shard.
-      cycle_length: shards read in parallel (default min(16, shards)).
+      input_context: from `tf.distribute`; this pipeline reads only its part of the records
+        (whole shards when there are at least as many shards as pipelines, else a record range).
+      cycle_length: shards read in parallel (default min(16, shards read)).
+      block_length: consecutive records taken from one shard before moving to the next.
+      num_parallel_calls: parallelism of reading and parsing (default AUTOTUNE).
       deterministic: force (True) or relax (False) element order; None keeps tf.data's default.
       drop_remainder: drop a last batch smaller than `batch_size`.
       features: names of the features to parse (default all).
+      label_key: return `(features, label)` tuples with this feature as the label, for Keras.
       cache: True to cache records in memory after the first epoch, or a file path prefix.
       shuffle_buffer_size: records in the shuffle buffer.
 
     Returns:
-      A dataset of dicts. Fixed-length features are dense tensors `[batch, *shape]`; variable
-      and nullable ones are `tf.RaggedTensor`s `[batch, None]` (a missing value is an empty row).
+      A dataset of dicts (or `(dict, label)` with `label_key`), whose cardinality is known.
+      Fixed-length features are dense tensors `[batch, *shape]`; variable-length and nullable
+      ones are `tf.RaggedTensor`s `[batch, None]` (a missing value is an empty row). Iterating
+      raises `InvalidArgumentError` naming the shard when a shard holds fewer or more records
+      than the manifest lists.
 
     Raises:
       ManifestError: when the manifest is missing or malformed.
-      ValueError: for unknown feature names, or fewer shards than input pipelines.
+      ValueError: for bad arguments or unknown feature names.
     """
     if batch_size < 1:
         raise ValueError(f"batch_size must be at least 1, got {batch_size}")
+    if num_epochs is not None and num_epochs < 1:
+        raise ValueError(f"num_epochs must be at least 1 or None (forever), got {num_epochs}")
     manifest = read_manifest(path)
-    spec = parse_spec(_select(manifest, features))
-    files = _shard_files(shard_paths(path, manifest), input_context)
+    selected = _select(manifest, features if label_key is None else _with(features, label_key))
+    spec = parse_spec(selected)
+    ranges = _reads(manifest, input_context)
+    if not ranges:
+        raise ValueError(
+            f"input pipeline {input_context.input_pipeline_id} of "
+            f"{input_context.num_input_pipelines} has no records to read: {path} holds only "
+            f"{manifest.total_records} records"
+        )
+    paths = shard_paths(path, manifest)
     compression = "GZIP" if manifest.compression == "gzip" else ""
 
-    ds = tf.data.Dataset.from_tensor_slices(files)
+    ds = tf.data.Dataset.from_tensor_slices(
+        (
+            [paths[r.shard_index] for r in ranges],
+            tf.constant([r.start for r in ranges], tf.int64),
+            tf.constant([r.stop for r in ranges], tf.int64),
+            tf.constant([r.shard_records for r in ranges], tf.int64),
+        )
+    )
     if shuffle:
-        ds = ds.shuffle(len(files), seed=seed, reshuffle_each_iteration=True)
+        ds = ds.shuffle(len(ranges), seed=seed, reshuffle_each_iteration=True)
     ds = ds.interleave(
-        lambda f: tf.data.TFRecordDataset(
-            f, compression_type=compression, buffer_size=_READ_BUFFER_BYTES
-        ),
-        cycle_length=cycle_length or min(DEFAULT_CYCLE_LENGTH, len(files)),
-        num_parallel_calls=tf.data.AUTOTUNE,
+        lambda p, start, stop, total: checked_records(p, start, stop, total, compression),
+        cycle_length=cycle_length or min(DEFAULT_CYCLE_LENGTH, len(ranges)),
+        block_length=block_length,
+        num_parallel_calls=num_parallel_calls,
         deterministic=deterministic,
     )
+    ds = ds.apply(tf.data.experimental.assert_cardinality(sum(r.records for r in ranges)))
     if cache:
         ds = ds.cache("" if cache is True else cache)
     if shuffle:
@@ -156,8 +192,8 @@ def make_dataset(
         ds = ds.repeat(num_epochs)
     ds = ds.batch(batch_size, drop_remainder=drop_remainder)
     ds = ds.map(
-        lambda records: tf.io.parse_example(records, spec),
-        num_parallel_calls=tf.data.AUTOTUNE,
+        _parser(spec, label_key),
+        num_parallel_calls=num_parallel_calls,
         deterministic=deterministic,
     )
     options = tf.data.Options()
@@ -165,3 +201,20 @@ def make_dataset(
         # We shard by file ourselves; TF's auto-sharding would shard again (and warn).
         options.experimental_distribute.auto_shard_policy = tf.data.experimental.AutoShardPolicy.OFF
     return ds.with_options(options).prefetch(tf.data.AUTOTUNE)
+
+
+def _with(features: Sequence[str] | None, label_key: str) -> Sequence[str] | None:
+    if features is None or label_key in features:
+        return features
+    return [*features, label_key]
+
+
+def _parser(spec: dict, label_key: str | None):
+    def parse(records: tf.Tensor):
+        parsed = tf.io.parse_example(records, spec)
+        if label_key is None:
+            return parsed
+        label = parsed.pop(label_key)
+        return parsed, label
+
+    return parse
