@@ -38,4 +38,7 @@ format: $(STAMP)
 	$(BIN)/ruff check --fix .
 
 clean:
-	rm -rf $(VENV) $(DEMO_DIR) .pytest_cache
+	rm -rf $(VENV) $(DEMO_DIR) bench_data .pytest_cache
+
+bench: $(STAMP)
+	$(BIN)/python benchmarks/run.py --workdir bench_data

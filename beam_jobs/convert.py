@@ -13,6 +13,7 @@ from beam_jobs.csv_source import CsvDataError
 from beam_jobs.options import ConvertConfig, apply_local_runner_defaults
 from beam_jobs.pipeline import ConvertCsvToShards
 from beam_jobs.planning import make_plan
+from beam_jobs.progress import ProgressReporter
 from beam_jobs.units import format_size
 from beam_jobs.verify import load_manifest
 from beam_jobs.version import __version__
@@ -44,6 +45,7 @@ def run(argv: Sequence[str]) -> Manifest:
         format_size(plan.estimated_output_bytes / len(plan.shards)),
     )
     transform = ConvertCsvToShards(plan, config, __version__)
+    reporter = ProgressReporter(transform.temp_dir, len(plan.shards)).start()
     try:
         with beam.Pipeline(options=options) as pipeline:
             _ = pipeline | "ConvertCsvToShards" >> transform
@@ -53,6 +55,8 @@ def run(argv: Sequence[str]) -> Manifest:
         if reason:
             raise CsvDataError(reason) from e
         raise
+    finally:
+        reporter.stop()
     return load_manifest(config.output)
 
 

@@ -16,7 +16,7 @@ from apache_beam.io.filesystem import CompressionTypes
 from apache_beam.io.filesystems import FileSystems
 from apache_beam.metrics import Metrics
 
-from beam_jobs import csv_ranges, csv_source
+from beam_jobs import csv_ranges, csv_source, progress
 from beam_jobs.example_encoding import ExampleEncoder
 from beam_jobs.shard_plan import ShardSpec
 from beam_jobs.tfrecord_format import ShardFileWriter
@@ -141,6 +141,7 @@ class WriteShardFn(beam.DoFn):
                         for feature in self._features:
                             null_counts[feature.name] += batch.column(feature.name).null_count
                 input_bytes += end - start
+        progress.write_note(self._temp_dir, name, writer.records, writer.bytes, input_bytes)
         self._records.inc(writer.records)
         self._bytes.inc(writer.bytes)
         self._input_bytes.inc(input_bytes)

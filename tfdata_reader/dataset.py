@@ -2,9 +2,9 @@
 
 One fixed order of steps, the order the tf.data performance guide recommends:
 manifest shards -> this input pipeline's shards (or record ranges) -> seeded file shuffle ->
-parallel interleave of count-checked TFRecordDatasets -> known cardinality -> [cache] -> shuffle
-buffer -> [repeat] -> batch -> batched `tf.io.parse_example` -> [(features, label)] ->
-prefetch(AUTOTUNE). Parsing after batching lets one C++ call decode a
+parallel interleave of count-checked blocks of records -> unbatch -> known cardinality -> [cache]
+-> shuffle buffer -> [repeat] -> batch -> batched `tf.io.parse_example` -> [(features, label)]
+-> prefetch(AUTOTUNE). Parsing after batching lets one C++ call decode a
 whole batch, which is several times faster than parsing record by record.
 """
 
@@ -17,7 +17,7 @@ from collections.abc import Sequence
 import tensorflow as tf
 
 from tfdata_reader.manifest import MANIFEST_NAME, FeatureSpec, Manifest, ManifestError
-from tfdata_reader.records import checked_records
+from tfdata_reader.records import checked_blocks
 from tfdata_reader.sharding import BY_FILE, FileRange, plan_reads
 
 __all__ = ["make_dataset", "parse_spec", "read_manifest", "shard_paths"]
@@ -26,6 +26,7 @@ _TF_DTYPES = {"int64": tf.int64, "float32": tf.float32, "bytes": tf.string}
 _log = logging.getLogger(__name__)
 DEFAULT_CYCLE_LENGTH = 16
 DEFAULT_SHUFFLE_BUFFER = 10_000
+DEFAULT_BLOCK_LENGTH = 64
 
 
 def _manifest_path(path: str) -> str:
@@ -109,7 +110,7 @@ def make_dataset(
     num_epochs: int | None = 1,
     input_context: tf.distribute.InputContext | None = None,
     cycle_length: int | None = None,
-    block_length: int = 1,
+    block_length: int = DEFAULT_BLOCK_LENGTH,
     num_parallel_calls: int = tf.data.AUTOTUNE,
     deterministic: bool | None = None,
     drop_remainder: bool = False,
@@ -129,7 +130,8 @@ def make_dataset(
       input_context: from `tf.distribute`; this pipeline reads only its part of the records
         (whole shards when there are at least as many shards as pipelines, else a record range).
       cycle_length: shards read in parallel (default min(16, shards read)).
-      block_length: consecutive records taken from one shard before moving to the next.
+      block_length: consecutive records taken from one shard before moving to the next
+        (default 64: interleaving blocks is several times faster than single records).
       num_parallel_calls: parallelism of reading and parsing (default AUTOTUNE).
       deterministic: force (True) or relax (False) element order; None keeps tf.data's default.
       drop_remainder: drop a last batch smaller than `batch_size`.
@@ -177,13 +179,14 @@ def make_dataset(
     if shuffle:
         ds = ds.shuffle(len(ranges), seed=seed, reshuffle_each_iteration=True)
     ds = ds.interleave(
-        lambda p, start, stop, total: checked_records(p, start, stop, total, compression),
+        lambda p, start, stop, total: checked_blocks(
+            p, start, stop, total, compression, block_length
+        ),
         cycle_length=cycle_length or min(DEFAULT_CYCLE_LENGTH, len(ranges)),
-        block_length=block_length,
         num_parallel_calls=num_parallel_calls,
         deterministic=deterministic,
     )
-    ds = ds.apply(tf.data.experimental.assert_cardinality(sum(r.records for r in ranges)))
+    ds = ds.unbatch().apply(tf.data.experimental.assert_cardinality(sum(r.records for r in ranges)))
     if cache:
         ds = ds.cache("" if cache is True else cache)
     if shuffle:

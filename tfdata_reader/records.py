@@ -11,39 +11,42 @@ from __future__ import annotations
 
 import tensorflow as tf
 
-__all__ = ["READ_BUFFER_BYTES", "checked_records"]
+__all__ = ["READ_BUFFER_BYTES", "checked_blocks"]
 
 READ_BUFFER_BYTES = 8 << 20
-_COUNT_BLOCK = 256
 
 
-def checked_records(
+def checked_blocks(
     path: tf.Tensor,
     start: tf.Tensor,
     stop: tf.Tensor,
     shard_records: tf.Tensor,
     compression: str,
+    block_length: int,
 ) -> tf.data.Dataset:
-    """Records [start, stop) of the shard at `path`, which must hold exactly `shard_records`.
+    """Records [start, stop) of the shard at `path`, in blocks of up to `block_length` records.
 
-    Reading stops at `stop`; when `stop` is the shard's end, one more record is asked for, so
-    that extra records are noticed too. All arguments but `compression` are scalar tensors, so
-    this can run inside `interleave`.
+    The shard must hold exactly `shard_records` records. Blocks (string vectors) rather than
+    single records leave the shard so that `interleave` moves a block per step: tf.data's
+    per-element interleave costs more than reading itself. Reading stops at `stop`; when `stop`
+    is the shard's end, one more record is asked for, so that extra records are noticed too.
+    All arguments but `compression` and `block_length` are scalar tensors, so this can run
+    inside `interleave`.
     """
     at_end = tf.equal(stop, shard_records)
-    limit = tf.where(at_end, stop + 1, stop)
     records = (
         tf.data.TFRecordDataset(path, compression_type=compression, buffer_size=READ_BUFFER_BYTES)
         # A corrupt record ends the shard early, which the count below turns into an error.
         .ignore_errors()
-        .take(limit)
-        .batch(_COUNT_BLOCK)
+        .take(tf.where(at_end, stop + 1, stop))
+        .skip(start)
+        .batch(block_length)
     )
     # An empty block after the last one marks the end of the shard for the count check.
     end_marker = tf.data.Dataset.from_tensors(tf.zeros([0], tf.string))
 
     def count(seen: tf.Tensor, block: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
-        seen += tf.size(block, out_type=tf.int64)
+        seen = tf.maximum(seen, start) + tf.size(block, out_type=tf.int64)
         is_end = tf.equal(tf.size(block), 0)
         too_many = seen > stop
         too_few = tf.logical_and(is_end, seen < stop)
@@ -62,6 +65,5 @@ def checked_records(
         with tf.control_dependencies([check]):
             return seen, tf.identity(block)
 
-    return (
-        records.concatenate(end_marker).scan(tf.constant(0, tf.int64), count).unbatch().skip(start)
-    )
+    # The count starts at `start`: the skipped records were read too.
+    return records.concatenate(end_marker).scan(tf.constant(0, tf.int64), count)

@@ -1,0 +1,226 @@
+"""`make bench`: conversion and reading throughput against baselines, measured in one run.
+
+Generates its own CSV (4 int, 4 float, 3 string columns), then measures on this machine:
+our `convert` (default local runner, one worker per core), the plain Beam pipeline on the same
+runner and worker count, the one-process library loop, GZIP output, 4x the input, reading, and
+the shard planner on a synthetic 1 TB listing. Prints a Markdown table and writes it to
+WORKDIR/results.md.
+
+    python benchmarks/run.py [--rows 2000000] [--workdir bench_data] [--skip_plain]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import pathlib
+import platform
+import random
+import shutil
+import sys
+import time
+import tracemalloc
+
+HERE = pathlib.Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+
+from data import write_csv  # noqa: E402
+from measure import Measured, run_measured  # noqa: E402
+
+from beam_jobs.shard_plan import InputFile, choose_num_shards, cut_points, plan_shards  # noqa: E402
+from beam_jobs.shard_writer import quote_segments  # noqa: E402
+from tfdata_reader.manifest import Manifest  # noqa: E402
+
+PY = sys.executable
+FILES = 4
+TARGET = "64MiB"
+
+
+def _inputs(workdir: pathlib.Path, name: str, rows: int) -> tuple[str, int]:
+    folder = workdir / name
+    if folder.exists():
+        shutil.rmtree(folder)
+    size = sum(write_csv(folder / f"part-{k}.csv", rows // FILES, seed=k) for k in range(FILES))
+    return str(folder / "*.csv"), size
+
+
+def _convert(pattern: str, out: pathlib.Path, *flags: str) -> tuple[Measured, Manifest]:
+    shutil.rmtree(out, ignore_errors=True)
+    measured = run_measured(
+        [
+            PY,
+            "-m",
+            "beam_jobs",
+            "convert",
+            "--input",
+            pattern,
+            "--output",
+            str(out),
+            "--target_shard_bytes",
+            TARGET,
+            *flags,
+        ]
+    )
+    manifest = Manifest.from_json((out / "manifest.json").read_text())
+    return measured, manifest
+
+
+def _row(name, rows, in_bytes, m: Measured, extra="") -> dict:
+    return {
+        "name": name,
+        "rows": rows,
+        "seconds": m.seconds,
+        "rows_per_s": rows / m.seconds,
+        "mb_per_s": in_bytes / 1e6 / m.seconds,
+        "rss_mb": m.peak_rss_bytes / 2**20,
+        "extra": extra,
+    }
+
+
+def _shards_note(manifest: Manifest) -> str:
+    sizes = [s.bytes for s in manifest.shards]
+    return (
+        f"{len(sizes)} shards, {min(sizes) / 2**20:.1f}-{max(sizes) / 2**20:.1f} MiB "
+        f"(max/min {max(sizes) / min(sizes):.2f})"
+    )
+
+
+def _planner(ratio: float) -> dict:
+    """Plans 1 TB over 20,000 files from sizes alone, as the launcher would."""
+    rng = random.Random(0)
+    sizes = [rng.randint(10, 90) for _ in range(20_000)]
+    scale = 10**12 / sum(sizes)
+    files = [
+        InputFile(f"gs://bucket/raw/part-{i:05d}.csv", int(s * scale)) for i, s in enumerate(sizes)
+    ]
+    tracemalloc.start()
+    start = time.perf_counter()
+    total = sum(f.size for f in files)
+    count = choose_num_shards(total * ratio, 256 * 2**20, total / 100)
+    shards = plan_shards(files, count)
+    segments = quote_segments(cut_points(shards))
+    seconds = time.perf_counter() - start
+    _, peak = tracemalloc.get_traced_memory()
+    tracemalloc.stop()
+    per_shard = [s.input_bytes for s in shards]
+    return {
+        "seconds": seconds,
+        "peak_mb": peak / 2**20,
+        "shards": count,
+        "pieces": sum(len(s.pieces) for s in shards),
+        "segments": len(segments),
+        "balance": max(per_shard) / min(per_shard),
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--rows", type=int, default=2_000_000)
+    parser.add_argument("--workdir", type=pathlib.Path, default=pathlib.Path("bench_data"))
+    parser.add_argument("--skip_plain", action="store_true", help="skip the slow plain Beam run")
+    args = parser.parse_args()
+    work = args.workdir.resolve()
+    work.mkdir(parents=True, exist_ok=True)
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+    rows, rows4 = args.rows, 4 * args.rows
+    workers = os.cpu_count() or 1
+
+    print(f"generating {rows:,} and {rows4:,} rows of CSV in {work} ...", flush=True)
+    pattern, in_bytes = _inputs(work, "in_1x", rows)
+    pattern4, in_bytes4 = _inputs(work, "in_4x", rows4)
+    files = sorted(str(p) for p in (work / "in_1x").glob("*.csv"))
+
+    table = []
+    print("convert (ours) ...", flush=True)
+    ours, manifest = _convert(pattern, work / "out_1x")
+    table.append(
+        _row("ours: convert, default local runner", rows, in_bytes, ours, _shards_note(manifest))
+    )
+    print("convert --compression gzip ...", flush=True)
+    gz, gz_manifest = _convert(pattern, work / "out_gz", "--compression", "gzip")
+    table.append(_row("ours: convert, GZIP", rows, in_bytes, gz, _shards_note(gz_manifest)))
+    print("convert 4x input ...", flush=True)
+    ours4, manifest4 = _convert(pattern4, work / "out_4x")
+    table.append(_row("ours: convert, 4x input", rows4, in_bytes4, ours4, _shards_note(manifest4)))
+    shutil.rmtree(work / "out_4x")
+
+    print("library loop (one process) ...", flush=True)
+    loop = run_measured([PY, str(HERE / "library_loop.py"), str(work / "loop.tfrecord"), *files])
+    table.append(
+        _row("baseline: pyarrow -> tfx-bsl -> TFRecordWriter, 1 process", rows, in_bytes, loop)
+    )
+    plain = None
+    if not args.skip_plain:
+        print("plain Beam pipeline (slow) ...", flush=True)
+        plain_out = work / "plain"
+        shutil.rmtree(plain_out, ignore_errors=True)
+        plain = run_measured(
+            [
+                PY,
+                str(HERE / "plain_beam.py"),
+                pattern,
+                str(plain_out / "part"),
+                str(len(manifest.shards)),
+                "--runner=FnApiRunner",
+                "--direct_running_mode=multi_processing",
+                f"--direct_num_workers={workers}",
+            ]
+        )
+        table.append(
+            _row("baseline: ReadFromText | Map(Example) | WriteToTFRecord", rows, in_bytes, plain)
+        )
+        shutil.rmtree(plain_out)
+
+    print("reading ...", flush=True)
+    read = json.loads(run_measured([PY, str(HERE / "read_bench.py"), str(work / "out_1x")]).stdout)
+    planner = _planner(manifest.total_bytes / in_bytes)
+
+    lines = [
+        f"Machine: {os.cpu_count()} cores, Python {platform.python_version()}, "
+        f"{platform.machine()}; {rows:,} rows ({in_bytes / 1e6:.0f} MB of CSV in {FILES} files), "
+        f"target {TARGET}, {workers} local workers.",
+        "",
+        "| conversion | rows | seconds | rows/s | input MB/s | peak RSS, largest process | vs plain Beam | vs library loop | output |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
+    for r in table:
+        vs_plain = f"{r['rows_per_s'] / (rows / plain.seconds):.1f}x" if plain else "-"
+        vs_loop = f"{r['rows_per_s'] / (rows / loop.seconds):.2f}x"
+        lines.append(
+            f"| {r['name']} | {r['rows']:,} | {r['seconds']:.1f} | {r['rows_per_s']:,.0f} | "
+            f"{r['mb_per_s']:.1f} | {r['rss_mb']:.0f} MiB | {vs_plain} | {vs_loop} | {r['extra']} |"
+        )
+    growth = ours4.peak_rss_bytes / ours.peak_rss_bytes - 1
+    lines += [
+        "",
+        f"Memory: 4x the input changes the largest process's peak RSS by {growth:+.0%} "
+        f"({ours.peak_rss_bytes / 2**20:.0f} -> {ours4.peak_rss_bytes / 2**20:.0f} MiB).",
+        "",
+        "| reading (batch 256, one epoch) | records/s | vs raw ceiling | vs hand-written |",
+        "|---|---|---|---|",
+    ]
+    for name, label in [
+        ("raw_ceiling", "raw ceiling: interleave(TFRecordDataset) -> batch, no parsing"),
+        ("make_dataset", "ours: make_dataset (shuffle, seed=1)"),
+        ("make_dataset_no_shuffle", "ours: make_dataset (shuffle=False)"),
+        ("hand_written", "hand-written: TFRecordDataset.map(parse_single_example).batch"),
+    ]:
+        lines.append(
+            f"| {label} | {read[name]:,.0f} | {read[name] / read['raw_ceiling']:.0%} | "
+            f"{read[name] / read['hand_written']:.1f}x |"
+        )
+    lines += [
+        "",
+        f"Shard planner, 1 TB over 20,000 input files (sizes only): {planner['shards']:,} shards, "
+        f"{planner['pieces']:,} pieces, {planner['segments']:,} quote-count segments, input bytes "
+        f"per shard max/min {planner['balance']:.4f}, in {planner['seconds']:.2f} s and "
+        f"{planner['peak_mb']:.0f} MiB peak traced memory.",
+    ]
+    text = "\n".join(lines)
+    (work / "results.md").write_text(text + "\n")
+    print(text)
+
+
+if __name__ == "__main__":
+    main()
