@@ -181,7 +181,8 @@ def main() -> None:
         f"{platform.machine()}; {rows:,} rows ({in_bytes / 1e6:.0f} MB of CSV in {FILES} files), "
         f"target {TARGET}, {workers} local workers.",
         "",
-        "| conversion | rows | seconds | rows/s | input MB/s | peak RSS, largest process | vs plain Beam | vs library loop | output |",
+        "| conversion | rows | seconds | rows/s | input MB/s | peak RSS, largest process "
+        "| vs plain Beam | vs library loop | output |",
         "|---|---|---|---|---|---|---|---|---|",
     ]
     for r in table:
