@@ -48,8 +48,15 @@ def _convert(argv: list[str]) -> int:
         parser.print_help()
         return EXIT_OK
     started = time.monotonic()
-    manifest = run(argv)
-    print(summarize_run(manifest, time.monotonic() - started))
+    result = run(argv)
+    if result.converted:
+        print(summarize_run(result.manifest, time.monotonic() - started))
+    else:
+        print(
+            f"already converted: the output holds a complete manifest of these inputs and options "
+            f"({result.manifest.total_records:,} records in {len(result.manifest.shards)} shards); "
+            "pass --overwrite to convert again"
+        )
     return EXIT_OK
 
 

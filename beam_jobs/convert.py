@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 from collections.abc import Sequence
 
@@ -11,6 +12,7 @@ from apache_beam.options.pipeline_options import PipelineOptions
 
 from beam_jobs.csv_source import CsvDataError
 from beam_jobs.options import ConvertConfig, apply_local_runner_defaults
+from beam_jobs.output_dir import prepare_output
 from beam_jobs.pipeline import ConvertCsvToShards
 from beam_jobs.planning import make_plan
 from beam_jobs.progress import ProgressReporter
@@ -19,13 +21,25 @@ from beam_jobs.verify import load_manifest
 from beam_jobs.version import __version__
 from tfdata_reader.manifest import Manifest
 
-__all__ = ["run"]
+__all__ = ["ConvertResult", "run"]
 
 _log = logging.getLogger(__name__)
 
 
-def run(argv: Sequence[str]) -> Manifest:
-    """Runs one conversion with command-line style arguments; returns the published manifest.
+@dataclasses.dataclass(frozen=True)
+class ConvertResult:
+    """The published manifest, and whether this run wrote it (False: it was already there)."""
+
+    manifest: Manifest
+    converted: bool
+
+
+def run(argv: Sequence[str]) -> ConvertResult:
+    """Runs one conversion with command-line style arguments.
+
+    A rerun with the same input files (paths and sizes) and options into an output that holds
+    the complete manifest of that conversion does nothing (`converted=False`) unless
+    `--overwrite`.
 
     Raises:
       UsageError: for bad flags or inputs that match nothing.
@@ -36,6 +50,14 @@ def run(argv: Sequence[str]) -> Manifest:
     config = ConvertConfig.from_options(options)
     apply_local_runner_defaults(options, argv)
     plan = make_plan(config)
+    files = [{"path": f.path, "bytes": f.size} for f in plan.files]
+    if prepare_output(config, files, config.overwrite):
+        _log.info(
+            "%s already holds this conversion (same input files and options); nothing to do "
+            "(pass --overwrite to convert again)",
+            config.output,
+        )
+        return ConvertResult(load_manifest(config.output), converted=False)
     _log.info(
         "plan: %d input files (%s), %d features, %d shards of about %s each",
         len(plan.files),
@@ -57,7 +79,7 @@ def run(argv: Sequence[str]) -> Manifest:
         raise
     finally:
         reporter.stop()
-    return load_manifest(config.output)
+    return ConvertResult(load_manifest(config.output), converted=True)
 
 
 def _data_error_reason(error: BaseException) -> str | None:

@@ -65,6 +65,13 @@ class ConvertOptions(PipelineOptions):
             "--shard_prefix", default="data", help="Shard file name prefix (default data)."
         )
         parser.add_argument(
+            "--overwrite",
+            action="store_true",
+            default=False,
+            help="Convert again even when OUTPUT holds this very conversion, and write into an "
+            "OUTPUT that holds other files (only tfrecord-etl's own files are replaced).",
+        )
+        parser.add_argument(
             "--sample_bytes",
             default="1MiB",
             help="Bytes read from the head of each sampled file to infer types and sizes.",
@@ -84,6 +91,7 @@ class ConvertConfig:
     compression: str = "none"
     shard_prefix: str = "data"
     sample_bytes: int = 1024**2
+    overwrite: bool = False
 
     def __post_init__(self) -> None:
         if not self.inputs:
@@ -130,6 +138,7 @@ class ConvertConfig:
             compression=view.compression,
             shard_prefix=view.shard_prefix,
             sample_bytes=sample,
+            overwrite=bool(view.overwrite),
         )
 
     def to_json(self) -> dict[str, Any]:

@@ -10,13 +10,12 @@ from apache_beam.io.filesystems import FileSystems
 
 from beam_jobs import shard_writer
 from beam_jobs.options import ConvertConfig
+from beam_jobs.output_dir import TEMP_DIR_PREFIX
 from beam_jobs.planning import ConversionPlan
 from beam_jobs.publish import publish
 from beam_jobs.shard_plan import cut_points
 
-__all__ = ["TEMP_DIR_PREFIX", "ConvertCsvToShards"]
-
-TEMP_DIR_PREFIX = ".tfrecord-etl-tmp-"
+__all__ = ["ConvertCsvToShards"]
 
 
 class ConvertCsvToShards(beam.PTransform):
@@ -81,7 +80,8 @@ class ConvertCsvToShards(beam.PTransform):
         }
 
     def _options(self) -> dict[str, Any]:
-        return self._config.to_json() | {
+        options = {k: v for k, v in self._config.to_json().items() if k != "overwrite"}
+        return options | {
             "planned_shards": len(self._plan.shards),
             "estimated_output_bytes_per_input_byte": round(
                 self._plan.output_bytes_per_input_byte, 6

@@ -1,6 +1,8 @@
 """Beam steps that touch the data: counting quotes before cut points, and writing one shard.
 
-Both are deterministic functions of the plan, so a retried bundle writes the same bytes. A shard
+Both are deterministic functions of the plan: a retried bundle writes the same records in the
+same order (tfx-bsl orders each Example's feature map arbitrarily, so not always the same
+bytes; the manifest records the checksum of the attempt that was published). A shard
 is written in one streaming pass (CSV -> Arrow batches -> Examples -> framed records -> file)
 under a temporary name unique to the attempt; only the publish step gives it its final name.
 """

@@ -24,7 +24,7 @@ def convert(inputs: list[str], output: pathlib.Path, *flags: str, in_process: bo
     from beam_jobs.convert import run
 
     argv = [a for i in inputs for a in ("--input", i)] + ["--output", str(output), *flags]
-    return run(argv + (IN_PROCESS if in_process else []))
+    return run(argv + (IN_PROCESS if in_process else [])).manifest
 
 
 def expected_rows(paths: list[str]) -> list[dict[str, str]]:

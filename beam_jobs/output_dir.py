@@ -1,0 +1,94 @@
+"""Deciding what to do with the output directory before a conversion writes anything.
+
+A rerun of the same conversion (same input files and sizes, same options) into an output with a
+complete manifest is a no-op, so a retried scheduled launch is harmless. A directory holding
+files tfrecord-etl did not write is refused unless `--overwrite`, and even then only our own
+files are ever replaced or deleted. Temporary folders left by killed runs are removed.
+"""
+
+from __future__ import annotations
+
+import re
+
+from apache_beam.io.filesystems import FileSystems
+
+from beam_jobs.options import ConvertConfig, UsageError
+from beam_jobs.verify import load_manifest
+from tfdata_reader.manifest import MANIFEST_NAME, Manifest, ManifestError
+
+__all__ = ["TEMP_DIR_PREFIX", "is_ours", "prepare_output"]
+
+TEMP_DIR_PREFIX = ".tfrecord-etl-tmp-"  # + a run id; where shards are written before publishing
+_OURS = re.compile(
+    rf"^({re.escape(MANIFEST_NAME)}|[A-Za-z0-9_.]+-\d{{5}}-of-\d{{5}}\.tfrecord(\.gz)?"
+    rf"|{re.escape(TEMP_DIR_PREFIX)}[0-9a-f]+)$"
+)
+
+
+def is_ours(name: str) -> bool:
+    """True for a name tfrecord-etl writes in an output directory."""
+    return bool(_OURS.match(name))
+
+
+def _entries(output: str) -> dict[str, str]:
+    """Top-level names in `output` -> one full path under each (files and folders alike)."""
+    found = FileSystems.match([FileSystems.join(output, "**")])[0].metadata_list
+    prefix = output.rstrip("/") + "/"
+    names: dict[str, str] = {}
+    for meta in found:
+        if meta.path.startswith(prefix):
+            names.setdefault(meta.path[len(prefix) :].split("/", 1)[0], meta.path)
+    return names
+
+
+def _same_conversion(manifest: Manifest, config: ConvertConfig, files: list[dict]) -> bool:
+    options = {k: v for k, v in config.to_json().items() if k != "overwrite"}
+    return manifest.inputs.get("files") == files and all(
+        manifest.options.get(k) == v for k, v in options.items()
+    )
+
+
+def prepare_output(config: ConvertConfig, files: list[dict], overwrite: bool) -> bool:
+    """Checks and tidies the output directory.
+
+    Args:
+      config: the conversion's settings.
+      files: the listed inputs as recorded in the manifest (`[{"path", "bytes"}]`).
+      overwrite: the user's `--overwrite`.
+
+    Returns:
+      True when the output already holds a complete manifest of this very conversion, so there
+      is nothing to do.
+
+    Raises:
+      UsageError: when the output is a file, or holds files we did not write (without
+        `overwrite`).
+    """
+    output = config.output
+    if FileSystems.exists(output) and not _entries(output) and _is_file(output):
+        raise UsageError(f"--output {output} is a file; give a directory")
+    entries = _entries(output) if FileSystems.exists(output) else {}
+    if MANIFEST_NAME in entries and not overwrite:
+        try:
+            manifest = load_manifest(output)
+        except ManifestError:
+            manifest = None
+        if manifest and _same_conversion(manifest, config, files):
+            return True
+    foreign = sorted(name for name in entries if not is_ours(name))
+    if foreign and not overwrite:
+        shown = ", ".join(foreign[:5]) + (", ..." if len(foreign) > 5 else "")
+        raise UsageError(
+            f"--output {output} holds files tfrecord-etl did not write ({shown}); choose an empty "
+            "or new directory, or pass --overwrite (only tfrecord-etl's own files are replaced)"
+        )
+    # Temporary folders of killed runs (one output is written by one run at a time).
+    leftovers = [FileSystems.join(output, n) for n in entries if n.startswith(TEMP_DIR_PREFIX)]
+    if leftovers:
+        FileSystems.delete(leftovers)
+    return False
+
+
+def _is_file(path: str) -> bool:
+    matched = FileSystems.match([path])[0].metadata_list
+    return any(m.path.rstrip("/") == path.rstrip("/") for m in matched)

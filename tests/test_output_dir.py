@@ -1,0 +1,119 @@
+"""Reruns, --overwrite, foreign files, and runs killed part-way."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+from conftest import IN_PROCESS, convert
+
+from beam_jobs.convert import run
+from beam_jobs.options import UsageError
+from beam_jobs.output_dir import is_ours
+from beam_jobs.verify import verify
+
+
+def _argv(inputs, out, *flags):
+    return [a for i in inputs for a in ("--input", i)] + ["--output", str(out), *flags, *IN_PROCESS]
+
+
+@pytest.mark.parametrize(
+    "name, ours",
+    [
+        ("manifest.json", True),
+        ("data-00000-of-00012.tfrecord", True),
+        ("train-00011-of-00012.tfrecord.gz", True),
+        (".tfrecord-etl-tmp-0a1b2c", True),
+        ("notes.txt", False),
+        ("data-0-of-1.tfrecord", False),
+        ("manifest.json.bak", False),
+    ],
+)
+def test_is_ours(name, ours):
+    assert is_ours(name) == ours
+
+
+def test_same_conversion_twice_is_a_no_op(sample_csv, tmp_path):
+    out = tmp_path / "out"
+    first = run(_argv(sample_csv, out, "--num_shards=2"))
+    stamps = {p.name: p.stat().st_mtime_ns for p in out.iterdir()}
+    again = run(_argv(sample_csv, out, "--num_shards=2"))
+    assert (first.converted, again.converted) == (True, False)
+    assert again.manifest == first.manifest
+    assert {p.name: p.stat().st_mtime_ns for p in out.iterdir()} == stamps
+    redo = run(_argv(sample_csv, out, "--num_shards=2", "--overwrite"))
+    assert redo.converted
+    # Same records in the same shards; tfx-bsl orders an Example's features differently on every
+    # encode, so sizes match but checksums do not.
+    assert [(s.path, s.records, s.bytes) for s in redo.manifest.shards] == [
+        (s.path, s.records, s.bytes) for s in first.manifest.shards
+    ]
+
+
+def test_changed_inputs_or_options_convert_again(sample_csv, tmp_path):
+    src = tmp_path / "in.csv"
+    shutil.copy(sample_csv[0], src)
+    out = tmp_path / "out"
+    assert run(_argv([str(src)], out, "--num_shards=2")).converted
+    assert run(_argv([str(src)], out, "--num_shards=3")).converted
+    with open(src, "a") as f:
+        f.write("99999,1,0,0,0,0,Oslo,late,0.5\n")
+    result = run(_argv([str(src)], out, "--num_shards=3"))
+    assert result.converted and result.manifest.total_records == 4001
+
+
+def test_foreign_files_are_refused_without_overwrite(sample_csv, tmp_path):
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / "notes.txt").write_text("keep me")
+    with pytest.raises(UsageError, match=r"holds files tfrecord-etl did not write \(notes.txt\)"):
+        convert(sample_csv, out, "--num_shards=1")
+    assert sorted(p.name for p in out.iterdir()) == ["notes.txt"]
+    manifest = convert(sample_csv, out, "--num_shards=1", "--overwrite")
+    assert sorted(p.name for p in out.iterdir()) == [
+        "data-00000-of-00001.tfrecord",
+        "manifest.json",
+        "notes.txt",
+    ]
+    assert (out / "notes.txt").read_text() == "keep me"
+    assert manifest.total_records == 12_000
+
+
+def test_output_that_is_a_file_is_refused(sample_csv, tmp_path):
+    target = tmp_path / "file"
+    target.write_text("x")
+    with pytest.raises(UsageError, match=f"--output {target} is a file; give a directory"):
+        convert(sample_csv, target)
+
+
+@pytest.mark.slow
+def test_killed_runs_leave_nothing_that_a_rerun_or_reader_trusts(sample_csv, tmp_path):
+    clean = convert(sample_csv, tmp_path / "clean", "--target_shard_bytes=64KiB")
+    out = tmp_path / "out"
+    cmd = [
+        sys.executable,
+        "-m",
+        "beam_jobs",
+        "convert",
+        *_argv(sample_csv, out),
+        "--target_shard_bytes=64KiB",
+    ]
+    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2")
+    for delay in (1.0, 2.0, 3.0):
+        proc = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        time.sleep(delay)
+        proc.send_signal(signal.SIGKILL)
+        proc.wait()
+        if (out / "manifest.json").exists():  # a finished run must be complete and correct
+            assert verify(str(out))[1] == []
+    result = run(_argv(sample_csv, out, "--target_shard_bytes=64KiB"))
+    assert verify(str(out))[1] == []
+    assert [(s.path, s.records, s.bytes) for s in result.manifest.shards] == [
+        (s.path, s.records, s.bytes) for s in clean.shards
+    ]
+    assert not [p for p in out.iterdir() if p.name.startswith(".tfrecord-etl-tmp-")]
