@@ -14,20 +14,19 @@ from apache_beam.io.filesystems import FileSystems
 
 from beam_jobs.options import ConvertConfig, UsageError
 from beam_jobs.verify import load_manifest
-from tfdata_reader.manifest import MANIFEST_NAME, Manifest, ManifestError
+from tfdata_reader.manifest import MANIFEST_NAME, Manifest, ManifestError, shard_prefix_of
 
 __all__ = ["TEMP_DIR_PREFIX", "is_ours", "prepare_output"]
 
 TEMP_DIR_PREFIX = ".tfrecord-etl-tmp-"  # + a run id; where shards are written before publishing
-_OURS = re.compile(
-    rf"^({re.escape(MANIFEST_NAME)}|[A-Za-z0-9_.]+-\d{{5}}-of-\d{{5}}\.tfrecord(\.gz)?"
-    rf"|{re.escape(TEMP_DIR_PREFIX)}[0-9a-f]+)$"
-)
+_TEMP_DIR_RE = re.compile(rf"^{re.escape(TEMP_DIR_PREFIX)}[0-9a-f]+$")
 
 
 def is_ours(name: str) -> bool:
     """True for a name tfrecord-etl writes in an output directory."""
-    return bool(_OURS.match(name))
+    return (
+        name == MANIFEST_NAME or shard_prefix_of(name) is not None or bool(_TEMP_DIR_RE.match(name))
+    )
 
 
 def _entries(output: str) -> dict[str, str]:

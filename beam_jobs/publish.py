@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import dataclasses
 import datetime
-import re
 from collections.abc import Sequence
 from typing import Any
 
@@ -18,7 +17,13 @@ from apache_beam.io.filesystem import CompressionTypes
 from apache_beam.io.filesystems import FileSystems
 
 from beam_jobs.shard_writer import WrittenShard
-from tfdata_reader.manifest import MANIFEST_NAME, FeatureSpec, Manifest, ShardInfo
+from tfdata_reader.manifest import (
+    MANIFEST_NAME,
+    FeatureSpec,
+    Manifest,
+    ShardInfo,
+    shard_prefix_of,
+)
 
 __all__ = ["TOOL_NAME", "build_manifest", "publish", "write_text_atomically"]
 
@@ -75,10 +80,11 @@ def write_text_atomically(path: str, text: str) -> None:
 
 
 def _stale_shards(output: str, prefix: str, keep: set[str]) -> list[str]:
-    pattern = re.compile(rf"^{re.escape(prefix)}-\d{{5}}-of-\d{{5}}\.tfrecord(\.gz)?$")
     found = FileSystems.match([FileSystems.join(output, f"{prefix}-*")])[0].metadata_list
     names = {m.path: m.path.rstrip("/").rsplit("/", 1)[-1] for m in found}
-    return sorted(p for p, name in names.items() if pattern.match(name) and name not in keep)
+    return sorted(
+        path for path, name in names.items() if shard_prefix_of(name) == prefix and name not in keep
+    )
 
 
 def publish(

@@ -17,7 +17,8 @@ import subprocess
 import sys
 
 
-def _free_ports(count: int) -> list[int]:
+def free_ports(count: int) -> list[int]:
+    """Ports on 127.0.0.1 that were free a moment ago (the OS picks them)."""
     sockets = [socket.socket() for _ in range(count)]
     for s in sockets:
         s.bind(("127.0.0.1", 0))
@@ -29,7 +30,7 @@ def _free_ports(count: int) -> list[int]:
 
 def launch_local_workers(count: int, argv: list[str]) -> int:
     """Runs this script `count` times as the workers of one localhost cluster."""
-    cluster = {"worker": [f"127.0.0.1:{port}" for port in _free_ports(count)]}
+    cluster = {"worker": [f"127.0.0.1:{port}" for port in free_ports(count)]}
     procs = []
     for index in range(count):
         tf_config = {"cluster": cluster, "task": {"type": "worker", "index": index}}

@@ -6,28 +6,32 @@ from __future__ import annotations
 import json
 import os
 import re
-import socket
 import subprocess
 import sys
 
 import pytest
 from conftest import ROOT, convert
+from train_multiworker import free_ports
 
 ALL_IDS = list(range(12_000))
 
 
-def _free_ports(count: int) -> list[int]:
-    sockets = [socket.socket() for _ in range(count)]
-    for s in sockets:
-        s.bind(("127.0.0.1", 0))
-    ports = [s.getsockname()[1] for s in sockets]
-    for s in sockets:
-        s.close()
-    return ports
+def _run_example(script: str, *args: str) -> str:
+    """Runs an example script to completion; returns its stdout."""
+    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2")
+    result = subprocess.run(
+        [sys.executable, str(ROOT / "examples" / script), *args],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env=env,
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    return result.stdout
 
 
 def _run_two_workers(dataset, tmp_path) -> list[dict]:
-    ports = _free_ports(2)
+    ports = free_ports(2)
     cluster = {"worker": [f"127.0.0.1:{p}" for p in ports]}
     procs = []
     for index in range(2):
@@ -83,28 +87,14 @@ def test_two_workers_one_shard(sample_csv, tmp_path):
 @pytest.mark.slow
 def test_keras_fit_under_mirrored_strategy(converted):
     out, manifest = converted
-    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2")
-    result = subprocess.run(
-        [
-            sys.executable,
-            str(ROOT / "examples" / "train_mirrored.py"),
-            str(out),
-            "--steps",
-            "8",
-            "--global_batch_size",
-            "64",
-        ],
-        capture_output=True,
-        text=True,
-        timeout=300,
-        env=env,
+    stdout = _run_example(
+        "train_mirrored.py", str(out), "--steps", "8", "--global_batch_size", "64"
     )
-    assert result.returncode == 0, result.stderr[-3000:]
     match = re.search(
         r"trained 8 steps on 2 replicas from 12,000 records in (\d+) shards; final loss (\S+)",
-        result.stdout,
+        stdout,
     )
-    assert match, result.stdout
+    assert match, stdout
     assert int(match.group(1)) == len(manifest.shards)
     assert 0.0 < float(match.group(2)) < 5.0
 
@@ -112,27 +102,11 @@ def test_keras_fit_under_mirrored_strategy(converted):
 @pytest.mark.slow
 def test_multiworker_example_trains_on_two_local_workers(converted):
     out, _ = converted
-    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2")
-    result = subprocess.run(
-        [
-            sys.executable,
-            str(ROOT / "examples" / "train_multiworker.py"),
-            str(out),
-            "--local_workers",
-            "2",
-            "--global_batch_size",
-            "128",
-        ],
-        capture_output=True,
-        text=True,
-        timeout=300,
-        env=env,
+    stdout = _run_example(
+        "train_multiworker.py", str(out), "--local_workers", "2", "--global_batch_size", "128"
     )
-    assert result.returncode == 0, result.stderr[-3000:]
     lines = sorted(
-        re.findall(
-            r"worker (\d): epoch 1: 93 steps on 2 replicas, mean loss ([0-9.]+)", result.stdout
-        )
+        re.findall(r"worker (\d): epoch 1: 93 steps on 2 replicas, mean loss ([0-9.]+)", stdout)
     )
-    assert [worker for worker, _ in lines] == ["0", "1"], result.stdout
+    assert [worker for worker, _ in lines] == ["0", "1"], stdout
     assert lines[0][1] == lines[1][1]  # replicas stay in sync: both see the same reduced loss

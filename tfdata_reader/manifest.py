@@ -24,6 +24,7 @@ __all__ = [
     "schema_from_json",
     "schema_to_json",
     "shard_name",
+    "shard_prefix_of",
 ]
 
 FORMAT_VERSION = 1
@@ -33,6 +34,13 @@ COMPRESSIONS = ("none", "gzip")
 Compression = str  # one of COMPRESSIONS
 
 _SHARD_PREFIX_RE = re.compile(r"^[A-Za-z0-9_.]+$")
+_SHARD_NAME_RE = re.compile(r"^([A-Za-z0-9_.]+)-\d{5}-of-\d{5}\.tfrecord(\.gz)?$")
+
+
+def shard_prefix_of(name: str) -> str | None:
+    """The prefix of a file name that `shard_name` could have made, else None."""
+    match = _SHARD_NAME_RE.match(name)
+    return match.group(1) if match else None
 
 
 class ManifestError(ValueError):
