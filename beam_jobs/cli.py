@@ -1,7 +1,8 @@
 """Command-line interface: `tfrecord-etl convert | inspect | verify` (also `python -m beam_jobs`).
 
-Exit codes: 0 success; 1 a data problem (unreadable input, a shard that fails `verify`, a missing
-or malformed manifest); 2 a usage error (bad flag value, input pattern that matches nothing).
+Exit codes: 0 success; 1 a data problem (more bad rows than --max_bad_fraction, input that is not
+CSV, a shard that fails `verify`, a missing or malformed manifest); 2 a usage error (bad flag
+value, an input pattern that matches nothing, an output that is a file or holds foreign files).
 """
 
 from __future__ import annotations

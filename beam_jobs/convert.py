@@ -16,6 +16,7 @@ from beam_jobs.output_dir import prepare_output
 from beam_jobs.pipeline import ConvertCsvToShards
 from beam_jobs.planning import make_plan
 from beam_jobs.progress import ProgressReporter
+from beam_jobs.publish import TooManyBadRecords
 from beam_jobs.units import format_size
 from beam_jobs.verify import load_manifest
 from beam_jobs.version import __version__
@@ -73,24 +74,24 @@ def run(argv: Sequence[str]) -> ConvertResult:
             _ = pipeline | "ConvertCsvToShards" >> transform
     except Exception as e:
         _remove_quietly(transform.temp_dir)
-        reason = _data_error_reason(e)
-        if reason:
-            raise CsvDataError(reason) from e
+        data_error = _data_error(e)
+        if data_error:
+            raise data_error from e
         raise
     finally:
         reporter.stop()
     return ConvertResult(load_manifest(config.output), converted=True)
 
 
-def _data_error_reason(error: BaseException) -> str | None:
-    """The message of a CsvDataError raised in a worker, which runners re-raise wrapped."""
-    if isinstance(error, CsvDataError):
-        return str(error).split(" [while running")[0]
+def _data_error(error: BaseException) -> CsvDataError | None:
+    """The data error a worker raised, which runners re-raise wrapped in their own errors."""
     text = str(error)
-    marker = f"{CsvDataError.__name__}: "
-    if marker not in text:
-        return None
-    return text[text.rindex(marker) + len(marker) :].splitlines()[0].split(" [while running")[0]
+    for kind in (TooManyBadRecords, CsvDataError):  # the subclass first
+        marker = f"{kind.__name__}: "
+        if isinstance(error, kind) or marker in text:
+            tail = text[text.rindex(marker) + len(marker) :] if marker in text else text
+            return kind(tail.splitlines()[0].split(" [while running")[0])
+    return None
 
 
 def _remove_quietly(path: str) -> None:

@@ -7,21 +7,23 @@ An empty cell is a missing value (null), and nothing else is: "NA" or "null" sta
 
 from __future__ import annotations
 
+import base64
 import dataclasses
 import io
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import BinaryIO
 
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.csv as pcsv
 
 from beam_jobs.csv_ranges import record_starts
 from tfdata_reader.manifest import FeatureSpec
 
-__all__ = ["CsvDataError", "CsvSample", "infer_features", "parse_sample", "read_range"]
+__all__ = ["BadRow", "CsvDataError", "CsvSample", "infer_features", "parse_sample", "read_range"]
 
 _BLOCK_SIZE = 1 << 20
-# Types the reader converts each Example dtype from. Floats are parsed as float64 and rounded to
+# Arrow types each Example dtype is converted from. Floats are parsed as float64 and rounded to
 # float32 afterwards, exactly as `float(text)` into a `tf.train.FloatList` would.
 _PARSE_TYPES = {"int64": pa.int64(), "float32": pa.float64(), "bytes": pa.string()}
 
@@ -41,7 +43,8 @@ class CsvSample:
 
 
 def _parse_options() -> pcsv.ParseOptions:
-    return pcsv.ParseOptions(newlines_in_values=True)
+    # Malformed rows in a sample are left out of inference; the writers dead-letter them.
+    return pcsv.ParseOptions(newlines_in_values=True, invalid_row_handler=lambda row: "skip")
 
 
 def _convert_options(column_types: dict[str, pa.DataType] | None = None) -> pcsv.ConvertOptions:
@@ -50,7 +53,7 @@ def _convert_options(column_types: dict[str, pa.DataType] | None = None) -> pcsv
         null_values=[""],
         strings_can_be_null=True,
         quoted_strings_can_be_null=True,
-        check_utf8=True,
+        check_utf8=False,  # checked per value when converting, so bad rows can be set aside
     )
 
 
@@ -144,14 +147,91 @@ class _Window(io.RawIOBase):
         return len(data)
 
 
+@dataclasses.dataclass(frozen=True)
+class BadRow:
+    """A row that was not converted, and why; it goes to the dead letter, not to a shard.
+
+    `row` counts the well-formed rows of the byte range before it (None for a row with the
+    wrong number of columns, which has no such place). `content` is the row as text: `raw` for
+    a malformed row, else `cells` by column; bytes that are not UTF-8 are given as base64.
+    """
+
+    path: str
+    range_start: int
+    range_end: int
+    reason: str
+    row: int | None
+    content: dict
+
+    def to_json(self) -> dict:
+        return {
+            "file": self.path,
+            "byte_range": [self.range_start, self.range_end],
+            "row_in_range": self.row,
+            "reason": self.reason,
+            **self.content,
+        }
+
+
+def _text(value: bytes | str | None) -> str | dict | None:
+    if value is None or isinstance(value, str):
+        return value
+    try:
+        return value.decode("utf-8")
+    except UnicodeDecodeError:
+        return {"base64": base64.b64encode(value).decode("ascii")}
+
+
+def _convert(column: pa.Array, dtype: str) -> pa.Array:
+    """A binary column as the Arrow type the Example dtype is built from; raises ArrowInvalid."""
+    if dtype == "bytes":
+        return pc.cast(column, pa.string())  # validates UTF-8
+    # Numbers need no UTF-8 check of their own: bytes that are not digits fail to parse anyway.
+    return pc.cast(column.view(pa.string()), _PARSE_TYPES[dtype])
+
+
+def _typed_batch(
+    batch: pa.RecordBatch, features: Sequence[FeatureSpec]
+) -> tuple[pa.RecordBatch, dict[int, str]]:
+    """Converts a batch of binary columns; returns the good rows and {bad row index: reason}.
+
+    The whole column is converted at once; only a column that fails is looked at value by
+    value, to find the rows at fault.
+    """
+    bad: dict[int, str] = {}
+    converted: dict[str, pa.Array] = {}
+    for feature in features:
+        column = batch.column(feature.name)
+        try:
+            converted[feature.name] = _convert(column, feature.dtype)
+        except pa.ArrowInvalid:
+            for index, value in enumerate(column.to_pylist()):
+                if value is None or index in bad:
+                    continue
+                try:
+                    _convert(pa.array([value], pa.binary()), feature.dtype)
+                except pa.ArrowInvalid as e:
+                    bad[index] = f"column {feature.name!r} ({feature.dtype}): {e}"
+    names = [f.name for f in features]
+    if not bad:
+        return pa.RecordBatch.from_arrays([converted[n] for n in names], names), bad
+    good = batch.filter(pa.array([i not in bad for i in range(batch.num_rows)]))
+    columns = [_convert(good.column(f.name), f.dtype) for f in features]
+    return pa.RecordBatch.from_arrays(columns, names), bad
+
+
 def read_range(
     f: BinaryIO,
     path: str,
     start: int,
     end: int,
     features: Sequence[FeatureSpec],
+    on_bad_row: Callable[[BadRow], None],
 ) -> Iterator[pa.RecordBatch]:
     """Reads the records in bytes [start, end) of a CSV file as Arrow batches.
+
+    Rows with the wrong number of columns, values that are not of their column's type, and text
+    that is not UTF-8 are passed to `on_bad_row` and left out; every other row is yielded.
 
     Args:
       f: the file, opened for binary reading and seekable.
@@ -159,10 +239,11 @@ def read_range(
       start: a record start; 0 means the range begins with the file's header line.
       end: a record start (or the file size) after `start`.
       features: the columns, in header order, with the dtypes to convert to.
+      on_bad_row: called once per row that is left out.
 
     Raises:
-      CsvDataError: naming the file and the byte range, for unparseable or mistyped data and a
-        header that differs from the expected columns.
+      CsvDataError: naming the file and the byte range, for a header that differs from the
+        expected columns or bytes pyarrow cannot parse as CSV at all.
     """
     names = [feature.name for feature in features]
     read_options = pcsv.ReadOptions(
@@ -170,25 +251,35 @@ def read_range(
         use_threads=False,
         column_names=None if start == 0 else names,
     )
-    column_types = {feature.name: _PARSE_TYPES[feature.dtype] for feature in features}
-    where = f"{path}: bytes {start}-{end}"
+    rows_before = 0
+
+    def malformed(row: pcsv.InvalidRow) -> str:
+        reason = f"expected {row.expected_columns} columns, got {row.actual_columns}"
+        on_bad_row(BadRow(path, start, end, reason, None, {"raw": _text(row.text)}))
+        return "skip"
+
+    parse_options = pcsv.ParseOptions(newlines_in_values=True, invalid_row_handler=malformed)
     try:
         reader = pcsv.open_csv(
             io.BufferedReader(_Window(f, start, end), buffer_size=_BLOCK_SIZE),
             read_options=read_options,
-            parse_options=_parse_options(),
-            convert_options=_convert_options(column_types),
+            parse_options=parse_options,
+            convert_options=_convert_options({name: pa.binary() for name in names}),
         )
         if reader.schema.names != names:
             raise CsvDataError(
                 f"{path}: header {reader.schema.names} differs from the expected columns {names}; "
                 "all inputs of one conversion need the same columns"
             )
-        for batch in reader:
+        for raw in reader:
+            if not raw.num_rows:
+                continue
+            batch, bad = _typed_batch(raw, features)
+            for index, reason in sorted(bad.items()):
+                cells = {name: _text(raw.column(name)[index].as_py()) for name in names}
+                on_bad_row(BadRow(path, start, end, reason, rows_before + index, {"cells": cells}))
+            rows_before += raw.num_rows
             if batch.num_rows:
                 yield batch
     except pa.ArrowInvalid as e:
-        hint = ""
-        if "conversion error to int64" in str(e) or "conversion error to double" in str(e):
-            hint = "; column types are inferred from a sample: set them with --schema"
-        raise CsvDataError(f"{where}: {e}{hint}") from e
+        raise CsvDataError(f"{path}: bytes {start}-{end}: {e}") from e

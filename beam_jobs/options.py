@@ -24,6 +24,7 @@ COMPRESSIONS = ("none", "gzip")
 MIN_TARGET_SHARD_BYTES = 1024
 DEFAULT_TARGET_SHARD_BYTES = "256MiB"
 LOCAL_RUNNER = "FnApiRunner"
+DEFAULT_MAX_BAD_FRACTION = 0.001
 
 
 class UsageError(ValueError):
@@ -65,6 +66,14 @@ class ConvertOptions(PipelineOptions):
             "--shard_prefix", default="data", help="Shard file name prefix (default data)."
         )
         parser.add_argument(
+            "--max_bad_fraction",
+            type=float,
+            default=DEFAULT_MAX_BAD_FRACTION,
+            help="Largest share of input rows that may fail to convert (they go to "
+            "OUTPUT/dead_letter/); above it the job fails and publishes no manifest "
+            f"(default {DEFAULT_MAX_BAD_FRACTION}).",
+        )
+        parser.add_argument(
             "--overwrite",
             action="store_true",
             default=False,
@@ -92,6 +101,7 @@ class ConvertConfig:
     shard_prefix: str = "data"
     sample_bytes: int = 1024**2
     overwrite: bool = False
+    max_bad_fraction: float = DEFAULT_MAX_BAD_FRACTION
 
     def __post_init__(self) -> None:
         if not self.inputs:
@@ -111,6 +121,10 @@ class ConvertConfig:
             )
         if self.num_shards is not None and self.num_shards < 1:
             raise UsageError(f"--num_shards must be at least 1, got {self.num_shards}")
+        if not 0.0 <= self.max_bad_fraction <= 1.0:
+            raise UsageError(
+                f"--max_bad_fraction must be between 0 and 1, got {self.max_bad_fraction}"
+            )
         if self.sample_bytes < 4096:
             raise UsageError(f"--sample_bytes must be at least 4096, got {self.sample_bytes}")
         if not self.shard_prefix.replace("_", "").replace(".", "").isalnum():
@@ -139,6 +153,7 @@ class ConvertConfig:
             shard_prefix=view.shard_prefix,
             sample_bytes=sample,
             overwrite=bool(view.overwrite),
+            max_bad_fraction=view.max_bad_fraction,
         )
 
     def to_json(self) -> dict[str, Any]:

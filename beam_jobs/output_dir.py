@@ -16,8 +16,9 @@ from beam_jobs.options import ConvertConfig, UsageError
 from beam_jobs.verify import load_manifest
 from tfdata_reader.manifest import MANIFEST_NAME, Manifest, ManifestError, shard_prefix_of
 
-__all__ = ["TEMP_DIR_PREFIX", "is_ours", "prepare_output"]
+__all__ = ["DEAD_LETTER_DIR", "TEMP_DIR_PREFIX", "is_ours", "prepare_output"]
 
+DEAD_LETTER_DIR = "dead_letter"  # bad rows, one JSON-lines file per shard
 TEMP_DIR_PREFIX = ".tfrecord-etl-tmp-"  # + a run id; where shards are written before publishing
 _TEMP_DIR_RE = re.compile(rf"^{re.escape(TEMP_DIR_PREFIX)}[0-9a-f]+$")
 
@@ -25,7 +26,9 @@ _TEMP_DIR_RE = re.compile(rf"^{re.escape(TEMP_DIR_PREFIX)}[0-9a-f]+$")
 def is_ours(name: str) -> bool:
     """True for a name tfrecord-etl writes in an output directory."""
     return (
-        name == MANIFEST_NAME or shard_prefix_of(name) is not None or bool(_TEMP_DIR_RE.match(name))
+        name in (MANIFEST_NAME, DEAD_LETTER_DIR)
+        or shard_prefix_of(name) is not None
+        or bool(_TEMP_DIR_RE.match(name))
     )
 
 

@@ -64,6 +64,7 @@ class ConvertCsvToShards(beam.PTransform):
                 output=config.output,
                 temp_dir=self.temp_dir,
                 prefix=config.shard_prefix,
+                max_bad_fraction=config.max_bad_fraction,
                 features=plan.features,
                 compression=config.compression,
                 inputs=self._inputs(),

@@ -98,7 +98,7 @@ def _measure(
     in_bytes = out_bytes = records = 0
     for sample in samples:
         batches = csv_source.read_range(
-            io.BytesIO(sample.data), sample.path, 0, len(sample.data), features
+            io.BytesIO(sample.data), sample.path, 0, len(sample.data), features, lambda row: None
         )
         framed = b"".join(frame_records(encoder.encode(batch)) for batch in batches)
         stored = zlib.compress(framed, GZIP_LEVEL) if compression == "gzip" else framed

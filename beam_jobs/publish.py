@@ -16,6 +16,8 @@ from typing import Any
 from apache_beam.io.filesystem import CompressionTypes
 from apache_beam.io.filesystems import FileSystems
 
+from beam_jobs.csv_source import CsvDataError
+from beam_jobs.output_dir import DEAD_LETTER_DIR
 from beam_jobs.shard_writer import WrittenShard
 from tfdata_reader.manifest import (
     MANIFEST_NAME,
@@ -25,7 +27,14 @@ from tfdata_reader.manifest import (
     shard_prefix_of,
 )
 
-__all__ = ["TOOL_NAME", "build_manifest", "publish", "write_text_atomically"]
+__all__ = [
+    "TOOL_NAME",
+    "TooManyBadRecords",
+    "build_manifest",
+    "dead_letter_name",
+    "publish",
+    "write_text_atomically",
+]
 
 TOOL_NAME = "tfrecord-etl"
 
@@ -51,6 +60,7 @@ def build_manifest(
         )
     nulls = {f.name: sum(w.null_counts.get(f.name, 0) for w in written) for f in features}
     records = sum(w.records for w in written)
+    bad = sum(w.bad_records for w in written)
     return Manifest(
         shards=[ShardInfo(w.name, w.records, w.bytes, w.crc32c) for w in ordered],
         features=[
@@ -60,15 +70,47 @@ def build_manifest(
         inputs=inputs,
         options=options,
         counts={
-            "records_read": records,
+            "records_read": records + bad,
             "records_written": records,
-            "bad_records": 0,
+            "bad_records": bad,
             "input_bytes_read": sum(w.input_bytes for w in written),
             "null_values": nulls,
         },
+        dead_letter=[dead_letter_name(w) for w in ordered if w.dead_letter_temp_path],
         created=datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
         tool={"name": TOOL_NAME, "version": tool_version},
     )
+
+
+class TooManyBadRecords(CsvDataError):
+    """More rows than `--max_bad_fraction` allows could not be converted."""
+
+
+def dead_letter_name(shard: WrittenShard) -> str:
+    """Where a shard's bad rows are published, relative to the output directory."""
+    return f"{DEAD_LETTER_DIR}/{shard.name}.jsonl"
+
+
+def _publish_dead_letters(written: Sequence[WrittenShard], output: str) -> None:
+    folder = FileSystems.join(output, DEAD_LETTER_DIR)
+    if FileSystems.exists(folder):
+        FileSystems.delete([folder])  # an earlier run's; ours replaces it whole
+    moves = [(w.dead_letter_temp_path, dead_letter_name(w)) for w in written]
+    moves = [(src, FileSystems.join(output, dst)) for src, dst in moves if src]
+    if moves:
+        FileSystems.mkdirs(folder)
+        FileSystems.rename([src for src, _ in moves], [dst for _, dst in moves])
+
+
+def _check_bad_fraction(written: Sequence[WrittenShard], output: str, limit: float) -> None:
+    bad = sum(w.bad_records for w in written)
+    total = bad + sum(w.records for w in written)
+    if total and bad / total > limit:
+        raise TooManyBadRecords(
+            f"{bad:,} of {total:,} records ({bad / total:.3%}) could not be converted, more than "
+            f"--max_bad_fraction {limit} allows; they are listed with their reasons in "
+            f"{FileSystems.join(output, DEAD_LETTER_DIR)}/; no manifest was published"
+        )
 
 
 def write_text_atomically(path: str, text: str) -> None:
@@ -92,6 +134,7 @@ def publish(
     output: str,
     temp_dir: str,
     prefix: str,
+    max_bad_fraction: float,
     **manifest_fields: Any,
 ) -> Manifest:
     """Renames the shards into `output` and writes `manifest.json` last.
@@ -101,15 +144,25 @@ def publish(
       output: the output directory.
       temp_dir: the temporary folder the shards are in; removed at the end.
       prefix: the shard name prefix, to find shards of earlier runs.
+      max_bad_fraction: the largest share of bad rows that still publishes.
       **manifest_fields: the other arguments of `build_manifest`.
+
+    Raises:
+      TooManyBadRecords: after publishing the dead letters alone.
     """
     manifest = build_manifest(written, **manifest_fields)
+    try:
+        _check_bad_fraction(written, output, max_bad_fraction)
+    except TooManyBadRecords:
+        _publish_dead_letters(written, output)
+        raise
     manifest_path = FileSystems.join(output, MANIFEST_NAME)
     if FileSystems.exists(manifest_path):
         FileSystems.delete([manifest_path])
     FileSystems.rename(
         [w.temp_path for w in written], [FileSystems.join(output, w.name) for w in written]
     )
+    _publish_dead_letters(written, output)
     write_text_atomically(manifest_path, manifest.to_json())
     stale = _stale_shards(output, prefix, {s.path for s in manifest.shards})
     leftovers = [temp_dir] if FileSystems.exists(temp_dir) else []

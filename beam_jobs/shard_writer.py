@@ -10,6 +10,7 @@ under a temporary name unique to the attempt; only the publish step gives it its
 from __future__ import annotations
 
 import dataclasses
+import json
 import uuid
 from collections.abc import Iterator, Sequence
 
@@ -95,6 +96,8 @@ class WrittenShard:
     crc32c: str
     input_bytes: int
     null_counts: dict[str, int]
+    bad_records: int = 0
+    dead_letter_temp_path: str | None = None  # JSON lines, one per bad row, when there are any
 
 
 class WriteShardFn(beam.DoFn):
@@ -115,6 +118,7 @@ class WriteShardFn(beam.DoFn):
         self._bytes = Metrics.counter(METRICS_NAMESPACE, "bytes_written")
         self._input_bytes = Metrics.counter(METRICS_NAMESPACE, "input_bytes_read")
         self._shards = Metrics.counter(METRICS_NAMESPACE, "shards_written")
+        self._bad = Metrics.counter(METRICS_NAMESPACE, "records_dead_lettered")
 
     def setup(self) -> None:
         self._encoder = ExampleEncoder(self._features)
@@ -124,7 +128,9 @@ class WriteShardFn(beam.DoFn):
         temp_path = FileSystems.join(self._temp_dir, f"{name}.{uuid.uuid4().hex}")
         null_counts = {f.name: 0 for f in self._features}
         input_bytes = 0
-        with ShardFileWriter(FileSystems.create(temp_path), self._compression) as writer:
+        bad_rows: list[csv_source.BadRow] = []
+        raw = FileSystems.create(temp_path, compression_type=CompressionTypes.UNCOMPRESSED)
+        with ShardFileWriter(raw, self._compression) as writer:
             for piece in shard.pieces:
                 file_quotes = quotes.get(piece.path, {})
                 with FileSystems.open(
@@ -138,12 +144,17 @@ class WriteShardFn(beam.DoFn):
                     )
                     if end <= start:
                         continue
-                    for batch in csv_source.read_range(f, piece.path, start, end, self._features):
+                    batches = csv_source.read_range(
+                        f, piece.path, start, end, self._features, bad_rows.append
+                    )
+                    for batch in batches:
                         writer.write_records(self._encoder.encode(batch))
                         for feature in self._features:
                             null_counts[feature.name] += batch.column(feature.name).null_count
                 input_bytes += end - start
+        dead_letter = self._write_dead_letter(name, bad_rows) if bad_rows else None
         progress.write_note(self._temp_dir, name, writer.records, writer.bytes, input_bytes)
+        self._bad.inc(len(bad_rows))
         self._records.inc(writer.records)
         self._bytes.inc(writer.bytes)
         self._input_bytes.inc(input_bytes)
@@ -157,4 +168,14 @@ class WriteShardFn(beam.DoFn):
             crc32c=writer.crc32c,
             input_bytes=input_bytes,
             null_counts=null_counts,
+            bad_records=len(bad_rows),
+            dead_letter_temp_path=dead_letter,
         )
+
+    def _write_dead_letter(self, name: str, bad_rows: list[csv_source.BadRow]) -> str:
+        """One JSON line per bad row, beside the shard, under a name unique to this attempt."""
+        path = FileSystems.join(self._temp_dir, f"{name}.{uuid.uuid4().hex}.dead_letter.jsonl")
+        lines = "".join(json.dumps(row.to_json(), ensure_ascii=False) + "\n" for row in bad_rows)
+        with FileSystems.create(path, compression_type=CompressionTypes.UNCOMPRESSED) as f:
+            f.write(lines.encode("utf-8"))
+        return path

@@ -189,18 +189,27 @@ def test_schema_overrides_inferred_types(sample_csv, tmp_path):
     assert batch["label"].dtype == tf.float32
 
 
-def test_a_value_that_contradicts_the_sampled_type_names_file_and_row(tmp_path):
+def test_a_value_that_contradicts_the_sampled_type_goes_to_the_dead_letter(tmp_path):
     path = tmp_path / "late.csv"
     path.write_text("n,s\n" + "".join(f"{i},x\n" for i in range(2000)) + "oops,y\n")
-    with pytest.raises(CsvDataError) as e:
-        convert([str(path)], tmp_path / "out", "--sample_bytes=4096")
-    assert str(e.value) == (
-        f"{path}: bytes 0-{path.stat().st_size}: In CSV column #0: Row #2002: CSV conversion error "
-        "to int64: invalid value 'oops'; column types are inferred from a sample: set them with "
-        "--schema"
-    )
-    assert not (tmp_path / "out" / "manifest.json").exists()
-    assert list((tmp_path / "out").iterdir()) == []  # the failed run's temporary folder is gone
+    out = tmp_path / "out"
+    manifest = convert([str(path)], out, "--sample_bytes=4096")
+    assert manifest.feature("n").dtype == "int64"
+    assert (manifest.total_records, manifest.counts["bad_records"]) == (2000, 1)
+    assert manifest.counts["records_read"] == 2001
+    assert manifest.dead_letter == ["dead_letter/data-00000-of-00001.tfrecord.jsonl"]
+    lines = (out / manifest.dead_letter[0]).read_text().splitlines()
+    assert [json.loads(line) for line in lines] == [
+        {
+            "file": str(path),
+            "byte_range": [0, path.stat().st_size],
+            "row_in_range": 2000,
+            "reason": (
+                "column 'n' (int64): Failed to parse string: 'oops' as a scalar of type int64"
+            ),
+            "cells": {"n": "oops", "s": "y"},
+        }
+    ]
 
 
 def test_files_with_different_headers_are_rejected(tmp_path):

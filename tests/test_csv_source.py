@@ -2,7 +2,7 @@ import io
 
 import pytest
 
-from beam_jobs.csv_source import CsvDataError, infer_features, parse_sample, read_range
+from beam_jobs.csv_source import BadRow, CsvDataError, infer_features, parse_sample, read_range
 from tfdata_reader.manifest import FeatureSpec
 
 HEAD = (
@@ -66,31 +66,68 @@ def test_parse_sample_errors(head, whole, message):
 FEATURES = [FeatureSpec("a", "int64"), FeatureSpec("b", "bytes")]
 
 
-def test_read_range_from_the_middle_uses_given_names():
-    data = b"a,b\n1,x\n2,y\n3,z\n"
-    batches = list(read_range(io.BytesIO(data), "a.csv", 8, 16, FEATURES))
-    assert [b.to_pydict() for b in batches] == [{"a": [2, 3], "b": ["y", "z"]}]
-
-
-def test_read_range_names_file_bytes_and_row_on_a_type_error():
-    data = b"a,b\n1,x\nzz,y\n"
-    with pytest.raises(CsvDataError) as e:
-        list(read_range(io.BytesIO(data), "in/a.csv", 0, len(data), FEATURES))
-    assert str(e.value) == (
-        "in/a.csv: bytes 0-13: In CSV column #0: Row #3: CSV conversion error to int64: "
-        "invalid value 'zz'; column types are inferred from a sample: set them with --schema"
+def _read(data: bytes, start: int = 0, end: int | None = None):
+    bad = []
+    batches = list(
+        read_range(
+            io.BytesIO(data),
+            "in/a.csv",
+            start,
+            len(data) if end is None else end,
+            FEATURES,
+            bad.append,
+        )
     )
+    return [b.to_pydict() for b in batches], bad
+
+
+def test_read_range_from_the_middle_uses_given_names():
+    assert _read(b"a,b\n1,x\n2,y\n3,z\n", 8, 16) == ([{"a": [2, 3], "b": ["y", "z"]}], [])
+
+
+def test_read_range_sets_aside_rows_of_the_wrong_type():
+    batches, bad = _read(b"a,b\n1,x\nzz,y\n3,z\n")
+    assert batches == [{"a": [1, 3], "b": ["x", "z"]}]
+    assert bad == [
+        BadRow(
+            "in/a.csv",
+            0,
+            17,
+            "column 'a' (int64): Failed to parse string: 'zz' as a scalar of type int64",
+            1,
+            {"cells": {"a": "zz", "b": "y"}},
+        )
+    ]
+
+
+def test_read_range_sets_aside_malformed_rows_and_bad_utf8():
+    batches, bad = _read(b"a,b\n1,x,9\n2,\xff\xfe\n3\n4,ok\n")
+    assert batches == [{"a": [4], "b": ["ok"]}]
+    assert [b.to_json() for b in bad] == [
+        {
+            "file": "in/a.csv",
+            "byte_range": [0, 22],
+            "row_in_range": None,
+            "reason": "expected 2 columns, got 3",
+            "raw": "1,x,9",
+        },
+        {
+            "file": "in/a.csv",
+            "byte_range": [0, 22],
+            "row_in_range": None,
+            "reason": "expected 2 columns, got 1",
+            "raw": "3",
+        },
+        {
+            "file": "in/a.csv",
+            "byte_range": [0, 22],
+            "row_in_range": 0,
+            "reason": "column 'b' (bytes): Invalid UTF8 payload",
+            "cells": {"a": "2", "b": {"base64": "//4="}},
+        },
+    ]
 
 
 def test_read_range_rejects_a_different_header():
-    data = b"a,c\n1,x\n"
     with pytest.raises(CsvDataError, match=r"in/a.csv: header \['a', 'c'\] differs from"):
-        list(read_range(io.BytesIO(data), "in/a.csv", 0, len(data), FEATURES))
-
-
-def test_read_range_rejects_wrong_column_count_and_bad_utf8():
-    with pytest.raises(CsvDataError, match="in/a.csv: bytes 0-12: .*Expected 2 columns, got 3"):
-        list(read_range(io.BytesIO(b"a,b\n1,x,9\n2,"), "in/a.csv", 0, 12, FEATURES))
-    data = b"a,b\n1,\xff\xfe\n"
-    with pytest.raises(CsvDataError, match="in/a.csv: bytes 0-9: .*invalid UTF8 data$"):
-        list(read_range(io.BytesIO(data), "in/a.csv", 0, len(data), FEATURES))
+        _read(b"a,c\n1,x\n")

@@ -148,6 +148,7 @@ class Manifest:
     counts: dict[str, int] = dataclasses.field(default_factory=dict)
     created: str = ""
     tool: dict[str, str] = dataclasses.field(default_factory=dict)
+    dead_letter: list[str] = dataclasses.field(default_factory=list)  # JSON-lines files of bad rows
     format_version: int = FORMAT_VERSION
 
     def __post_init__(self) -> None:
@@ -186,6 +187,7 @@ class Manifest:
             "inputs": self.inputs,
             "options": self.options,
             "counts": self.counts,
+            "dead_letter": self.dead_letter,
         }
         return json.dumps(obj, indent=2, sort_keys=False) + "\n"
 
@@ -214,6 +216,7 @@ class Manifest:
                 counts=obj.get("counts", {}),
                 created=obj.get("created", ""),
                 tool=obj.get("tool", {}),
+                dead_letter=list(obj.get("dead_letter", [])),
             )
         except KeyError as e:
             raise ManifestError(f"{source}: missing key {e}") from e

@@ -1,0 +1,107 @@
+"""Bad rows go to OUT/dead_letter/, every good row is converted, and a threshold fails the job."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from conftest import convert
+
+from beam_jobs.cli import main
+from beam_jobs.publish import TooManyBadRecords
+from tfdata_reader import make_dataset
+
+
+@pytest.fixture()
+def dirty_csv(tmp_path):
+    """1000 good rows (ids 0-999) and four bad ones of different kinds."""
+    rows = [b"id,score,name\n"]
+    for i in range(1000):
+        rows.append(f"{i},{i / 4},name {i}\n".encode())
+        if i == 100:
+            rows.append(b"5000,1.5,extra,column\n")
+        if i == 200:
+            rows.append(b"5001,2.5\n")
+        if i == 300:
+            rows.append(b"5002,not a number,x\n")
+        if i == 400:
+            rows.append(b"5003,3.5,\xff bad utf-8\n")
+    path = tmp_path / "dirty.csv"
+    path.write_bytes(b"".join(rows))
+    return path
+
+
+def _dead_letters(out, manifest_names):
+    return [
+        json.loads(line)
+        for name in manifest_names
+        for line in (out / name).read_text().splitlines()
+    ]
+
+
+def test_good_rows_are_converted_and_bad_rows_dead_lettered(dirty_csv, tmp_path):
+    out = tmp_path / "out"
+    manifest = convert(
+        [str(dirty_csv)], out, "--num_shards=3", "--max_bad_fraction=0.01", "--sample_bytes=4096"
+    )
+    assert manifest.counts["records_read"] == 1004
+    assert manifest.counts["records_written"] == 1000
+    assert manifest.counts["bad_records"] == 4
+    ids = sorted(i for b in make_dataset(str(out), 256) for i in b["id"].numpy().tolist())
+    assert ids == list(range(1000))
+    letters = _dead_letters(out, manifest.dead_letter)
+    assert sorted((d["reason"], d.get("raw"), json.dumps(d.get("cells"))) for d in letters) == [
+        (
+            "column 'name' (bytes): Invalid UTF8 payload",
+            None,
+            json.dumps({"id": "5003", "score": "3.5", "name": {"base64": "/yBiYWQgdXRmLTg="}}),
+        ),
+        (
+            "column 'score' (float32): Failed to parse string: 'not a number' as a scalar of type "
+            "double",
+            None,
+            json.dumps({"id": "5002", "score": "not a number", "name": "x"}),
+        ),
+        ("expected 3 columns, got 2", "5001,2.5", "null"),
+        ("expected 3 columns, got 4", "5000,1.5,extra,column", "null"),
+    ]
+    assert {d["file"] for d in letters} == {str(dirty_csv)}
+    assert sorted(p.name for p in (out / "dead_letter").iterdir()) == sorted(
+        name.split("/")[1] for name in manifest.dead_letter
+    )
+
+
+def test_too_many_bad_rows_fail_the_job_and_publish_only_the_dead_letter(dirty_csv, tmp_path):
+    out = tmp_path / "out"
+    with pytest.raises(TooManyBadRecords) as e:
+        convert([str(dirty_csv)], out, "--num_shards=2", "--sample_bytes=4096")
+    assert str(e.value) == (
+        "4 of 1,004 records (0.398%) could not be converted, more than --max_bad_fraction 0.001 "
+        f"allows; they are listed with their reasons in {out}/dead_letter/; no manifest was "
+        "published"
+    )
+    assert sorted(p.name for p in out.iterdir()) == ["dead_letter"]
+    assert sum(len(p.read_text().splitlines()) for p in (out / "dead_letter").iterdir()) == 4
+
+
+def test_cli_exit_code_and_summary(dirty_csv, tmp_path, capsys):
+    out = tmp_path / "out"
+    base = [
+        "convert",
+        "--input",
+        str(dirty_csv),
+        "--output",
+        str(out),
+        "--direct_running_mode=in_memory",
+        "--direct_num_workers=1",
+        "--sample_bytes=4096",
+    ]
+    assert main(base) == 1
+    assert "could not be converted, more than --max_bad_fraction 0.001" in capsys.readouterr().err
+    assert main([*base, "--max_bad_fraction=0.5"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert [line.split()[-1] for line in lines if line.startswith(("records", "bad"))] == [
+        "1,004",
+        "1,000",
+        "4",
+    ]
