@@ -25,6 +25,7 @@ MIN_TARGET_SHARD_BYTES = 1024
 DEFAULT_TARGET_SHARD_BYTES = "256MiB"
 LOCAL_RUNNER = "FnApiRunner"
 DEFAULT_MAX_BAD_FRACTION = 0.001
+DEFAULT_MAX_RECORD_BYTES = "64MiB"
 
 
 class UsageError(ValueError):
@@ -74,6 +75,12 @@ class ConvertOptions(PipelineOptions):
             f"(default {DEFAULT_MAX_BAD_FRACTION}).",
         )
         parser.add_argument(
+            "--max_record_bytes",
+            default=DEFAULT_MAX_RECORD_BYTES,
+            help="A row whose encoded Example is larger goes to the dead letter "
+            f"(default {DEFAULT_MAX_RECORD_BYTES}).",
+        )
+        parser.add_argument(
             "--overwrite",
             action="store_true",
             default=False,
@@ -102,6 +109,7 @@ class ConvertConfig:
     sample_bytes: int = 1024**2
     overwrite: bool = False
     max_bad_fraction: float = DEFAULT_MAX_BAD_FRACTION
+    max_record_bytes: int = 64 * 1024**2
 
     def __post_init__(self) -> None:
         if not self.inputs:
@@ -125,6 +133,8 @@ class ConvertConfig:
             raise UsageError(
                 f"--max_bad_fraction must be between 0 and 1, got {self.max_bad_fraction}"
             )
+        if self.max_record_bytes < 1:
+            raise UsageError(f"--max_record_bytes must be at least 1, got {self.max_record_bytes}")
         if self.sample_bytes < 4096:
             raise UsageError(f"--sample_bytes must be at least 4096, got {self.sample_bytes}")
         if not self.shard_prefix.replace("_", "").replace(".", "").isalnum():
@@ -140,6 +150,7 @@ class ConvertConfig:
         try:
             target = parse_size(view.target_shard_bytes)
             sample = parse_size(view.sample_bytes)
+            max_record = parse_size(view.max_record_bytes)
         except ValueError as e:
             raise UsageError(str(e)) from e
         return cls(
@@ -154,6 +165,7 @@ class ConvertConfig:
             sample_bytes=sample,
             overwrite=bool(view.overwrite),
             max_bad_fraction=view.max_bad_fraction,
+            max_record_bytes=max_record,
         )
 
     def to_json(self) -> dict[str, Any]:

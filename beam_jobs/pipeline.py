@@ -50,7 +50,11 @@ class ConvertCsvToShards(beam.PTransform):
             | "WriteShards"
             >> beam.ParDo(
                 shard_writer.WriteShardFn(
-                    plan.features, self.temp_dir, config.shard_prefix, config.compression
+                    plan.features,
+                    self.temp_dir,
+                    config.shard_prefix,
+                    config.compression,
+                    config.max_record_bytes,
                 ),
                 quotes=beam.pvalue.AsSingleton(quotes),
             )

@@ -15,6 +15,8 @@ import uuid
 from collections.abc import Iterator, Sequence
 
 import apache_beam as beam
+import numpy as np
+import pyarrow as pa
 from apache_beam.io.filesystem import CompressionTypes
 from apache_beam.io.filesystems import FileSystems
 from apache_beam.metrics import Metrics
@@ -109,8 +111,10 @@ class WriteShardFn(beam.DoFn):
         temp_dir: str,
         prefix: str,
         compression: str,
+        max_record_bytes: int | None = None,
     ) -> None:
         self._features = tuple(features)
+        self._max_record_bytes = max_record_bytes
         self._temp_dir = temp_dir
         self._prefix = prefix
         self._compression = compression
@@ -148,7 +152,12 @@ class WriteShardFn(beam.DoFn):
                         f, piece.path, start, end, self._features, bad_rows.append
                     )
                     for batch in batches:
-                        writer.write_records(self._encoder.encode(batch))
+                        examples = self._encoder.encode(batch)
+                        if self._max_record_bytes:
+                            batch, examples = self._set_aside_oversized(
+                                batch, examples, piece.path, start, end, bad_rows
+                            )
+                        writer.write_records(examples)
                         for feature in self._features:
                             null_counts[feature.name] += batch.column(feature.name).null_count
                 input_bytes += end - start
@@ -171,6 +180,30 @@ class WriteShardFn(beam.DoFn):
             bad_records=len(bad_rows),
             dead_letter_temp_path=dead_letter,
         )
+
+    def _set_aside_oversized(
+        self,
+        batch: pa.RecordBatch,
+        examples: list[bytes],
+        path: str,
+        start: int,
+        end: int,
+        bad_rows: list[csv_source.BadRow],
+    ) -> tuple[pa.RecordBatch, list[bytes]]:
+        """Moves records longer than --max_record_bytes to the dead letter."""
+        limit = self._max_record_bytes
+        sizes = np.fromiter(map(len, examples), dtype=np.int64, count=len(examples))
+        oversized = np.flatnonzero(sizes > limit)
+        if not oversized.size:
+            return batch, examples
+        rows = batch.to_pylist()
+        for index in oversized.tolist():
+            reason = f"the encoded record has {sizes[index]} bytes, over --max_record_bytes {limit}"
+            bad_rows.append(
+                csv_source.BadRow(path, start, end, reason, None, {"cells": rows[index]})
+            )
+        keep = sizes <= limit
+        return batch.filter(pa.array(keep)), [e for e, k in zip(examples, keep) if k]
 
     def _write_dead_letter(self, name: str, bad_rows: list[csv_source.BadRow]) -> str:
         """One JSON line per bad row, beside the shard, under a name unique to this attempt."""

@@ -105,3 +105,25 @@ def test_cli_exit_code_and_summary(dirty_csv, tmp_path, capsys):
         "1,000",
         "4",
     ]
+
+
+def test_records_over_max_record_bytes_are_dead_lettered(tmp_path):
+    path = tmp_path / "long.csv"
+    path.write_text(
+        "id,text\n" + "".join(f"{i},{'x' * (500 if i == 7 else 10)}\n" for i in range(20))
+    )
+    out = tmp_path / "out"
+    manifest = convert(
+        [str(path)], out, "--num_shards=1", "--max_record_bytes=200", "--max_bad_fraction=0.1"
+    )
+    assert (manifest.total_records, manifest.counts["bad_records"]) == (19, 1)
+    [letter] = _dead_letters(out, manifest.dead_letter)
+    assert letter == {
+        "file": str(path),
+        "byte_range": [0, path.stat().st_size],
+        "row_in_range": None,
+        "reason": "the encoded record has 534 bytes, over --max_record_bytes 200",
+        "cells": {"id": 7, "text": "x" * 500},
+    }
+    ids = sorted(i for b in make_dataset(str(out), 64) for i in b["id"].numpy().tolist())
+    assert ids == [i for i in range(20) if i != 7]
