@@ -202,3 +202,37 @@ def test_resume_from_a_checkpoint_mid_epoch(converted, tmp_path):
     after = [i for batch in restored for i in batch["id"].numpy().tolist()]
     assert before + after == uninterrupted
     assert sorted(before + after) == ALL_IDS
+
+
+@pytest.mark.parametrize("damage", [_cut_last_three, _flip_a_bit])
+def test_skip_corrupt_shards_reads_the_rest_and_names_what_it_skipped(
+    converted, tmp_path, damage, caplog
+):
+    out, manifest = converted
+    copy, shard = _damaged_copy(converted, tmp_path, damage)
+    all_ids = _ids(make_dataset(str(out), 1000, shuffle=False, features=["id"]))
+    # The ids of the damaged shard, read from the intact original.
+    original = out / manifest.shards[4].path
+    spec = {"id": tf.io.FixedLenFeature([], tf.int64)}
+    shard_ids = [
+        int(tf.io.parse_single_example(r, spec)["id"])
+        for r in tf.data.TFRecordDataset(str(original))
+    ]
+    with caplog.at_level("WARNING", logger="tfdata_reader.dataset"):
+        ds = make_dataset(str(copy), 1000, skip_corrupt_shards=True)
+    assert sorted(_ids(ds)) == sorted(set(all_ids) - set(shard_ids))
+    assert ds.cardinality().numpy() == -(-(12_000 - len(shard_ids)) // 1000)
+    [message] = [r.getMessage() for r in caplog.records]
+    assert message.startswith(f"skipping 1 corrupt shard(s) ({len(shard_ids)} records): {shard}: ")
+
+
+def test_skip_corrupt_shards_with_nothing_left(converted, tmp_path):
+    import shutil
+
+    out, manifest = converted
+    copy = tmp_path / "ds"
+    shutil.copytree(out, copy)
+    for shard in manifest.shards:
+        (copy / shard.path).write_bytes(b"")
+    with pytest.raises(ValueError, match="the reader has no records to read: .* were skipped"):
+        make_dataset(str(copy), 8, skip_corrupt_shards=True)

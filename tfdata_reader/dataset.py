@@ -16,6 +16,7 @@ from collections.abc import Sequence
 
 import tensorflow as tf
 
+from tfdata_reader.integrity import shard_problem
 from tfdata_reader.manifest import MANIFEST_NAME, FeatureSpec, Manifest, ManifestError
 from tfdata_reader.records import checked_blocks
 from tfdata_reader.sharding import BY_FILE, FileRange, plan_reads
@@ -101,6 +102,24 @@ def _reads(manifest: Manifest, input_context: tf.distribute.InputContext | None)
     return ranges
 
 
+def _without_corrupt_shards(
+    ranges: list[FileRange], paths: list[str], manifest: Manifest
+) -> list[FileRange]:
+    problems = {}
+    for index in sorted({r.shard_index for r in ranges}):
+        problem = shard_problem(paths[index], manifest.shards[index])
+        if problem:
+            problems[index] = problem
+    if problems:
+        _log.warning(
+            "skipping %d corrupt shard(s) (%d records): %s",
+            len(problems),
+            sum(r.records for r in ranges if r.shard_index in problems),
+            "; ".join(f"{paths[i]}: {p}" for i, p in problems.items()),
+        )
+    return [r for r in ranges if r.shard_index not in problems]
+
+
 def make_dataset(
     path: str,
     batch_size: int,
@@ -118,6 +137,7 @@ def make_dataset(
     label_key: str | None = None,
     cache: bool | str | None = None,
     shuffle_buffer_size: int = DEFAULT_SHUFFLE_BUFFER,
+    skip_corrupt_shards: bool = False,
 ) -> tf.data.Dataset:
     """Reads a converted dataset as batches of `{feature name: tensor}`.
 
@@ -139,6 +159,9 @@ def make_dataset(
       label_key: return `(features, label)` tuples with this feature as the label, for Keras.
       cache: True to cache records in memory after the first epoch, or a file path prefix.
       shuffle_buffer_size: records in the shuffle buffer.
+      skip_corrupt_shards: check this pipeline's shards against the manifest (size and CRC32C,
+        one extra read) before reading, and leave out the bad ones with a logged warning that
+        names each and says why, instead of failing when reading reaches them.
 
     Returns:
       A dataset of dicts (or `(dict, label)` with `label_key`), whose cardinality is known.
@@ -159,13 +182,21 @@ def make_dataset(
     selected = _select(manifest, features if label_key is None else _with(features, label_key))
     spec = parse_spec(selected)
     ranges = _reads(manifest, input_context)
-    if not ranges:
-        raise ValueError(
-            f"input pipeline {input_context.input_pipeline_id} of "
-            f"{input_context.num_input_pipelines} has no records to read: {path} holds only "
-            f"{manifest.total_records} records"
-        )
     paths = shard_paths(path, manifest)
+    if skip_corrupt_shards:
+        ranges = _without_corrupt_shards(ranges, paths, manifest)
+    if not ranges:
+        who = (
+            f"input pipeline {input_context.input_pipeline_id} of "
+            f"{input_context.num_input_pipelines}"
+            if input_context
+            else "the reader"
+        )
+        raise ValueError(
+            f"{who} has no records to read: {path} holds {manifest.total_records} records in "
+            f"{len(manifest.shards)} shards"
+            + (" and its corrupt shards were skipped" if skip_corrupt_shards else "")
+        )
     compression = "GZIP" if manifest.compression == "gzip" else ""
 
     ds = tf.data.Dataset.from_tensor_slices(
