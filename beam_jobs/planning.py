@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import dataclasses
 import io
-import logging
 import zlib
 from collections.abc import Sequence
 
@@ -27,7 +26,6 @@ from tfdata_reader.manifest import FeatureSpec, schema_from_json
 __all__ = ["ConversionPlan", "list_inputs", "make_plan", "read_head"]
 
 MAX_SAMPLED_FILES = 8
-_log = logging.getLogger(__name__)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -114,16 +112,17 @@ def make_plan(config: ConvertConfig) -> ConversionPlan:
     """Lists, samples and plans a conversion.
 
     Raises:
-      UsageError: for inputs that match nothing or hold no data.
-      csv_source.CsvDataError: for a sampled file that is not readable CSV.
+      UsageError: for inputs that match nothing.
+      csv_source.CsvDataError: for an empty input file or a sampled file that is not CSV.
     """
-    all_files = list_inputs(config.inputs)
-    files = [f for f in all_files if f.size > 0]
-    for f in all_files:
-        if f.size == 0:
-            _log.warning("skipping empty input file %s (0 bytes: not even a header)", f.path)
-    if not files:
-        raise UsageError(f"--input {list(config.inputs)} matches only empty files")
+    files = list_inputs(config.inputs)
+    empty = [f.path for f in files if f.size == 0]
+    if empty:
+        # A 0-byte CSV has not even a header: usually an upstream export that failed.
+        raise csv_source.CsvDataError(
+            f"{len(empty)} input file(s) are empty (0 bytes, not even a header line): "
+            f"{', '.join(empty[:5])}{', ...' if len(empty) > 5 else ''}; remove them from --input"
+        )
     samples = []
     for f in _spread(files, MAX_SAMPLED_FILES):
         head = read_head(f.path, config.sample_bytes)

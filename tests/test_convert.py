@@ -224,11 +224,18 @@ def test_inputs_that_match_nothing_are_a_usage_error(tmp_path):
         convert([str(tmp_path / "nothing/*.csv")], tmp_path / "out")
 
 
-def test_empty_files_are_skipped_and_header_only_files_give_no_records(tmp_path):
+def test_empty_files_are_an_error_and_header_only_files_give_no_records(tmp_path):
     (tmp_path / "a.csv").write_text("")
     (tmp_path / "b.csv").write_text("n,s\n")
     (tmp_path / "c.csv").write_text("n,s\n1,x\n2,y\n")
-    manifest = convert([str(tmp_path / "*.csv")], tmp_path / "out")
+    with pytest.raises(CsvDataError) as e:
+        convert([str(tmp_path / "*.csv")], tmp_path / "out")
+    assert str(e.value) == (
+        f"1 input file(s) are empty (0 bytes, not even a header line): {tmp_path / 'a.csv'}; "
+        "remove them from --input"
+    )
+    assert not (tmp_path / "out").exists()
+    manifest = convert([str(tmp_path / "[bc].csv")], tmp_path / "out")
     assert manifest.total_records == 2
     assert [f["path"] for f in manifest.inputs["files"]] == [
         str(tmp_path / "b.csv"),
