@@ -127,12 +127,13 @@ def infer_features(
 
 
 class _Window(io.RawIOBase):
-    """Bytes [start, end) of a seekable binary file, as a readable stream."""
+    """Bytes [start, end) of a seekable binary file, as a readable stream that counts quotes."""
 
     def __init__(self, f: BinaryIO, start: int, end: int) -> None:
         f.seek(start)
         self._f = f
         self._left = end - start
+        self.quotes = 0
 
     def readable(self) -> bool:
         return True
@@ -144,6 +145,7 @@ class _Window(io.RawIOBase):
         data = self._f.read(len(view))
         view[: len(data)] = data
         self._left -= len(data)
+        self.quotes += data.count(b'"')
         return len(data)
 
 
@@ -180,6 +182,12 @@ def _text(value: bytes | str | None) -> str | dict | None:
         return value.decode("utf-8")
     except UnicodeDecodeError:
         return {"base64": base64.b64encode(value).decode("ascii")}
+
+
+def _cells(batch: pa.RecordBatch, index: int) -> dict:
+    return {
+        "cells": {name: _text(batch.column(name)[index].as_py()) for name in batch.schema.names}
+    }
 
 
 def _convert(column: pa.Array, dtype: str) -> pa.Array:
@@ -227,11 +235,14 @@ def read_range(
     end: int,
     features: Sequence[FeatureSpec],
     on_bad_row: Callable[[BadRow], None],
+    quotes_before: int = 0,
 ) -> Iterator[pa.RecordBatch]:
     """Reads the records in bytes [start, end) of a CSV file as Arrow batches.
 
     Rows with the wrong number of columns, values that are not of their column's type, and text
-    that is not UTF-8 are passed to `on_bad_row` and left out; every other row is yielded.
+    that is not UTF-8 are passed to `on_bad_row` and left out; every other row is yielded. So is
+    the last row of a file whose quotes do not pair up: its quoted field never ends, so pyarrow
+    would swallow every later line into it.
 
     Args:
       f: the file, opened for binary reading and seekable.
@@ -240,6 +251,7 @@ def read_range(
       end: a record start (or the file size) after `start`.
       features: the columns, in header order, with the dtypes to convert to.
       on_bad_row: called once per row that is left out.
+      quotes_before: quote bytes in the file before `start`.
 
     Raises:
       CsvDataError: naming the file and the byte range, for a header that differs from the
@@ -258,10 +270,19 @@ def read_range(
         on_bad_row(BadRow(path, start, end, reason, None, {"raw": _text(row.text)}))
         return "skip"
 
+    def typed(raw: pa.RecordBatch) -> pa.RecordBatch:
+        nonlocal rows_before
+        batch, bad = _typed_batch(raw, features)
+        for index, reason in sorted(bad.items()):
+            on_bad_row(BadRow(path, start, end, reason, rows_before + index, _cells(raw, index)))
+        rows_before += raw.num_rows
+        return batch
+
     parse_options = pcsv.ParseOptions(newlines_in_values=True, invalid_row_handler=malformed)
+    window = _Window(f, start, end)
     try:
         reader = pcsv.open_csv(
-            io.BufferedReader(_Window(f, start, end), buffer_size=_BLOCK_SIZE),
+            io.BufferedReader(window, buffer_size=_BLOCK_SIZE),
             read_options=read_options,
             parse_options=parse_options,
             convert_options=_convert_options({name: pa.binary() for name in names}),
@@ -271,15 +292,18 @@ def read_range(
                 f"{path}: header {reader.schema.names} differs from the expected columns {names}; "
                 "all inputs of one conversion need the same columns"
             )
+        pending = None  # one batch is held back: its last row may be the unterminated one
         for raw in reader:
-            if not raw.num_rows:
-                continue
-            batch, bad = _typed_batch(raw, features)
-            for index, reason in sorted(bad.items()):
-                cells = {name: _text(raw.column(name)[index].as_py()) for name in names}
-                on_bad_row(BadRow(path, start, end, reason, rows_before + index, {"cells": cells}))
-            rows_before += raw.num_rows
-            if batch.num_rows:
-                yield batch
+            if raw.num_rows:
+                if pending is not None and (batch := typed(pending)).num_rows:
+                    yield batch
+                pending = raw
+        if pending is not None and (quotes_before + window.quotes) % 2:
+            last = pending.num_rows - 1
+            reason = "unterminated quoted field: it runs to the end of the file"
+            on_bad_row(BadRow(path, start, end, reason, rows_before + last, _cells(pending, last)))
+            pending = pending.slice(0, last)
+        if pending is not None and (batch := typed(pending)).num_rows:
+            yield batch
     except pa.ArrowInvalid as e:
         raise CsvDataError(f"{path}: bytes {start}-{end}: {e}") from e

@@ -140,7 +140,7 @@ class WriteShardFn(beam.DoFn):
                 with FileSystems.open(
                     piece.path, compression_type=CompressionTypes.UNCOMPRESSED
                 ) as f:
-                    start, _ = csv_ranges.record_start_at_or_after(
+                    start, quotes_before = csv_ranges.record_start_at_or_after(
                         f, piece.start, file_quotes.get(piece.start, 0), piece.file_size
                     )
                     end, _ = csv_ranges.record_start_at_or_after(
@@ -149,7 +149,7 @@ class WriteShardFn(beam.DoFn):
                     if end <= start:
                         continue
                     batches = csv_source.read_range(
-                        f, piece.path, start, end, self._features, bad_rows.append
+                        f, piece.path, start, end, self._features, bad_rows.append, quotes_before
                     )
                     for batch in batches:
                         examples = self._encoder.encode(batch)

@@ -127,3 +127,17 @@ def test_records_over_max_record_bytes_are_dead_lettered(tmp_path):
     }
     ids = sorted(i for b in make_dataset(str(out), 64) for i in b["id"].numpy().tolist())
     assert ids == [i for i in range(20) if i != 7]
+
+
+def test_an_unterminated_quote_is_dead_lettered_not_swallowed_silently(tmp_path):
+    path = tmp_path / "open_quote.csv"
+    good = "".join(f"{i},text {i}\n" for i in range(300))
+    path.write_text("id,text\n" + good + '300,"never closed\n301,a\n302,b\n')
+    out = tmp_path / "out"
+    manifest = convert([str(path)], out, "--num_shards=4", "--max_bad_fraction=0.01")
+    assert (manifest.total_records, manifest.counts["bad_records"]) == (300, 1)
+    [letter] = _dead_letters(out, manifest.dead_letter)
+    assert letter["reason"] == "unterminated quoted field: it runs to the end of the file"
+    assert letter["cells"] == {"id": "300", "text": "never closed\n301,a\n302,b\n"}
+    ids = sorted(i for b in make_dataset(str(out), 64) for i in b["id"].numpy().tolist())
+    assert ids == list(range(300))
