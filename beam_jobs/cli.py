@@ -2,12 +2,15 @@
 
 Exit codes: 0 success; 1 a data problem (more bad rows than --max_bad_fraction, input that is not
 CSV, a shard that fails `verify`, a missing or malformed manifest); 2 a usage error (bad flag
-value, an input pattern that matches nothing, an output that is a file or holds foreign files).
+value, an input pattern that matches nothing, an output that is a file or holds foreign files);
+3 any other failure (a runner or storage error). `convert` ends with one JSON line on stdout:
+{"status": "ok" | "already_converted" | "dry_run" | "error", "exit_code": N, ...counts}.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import logging
 import sys
 import time
@@ -17,7 +20,7 @@ from beam_jobs.version import __version__
 
 __all__ = ["main"]
 
-EXIT_OK, EXIT_DATA, EXIT_USAGE = 0, 1, 2
+EXIT_OK, EXIT_DATA, EXIT_USAGE, EXIT_OTHER = 0, 1, 2, 3
 
 _USAGE = """\
 usage: tfrecord-etl {convert,inspect,verify} ...
@@ -43,22 +46,47 @@ def _convert(argv: list[str]) -> int:
             prog="tfrecord-etl convert",
             description="Convert raw files into size-targeted TFRecord shards and a manifest. "
             "Any Beam pipeline flag is accepted too; without --runner the job runs on the local "
-            "FnApiRunner with one worker process per core.",
+            "FnApiRunner with one worker process per core. Beam's --dry_run prints the shard "
+            "plan (inputs, features, estimated shards and sizes) and writes nothing.",
         )
         ConvertOptions._add_argparse_args(parser)
         parser.print_help()
         return EXIT_OK
     started = time.monotonic()
     result = run(argv)
+    elapsed = time.monotonic() - started
+    if result.plan is not None:
+        from beam_jobs.report import describe_plan
+
+        config = result.config
+        print(describe_plan(result.plan, config.output, config.target_shard_bytes))
+        _summary_line("dry_run", EXIT_OK, planned_shards=len(result.plan.shards))
+        return EXIT_OK
+    manifest = result.manifest
     if result.converted:
-        print(summarize_run(result.manifest, time.monotonic() - started))
+        print(summarize_run(manifest, elapsed))
     else:
         print(
             f"already converted: the output holds a complete manifest of these inputs and options "
-            f"({result.manifest.total_records:,} records in {len(result.manifest.shards)} shards); "
+            f"({manifest.total_records:,} records in {len(manifest.shards)} shards); "
             "pass --overwrite to convert again"
         )
+    _summary_line(
+        "ok" if result.converted else "already_converted",
+        EXIT_OK,
+        records_read=manifest.counts.get("records_read", manifest.total_records),
+        records_written=manifest.total_records,
+        bad_records=manifest.counts.get("bad_records", 0),
+        shards=len(manifest.shards),
+        bytes=manifest.total_bytes,
+        elapsed_seconds=round(elapsed, 3),
+    )
     return EXIT_OK
+
+
+def _summary_line(status: str, exit_code: int, **fields: object) -> None:
+    """The last line `convert` prints: one JSON object for schedulers."""
+    print(json.dumps({"status": status, "exit_code": exit_code, **fields}), flush=True)
 
 
 def _inspect(argv: list[str]) -> int:
@@ -125,8 +153,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         return command(argv[1:])
     except UsageError as e:
-        print(f"error: {e}", file=sys.stderr)
-        return EXIT_USAGE
+        return _fail(argv[0], EXIT_USAGE, e)
     except (CsvDataError, ManifestError) as e:
-        print(f"error: {e}", file=sys.stderr)
-        return EXIT_DATA
+        return _fail(argv[0], EXIT_DATA, e)
+    except Exception as e:
+        logging.getLogger("beam_jobs.cli").exception("%s failed", argv[0])
+        return _fail(argv[0], EXIT_OTHER, e)
+
+
+def _fail(command: str, exit_code: int, error: BaseException) -> int:
+    print(f"error: {error}", file=sys.stderr)
+    if command == "convert":
+        _summary_line("error", exit_code, error=str(error).splitlines()[0] if str(error) else "")
+    return exit_code

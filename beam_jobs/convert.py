@@ -11,10 +11,10 @@ from apache_beam.io.filesystems import FileSystems
 from apache_beam.options.pipeline_options import PipelineOptions
 
 from beam_jobs.csv_source import CsvDataError
-from beam_jobs.options import ConvertConfig, apply_local_runner_defaults
+from beam_jobs.options import ConvertConfig, apply_local_runner_defaults, normalize_argv
 from beam_jobs.output_dir import prepare_output
 from beam_jobs.pipeline import ConvertCsvToShards
-from beam_jobs.planning import make_plan
+from beam_jobs.planning import ConversionPlan, make_plan
 from beam_jobs.progress import ProgressReporter
 from beam_jobs.publish import TooManyBadRecords
 from beam_jobs.units import format_size
@@ -29,10 +29,13 @@ _log = logging.getLogger(__name__)
 
 @dataclasses.dataclass(frozen=True)
 class ConvertResult:
-    """The published manifest, and whether this run wrote it (False: it was already there)."""
+    """The published manifest and whether this run wrote it (False: it was already there, or
+    this was a dry run, whose plan is given instead)."""
 
-    manifest: Manifest
+    config: ConvertConfig
+    manifest: Manifest | None  # None for a dry run
     converted: bool
+    plan: ConversionPlan | None = None
 
 
 def run(argv: Sequence[str]) -> ConvertResult:
@@ -46,11 +49,13 @@ def run(argv: Sequence[str]) -> ConvertResult:
       UsageError: for bad flags or inputs that match nothing.
       CsvDataError: for input that cannot be read as CSV (the message names file and bytes).
     """
-    argv = list(argv)
+    argv = normalize_argv(argv)
     options = PipelineOptions(argv)
     config = ConvertConfig.from_options(options)
     apply_local_runner_defaults(options, argv)
     plan = make_plan(config)
+    if config.dry_run:
+        return ConvertResult(config, None, converted=False, plan=plan)
     files = [{"path": f.path, "bytes": f.size} for f in plan.files]
     if prepare_output(config, files, config.overwrite):
         _log.info(
@@ -58,7 +63,7 @@ def run(argv: Sequence[str]) -> ConvertResult:
             "(pass --overwrite to convert again)",
             config.output,
         )
-        return ConvertResult(load_manifest(config.output), converted=False)
+        return ConvertResult(config, load_manifest(config.output), converted=False)
     _log.info(
         "plan: %d input files (%s), %d features, %d shards of about %s each",
         len(plan.files),
@@ -80,7 +85,7 @@ def run(argv: Sequence[str]) -> ConvertResult:
         raise
     finally:
         reporter.stop()
-    return ConvertResult(load_manifest(config.output), converted=True)
+    return ConvertResult(config, load_manifest(config.output), converted=True)
 
 
 def _data_error(error: BaseException) -> CsvDataError | None:

@@ -8,16 +8,34 @@ process per core, which never reaches for the network.
 from __future__ import annotations
 
 import dataclasses
+import datetime
 import logging
 import os
 from collections.abc import Sequence
 from typing import Any
 
-from apache_beam.options.pipeline_options import DirectOptions, PipelineOptions, StandardOptions
+from apache_beam.options.pipeline_options import (
+    DirectOptions,
+    PipelineOptions,
+    StandardOptions,
+    TestOptions,
+)
 
 from beam_jobs.units import parse_size
 
-__all__ = ["ConvertConfig", "ConvertOptions", "UsageError", "apply_local_runner_defaults"]
+__all__ = [
+    "ConvertConfig",
+    "ConvertOptions",
+    "UsageError",
+    "apply_local_runner_defaults",
+    "normalize_argv",
+]
+
+
+def normalize_argv(argv: Sequence[str]) -> list[str]:
+    """Lets `--dry_run` stand alone: Beam's own --dry_run flag expects a value."""
+    return ["--dry_run=true" if arg == "--dry_run" else arg for arg in argv]
+
 
 FORMATS = ("csv",)
 COMPRESSIONS = ("none", "gzip")
@@ -81,6 +99,12 @@ class ConvertOptions(PipelineOptions):
             f"(default {DEFAULT_MAX_RECORD_BYTES}).",
         )
         parser.add_argument(
+            "--run_date",
+            default=None,
+            help="YYYY-MM-DD substituted for {date} in --output, for daily partitions "
+            "(default: today, UTC).",
+        )
+        parser.add_argument(
             "--overwrite",
             action="store_true",
             default=False,
@@ -110,6 +134,8 @@ class ConvertConfig:
     overwrite: bool = False
     max_bad_fraction: float = DEFAULT_MAX_BAD_FRACTION
     max_record_bytes: int = 64 * 1024**2
+    run_date: str = ""
+    dry_run: bool = False
 
     def __post_init__(self) -> None:
         if not self.inputs:
@@ -147,6 +173,11 @@ class ConvertConfig:
     def from_options(cls, options: PipelineOptions) -> ConvertConfig:
         """Validates the parsed flags; raises `UsageError` naming the bad flag."""
         view = options.view_as(ConvertOptions)
+        run_date = view.run_date or datetime.datetime.now(datetime.timezone.utc).date().isoformat()
+        try:
+            datetime.date.fromisoformat(run_date)
+        except ValueError as e:
+            raise UsageError(f"--run_date must be YYYY-MM-DD, got {run_date!r}") from e
         try:
             target = parse_size(view.target_shard_bytes)
             sample = parse_size(view.sample_bytes)
@@ -155,7 +186,7 @@ class ConvertConfig:
             raise UsageError(str(e)) from e
         return cls(
             inputs=tuple(view.input or ()),
-            output=(view.output or "").rstrip("/"),
+            output=(view.output or "").replace("{date}", run_date).rstrip("/"),
             format=view.format,
             schema=view.schema,
             target_shard_bytes=target,
@@ -166,11 +197,17 @@ class ConvertConfig:
             overwrite=bool(view.overwrite),
             max_bad_fraction=view.max_bad_fraction,
             max_record_bytes=max_record,
+            run_date=run_date,
+            # Beam already defines --dry_run (TestOptions, with a value); for us: plan only.
+            dry_run=str(options.view_as(TestOptions).dry_run).lower() in ("true", "1", "yes"),
         )
 
     def to_json(self) -> dict[str, Any]:
-        """The options as recorded in the manifest."""
-        return dataclasses.asdict(self) | {"inputs": list(self.inputs)}
+        """The options that define the conversion, as recorded in the manifest."""
+        options = dataclasses.asdict(self) | {"inputs": list(self.inputs)}
+        for how_to_run in ("overwrite", "dry_run", "run_date"):
+            del options[how_to_run]
+        return options
 
 
 def apply_local_runner_defaults(options: PipelineOptions, argv: Sequence[str]) -> str:

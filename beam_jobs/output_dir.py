@@ -44,9 +44,8 @@ def _entries(output: str) -> dict[str, str]:
 
 
 def _same_conversion(manifest: Manifest, config: ConvertConfig, files: list[dict]) -> bool:
-    options = {k: v for k, v in config.to_json().items() if k != "overwrite"}
     return manifest.inputs.get("files") == files and all(
-        manifest.options.get(k) == v for k, v in options.items()
+        manifest.options.get(k) == v for k, v in config.to_json().items()
     )
 
 

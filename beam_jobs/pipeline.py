@@ -85,8 +85,7 @@ class ConvertCsvToShards(beam.PTransform):
         }
 
     def _options(self) -> dict[str, Any]:
-        options = {k: v for k, v in self._config.to_json().items() if k != "overwrite"}
-        return options | {
+        return self._config.to_json() | {
             "planned_shards": len(self._plan.shards),
             "estimated_output_bytes_per_input_byte": round(
                 self._plan.output_bytes_per_input_byte, 6

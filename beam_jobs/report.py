@@ -4,10 +4,11 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from beam_jobs.planning import ConversionPlan
 from beam_jobs.units import format_size
 from tfdata_reader.manifest import Manifest
 
-__all__ = ["describe", "format_table", "summarize_run"]
+__all__ = ["describe", "describe_plan", "format_table", "summarize_run"]
 
 
 def format_table(header: Sequence[str], rows: Sequence[Sequence[object]]) -> str:
@@ -75,3 +76,39 @@ def summarize_run(manifest: Manifest, elapsed_seconds: float) -> str:
         ),
     ]
     return format_table(["conversion", "done"], rows)
+
+
+def describe_plan(plan: ConversionPlan, output: str, target_shard_bytes: int) -> str:
+    """What `convert --dry_run` prints: inputs, features, and the planned shards."""
+    estimate = plan.estimated_output_bytes / len(plan.shards)
+    lines = [
+        f"dry run: nothing written to {output}",
+        f"inputs       {len(plan.files)} files, {format_size(plan.input_bytes)}",
+        f"estimate     {plan.estimated_records:,.0f} records, "
+        f"{format_size(plan.estimated_output_bytes)} of shards "
+        f"({plan.output_bytes_per_input_byte:.3f} output bytes per input byte, from samples)",
+        f"shards       {len(plan.shards)} of about {format_size(estimate)} each "
+        f"(target {format_size(target_shard_bytes)})",
+        "",
+        format_table(
+            ["feature", "dtype", "shape", "nullable"],
+            [
+                (f.name, f.dtype, _shape(f.shape), "yes" if f.nullable else "no")
+                for f in plan.features
+            ],
+        ),
+        "",
+        format_table(
+            ["shard", "input bytes", "pieces", "first input"],
+            [
+                (
+                    s.index,
+                    format_size(s.input_bytes),
+                    len(s.pieces),
+                    s.pieces[0].path if s.pieces else "-",
+                )
+                for s in plan.shards
+            ],
+        ),
+    ]
+    return "\n".join(lines)

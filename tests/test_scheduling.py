@@ -1,0 +1,77 @@
+"""Scheduler-facing behaviour: {date} partitions, --dry_run, exit codes, the JSON summary line."""
+
+from __future__ import annotations
+
+import json
+
+from conftest import IN_PROCESS
+
+from beam_jobs.cli import main
+
+
+def _last_json(text: str) -> dict:
+    return json.loads(text.strip().splitlines()[-1])
+
+
+def test_dry_run_prints_the_plan_and_writes_nothing(sample_csv, tmp_path, capsys):
+    out = tmp_path / "daily" / "{date}"
+    argv = [
+        "convert",
+        "--input",
+        sample_csv[0],
+        "--output",
+        str(out),
+        "--run_date",
+        "2026-12-01",
+        "--dry_run",
+        "--num_shards",
+        "3",
+        *IN_PROCESS,
+    ]
+    assert main(argv) == 0
+    text = capsys.readouterr().out
+    assert text.startswith(f"dry run: nothing written to {tmp_path}/daily/2026-12-01\n")
+    assert "shards       3 of about" in text
+    assert _last_json(text) == {"status": "dry_run", "exit_code": 0, "planned_shards": 3}
+    assert not (tmp_path / "daily").exists()
+
+
+def test_date_partition_and_json_summary(sample_csv, tmp_path, capsys):
+    argv = [
+        "convert",
+        "--input",
+        sample_csv[0],
+        "--output",
+        str(tmp_path / "ds" / "{date}"),
+        "--run_date",
+        "2026-11-30",
+        "--num_shards",
+        "2",
+        *IN_PROCESS,
+    ]
+    assert main(argv) == 0
+    summary = _last_json(capsys.readouterr().out)
+    assert summary.pop("elapsed_seconds") > 0
+    assert summary == {
+        "status": "ok",
+        "exit_code": 0,
+        "records_read": 4000,
+        "records_written": 4000,
+        "bad_records": 0,
+        "shards": 2,
+        "bytes": summary["bytes"],
+    }
+    assert (tmp_path / "ds" / "2026-11-30" / "manifest.json").exists()
+    assert main(argv) == 0  # a retried launch of the same day is harmless
+    assert _last_json(capsys.readouterr().out)["status"] == "already_converted"
+
+
+def test_errors_end_with_a_json_line_and_their_exit_code(tmp_path, capsys):
+    assert main(["convert", "--input", str(tmp_path / "none*.csv"), "--output", "o"]) == 2
+    summary = _last_json(capsys.readouterr().out)
+    assert summary["status"] == "error" and summary["exit_code"] == 2
+    assert summary["error"].endswith("matches no files")
+    assert main(["convert", "--input", "a", "--output", "o", "--run_date", "12/01/2026"]) == 2
+    assert _last_json(capsys.readouterr().out)["error"] == (
+        "--run_date must be YYYY-MM-DD, got '12/01/2026'"
+    )
