@@ -62,6 +62,13 @@ def _convert(argv: list[str]) -> int:
         print(describe_plan(result.plan, config.output, config.target_shard_bytes))
         _summary_line("dry_run", EXIT_OK, planned_shards=len(result.plan.shards))
         return EXIT_OK
+    if result.submitted_job is not None:
+        print(
+            f"submitted job {result.submitted_job}; it publishes "
+            f"{result.config.output}/manifest.json when it finishes"
+        )
+        _summary_line("submitted", EXIT_OK, job_id=result.submitted_job)
+        return EXIT_OK
     manifest = result.manifest
     if result.converted:
         print(summarize_run(manifest, elapsed))

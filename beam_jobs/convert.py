@@ -36,6 +36,7 @@ class ConvertResult:
     manifest: Manifest | None  # None for a dry run
     converted: bool
     plan: ConversionPlan | None = None
+    submitted_job: str | None = None  # with --wait=false: the runner's job id
 
 
 def run(argv: Sequence[str]) -> ConvertResult:
@@ -73,6 +74,13 @@ def run(argv: Sequence[str]) -> ConvertResult:
         format_size(plan.estimated_output_bytes / len(plan.shards)),
     )
     transform = ConvertCsvToShards(plan, config, __version__)
+    if not config.wait:
+        # A Flex Template launcher: submit and return; the job publishes the manifest itself.
+        pipeline = beam.Pipeline(options=options)
+        _ = pipeline | "ConvertCsvToShards" >> transform
+        job = pipeline.run()
+        job_id = job.job_id() if hasattr(job, "job_id") else ""
+        return ConvertResult(config, None, converted=False, submitted_job=str(job_id or "?"))
     reporter = ProgressReporter(transform.temp_dir, len(plan.shards)).start()
     try:
         with beam.Pipeline(options=options) as pipeline:

@@ -105,9 +105,16 @@ class ConvertOptions(PipelineOptions):
             "(default: today, UTC).",
         )
         parser.add_argument(
+            "--wait",
+            default="true",
+            help="true (default): wait for the job and print its summary; false: return once "
+            "the runner accepted the job (what a Flex Template launcher does).",
+        )
+        parser.add_argument(
             "--overwrite",
-            action="store_true",
-            default=False,
+            nargs="?",
+            const="true",
+            default="false",
             help="Convert again even when OUTPUT holds this very conversion, and write into an "
             "OUTPUT that holds other files (only tfrecord-etl's own files are replaced).",
         )
@@ -136,6 +143,7 @@ class ConvertConfig:
     max_record_bytes: int = 64 * 1024**2
     run_date: str = ""
     dry_run: bool = False
+    wait: bool = True
 
     def __post_init__(self) -> None:
         if not self.inputs:
@@ -194,10 +202,11 @@ class ConvertConfig:
             compression=view.compression,
             shard_prefix=view.shard_prefix,
             sample_bytes=sample,
-            overwrite=bool(view.overwrite),
+            overwrite=_flag(view.overwrite, "--overwrite"),
             max_bad_fraction=view.max_bad_fraction,
             max_record_bytes=max_record,
             run_date=run_date,
+            wait=_flag(view.wait, "--wait"),
             # Beam already defines --dry_run (TestOptions, with a value); for us: plan only.
             dry_run=str(options.view_as(TestOptions).dry_run).lower() in ("true", "1", "yes"),
         )
@@ -205,9 +214,16 @@ class ConvertConfig:
     def to_json(self) -> dict[str, Any]:
         """The options that define the conversion, as recorded in the manifest."""
         options = dataclasses.asdict(self) | {"inputs": list(self.inputs)}
-        for how_to_run in ("overwrite", "dry_run", "run_date"):
+        for how_to_run in ("overwrite", "dry_run", "run_date", "wait"):
             del options[how_to_run]
         return options
+
+
+def _flag(value: str | bool, name: str) -> bool:
+    text = str(value).lower()
+    if text not in ("true", "false", "1", "0", "yes", "no"):
+        raise UsageError(f"{name} must be true or false, got {value!r}")
+    return text in ("true", "1", "yes")
 
 
 def apply_local_runner_defaults(options: PipelineOptions, argv: Sequence[str]) -> str:

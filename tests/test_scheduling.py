@@ -75,3 +75,26 @@ def test_errors_end_with_a_json_line_and_their_exit_code(tmp_path, capsys):
     assert _last_json(capsys.readouterr().out)["error"] == (
         "--run_date must be YYYY-MM-DD, got '12/01/2026'"
     )
+
+
+def test_wait_false_returns_after_submitting(sample_csv, tmp_path, capsys):
+    out = tmp_path / "out"
+    argv = [
+        "convert",
+        "--input",
+        sample_csv[0],
+        "--output",
+        str(out),
+        "--num_shards",
+        "1",
+        "--wait=false",
+        *IN_PROCESS,
+    ]
+    assert main(argv) == 0
+    summary = _last_json(capsys.readouterr().out)
+    assert (summary["status"], summary["exit_code"]) == ("submitted", 0)
+    assert "job_id" in summary
+    assert main(["convert", "--input", "a", "--output", "o", "--wait=maybe"]) == 2
+    assert (
+        _last_json(capsys.readouterr().out)["error"] == "--wait must be true or false, got 'maybe'"
+    )

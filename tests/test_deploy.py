@@ -1,0 +1,116 @@
+"""What can be checked of deploy/ without a cloud: files parse, flags match, paths exist."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import pathlib
+import py_compile
+import re
+import subprocess
+
+import apache_beam as beam
+import pytest
+import yaml
+from apache_beam.options.pipeline_options import PipelineOptions
+
+from beam_jobs.options import ConvertConfig, ConvertOptions
+from beam_jobs.pipeline import ConvertCsvToShards
+from beam_jobs.planning import make_plan
+
+ROOT = pathlib.Path(__file__).resolve().parents[1]
+DEPLOY = ROOT / "deploy"
+
+
+def _cli_flags() -> set[str]:
+    parser = argparse.ArgumentParser()
+    ConvertOptions._add_argparse_args(parser)
+    return {a.dest for a in parser._actions if a.dest != "help"}
+
+
+def test_every_json_and_yaml_file_parses():
+    files = sorted(DEPLOY.rglob("*.json")) + sorted(DEPLOY.rglob("*.yaml"))
+    assert len(files) == 3
+    for path in files:
+        if path.suffix == ".json":
+            json.loads(path.read_text())
+        else:
+            assert all(doc for doc in yaml.safe_load_all(path.read_text()))
+
+
+def test_metadata_parameters_are_the_cli_flags():
+    metadata = json.loads((DEPLOY / "dataflow" / "metadata.json").read_text())
+    names = [p["name"] for p in metadata["parameters"]]
+    assert len(names) == len(set(names))
+    # --wait is fixed to false by the template's launcher (main.py), so it is no parameter.
+    assert set(names) == _cli_flags() - {"wait"}
+    for parameter in metadata["parameters"]:
+        assert parameter["helpText"] and parameter["regexes"]
+        for regex in parameter["regexes"]:
+            re.compile(regex)
+
+
+@pytest.mark.parametrize(
+    "name, good, bad",
+    [
+        ("target_shard_bytes", ["256MiB", "100MB", "1GiB", "4096"], ["big", "-1MB"]),
+        ("compression", ["none", "gzip"], ["zip"]),
+        ("run_date", ["2026-12-01"], ["12/01/2026"]),
+        ("max_bad_fraction", ["0.001", "0", "1"], ["2", "-0.1"]),
+    ],
+)
+def test_metadata_regexes(name, good, bad):
+    metadata = json.loads((DEPLOY / "dataflow" / "metadata.json").read_text())
+    [regex] = next(p["regexes"] for p in metadata["parameters"] if p["name"] == name)
+    assert all(re.match(regex, value) for value in good)
+    assert not any(re.match(regex, value) for value in bad)
+
+
+def test_every_path_the_dockerfile_copies_exists():
+    sources = []
+    for line in (DEPLOY / "dataflow" / "Dockerfile").read_text().splitlines():
+        if line.startswith("COPY ") and "--from=" not in line:
+            sources.extend(line.split()[1:-1])
+    assert sources
+    for source in sources:
+        assert (ROOT / source).exists(), source
+
+
+def test_scripts_and_dag_are_well_formed():
+    for script in sorted(DEPLOY.rglob("*.sh")):
+        subprocess.run(["bash", "-n", str(script)], check=True)
+    py_compile.compile(str(DEPLOY / "scheduler" / "airflow_dag.py"), doraise=True)
+    py_compile.compile(str(DEPLOY / "dataflow" / "main.py"), doraise=True)
+    cronjob = yaml.safe_load((DEPLOY / "flink" / "cronjob.yaml").read_text())
+    assert cronjob["spec"]["concurrencyPolicy"] == "Forbid"
+
+
+def test_pipeline_builds_for_dataflow_without_running(sample_csv, monkeypatch):
+    from apache_beam.options.pipeline_options import GoogleCloudOptions
+
+    # Validation would ask Cloud Storage about the temp bucket; there is no network here.
+    monkeypatch.setattr(
+        GoogleCloudOptions, "_warn_if_soft_delete_policy_enabled", lambda *a, **k: None
+    )
+    argv = [
+        "--input",
+        sample_csv[0],
+        "--output",
+        "gs://bucket/ds/{date}",
+        "--run_date",
+        "2026-12-01",
+        "--runner=DataflowRunner",
+        "--project=my-project-123",
+        "--region=europe-west1",
+        "--temp_location=gs://bucket/tmp",
+    ]
+    options = PipelineOptions(argv)
+    config = ConvertConfig.from_options(options)
+    assert config.output == "gs://bucket/ds/2026-12-01"
+    plan = make_plan(config)
+    pipeline = beam.Pipeline(runner="DataflowRunner", options=options)
+    _ = pipeline | "ConvertCsvToShards" >> ConvertCsvToShards(plan, config, "test")
+    transforms = pipeline.to_runner_api().components.transforms.values()
+    names = {t.unique_name for t in transforms}
+    for step in ("CountQuotes", "WriteShards", "Publish"):
+        assert f"ConvertCsvToShards/{step}" in names
