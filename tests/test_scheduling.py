@@ -9,25 +9,17 @@ from conftest import IN_PROCESS
 from beam_jobs.cli import main
 
 
+def _convert_argv(source: str, output, *flags: str) -> list[str]:
+    return ["convert", "--input", source, "--output", str(output), *flags, *IN_PROCESS]
+
+
 def _last_json(text: str) -> dict:
     return json.loads(text.strip().splitlines()[-1])
 
 
 def test_dry_run_prints_the_plan_and_writes_nothing(sample_csv, tmp_path, capsys):
     out = tmp_path / "daily" / "{date}"
-    argv = [
-        "convert",
-        "--input",
-        sample_csv[0],
-        "--output",
-        str(out),
-        "--run_date",
-        "2026-12-01",
-        "--dry_run",
-        "--num_shards",
-        "3",
-        *IN_PROCESS,
-    ]
+    argv = _convert_argv(sample_csv[0], out, "--run_date=2026-12-01", "--dry_run", "--num_shards=3")
     assert main(argv) == 0
     text = capsys.readouterr().out
     assert text.startswith(f"dry run: nothing written to {tmp_path}/daily/2026-12-01\n")
@@ -37,18 +29,9 @@ def test_dry_run_prints_the_plan_and_writes_nothing(sample_csv, tmp_path, capsys
 
 
 def test_date_partition_and_json_summary(sample_csv, tmp_path, capsys):
-    argv = [
-        "convert",
-        "--input",
-        sample_csv[0],
-        "--output",
-        str(tmp_path / "ds" / "{date}"),
-        "--run_date",
-        "2026-11-30",
-        "--num_shards",
-        "2",
-        *IN_PROCESS,
-    ]
+    argv = _convert_argv(
+        sample_csv[0], tmp_path / "ds" / "{date}", "--run_date=2026-11-30", "--num_shards=2"
+    )
     assert main(argv) == 0
     summary = _last_json(capsys.readouterr().out)
     assert summary.pop("elapsed_seconds") > 0
@@ -79,17 +62,7 @@ def test_errors_end_with_a_json_line_and_their_exit_code(tmp_path, capsys):
 
 def test_wait_false_returns_after_submitting(sample_csv, tmp_path, capsys):
     out = tmp_path / "out"
-    argv = [
-        "convert",
-        "--input",
-        sample_csv[0],
-        "--output",
-        str(out),
-        "--num_shards",
-        "1",
-        "--wait=false",
-        *IN_PROCESS,
-    ]
+    argv = _convert_argv(sample_csv[0], out, "--num_shards=1", "--wait=false")
     assert main(argv) == 0
     summary = _last_json(capsys.readouterr().out)
     assert (summary["status"], summary["exit_code"]) == ("submitted", 0)
