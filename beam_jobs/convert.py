@@ -58,7 +58,7 @@ def run(argv: Sequence[str]) -> ConvertResult:
     if config.dry_run:
         return ConvertResult(config, None, converted=False, plan=plan)
     files = [{"path": f.path, "bytes": f.size} for f in plan.files]
-    if prepare_output(config, files, config.overwrite):
+    if prepare_output(config, files):
         _log.info(
             "%s already holds this conversion (same input files and options); nothing to do "
             "(pass --overwrite to convert again)",

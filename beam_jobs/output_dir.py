@@ -49,13 +49,12 @@ def _same_conversion(manifest: Manifest, config: ConvertConfig, files: list[dict
     )
 
 
-def prepare_output(config: ConvertConfig, files: list[dict], overwrite: bool) -> bool:
+def prepare_output(config: ConvertConfig, files: list[dict]) -> bool:
     """Checks and tidies the output directory.
 
     Args:
       config: the conversion's settings.
       files: the listed inputs as recorded in the manifest (`[{"path", "bytes"}]`).
-      overwrite: the user's `--overwrite`.
 
     Returns:
       True when the output already holds a complete manifest of this very conversion, so there
@@ -63,12 +62,13 @@ def prepare_output(config: ConvertConfig, files: list[dict], overwrite: bool) ->
 
     Raises:
       UsageError: when the output is a file, or holds files we did not write (without
-        `overwrite`).
+        `--overwrite`).
     """
-    output = config.output
-    if FileSystems.exists(output) and not _entries(output) and _is_file(output):
+    output, overwrite = config.output, config.overwrite
+    exists = FileSystems.exists(output)
+    entries = _entries(output) if exists else {}  # one recursive listing: costly on GCS
+    if exists and not entries and _is_file(output):
         raise UsageError(f"--output {output} is a file; give a directory")
-    entries = _entries(output) if FileSystems.exists(output) else {}
     if MANIFEST_NAME in entries and not overwrite:
         try:
             manifest = load_manifest(output)
