@@ -79,10 +79,7 @@ def _check_shard(path: str, shard: ShardInfo, compression: str) -> list[str]:
         except (OSError, EOFError, zlib.error) as e:
             problems.append(f"cannot decompress: {e}")
         measured.drain()
-    if measured.bytes != shard.bytes:
-        problems.append(f"size is {measured.bytes} bytes, manifest says {shard.bytes}")
-    if f"{measured.crc:08x}" != shard.crc32c:
-        problems.append(f"crc32c is {measured.crc:08x}, manifest says {shard.crc32c}")
+    problems.extend(shard.mismatches(size=measured.bytes, crc32c=measured.crc))
     if records is not None and records != shard.records:
         problems.append(f"holds {records} records, manifest says {shard.records}")
     return problems

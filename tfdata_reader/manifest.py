@@ -120,6 +120,15 @@ class ShardInfo:
     bytes: int
     crc32c: str  # 8 lowercase hex digits: CRC32C (Castagnoli) of the whole file as stored
 
+    def mismatches(self, size: int | None = None, crc32c: int | None = None) -> list[str]:
+        """How a stored file's measured size and CRC32C differ from this entry (empty: none)."""
+        found = []
+        if size is not None and size != self.bytes:
+            found.append(f"size is {size} bytes, manifest says {self.bytes}")
+        if crc32c is not None and f"{crc32c:08x}" != self.crc32c:
+            found.append(f"crc32c is {crc32c:08x}, manifest says {self.crc32c}")
+        return found
+
     def to_json(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
 
