@@ -153,7 +153,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     # Local worker processes relay every startup notice as a warning; errors still show.
     logging.getLogger("apache_beam.runners.portability.local_job_service").setLevel(logging.ERROR)
 
-    from beam_jobs.csv_source import CsvDataError
+    from beam_jobs.errors import DataError
     from beam_jobs.options import UsageError
     from tfdata_reader.manifest import ManifestError
 
@@ -161,7 +161,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return command(argv[1:])
     except UsageError as e:
         return _fail(argv[0], EXIT_USAGE, e)
-    except (CsvDataError, ManifestError) as e:
+    except (DataError, ManifestError) as e:
         return _fail(argv[0], EXIT_DATA, e)
     except Exception as e:
         logging.getLogger("beam_jobs.cli").exception("%s failed", argv[0])

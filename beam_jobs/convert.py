@@ -10,10 +10,10 @@ import apache_beam as beam
 from apache_beam.io.filesystems import FileSystems
 from apache_beam.options.pipeline_options import PipelineOptions
 
-from beam_jobs.csv_source import CsvDataError
+from beam_jobs.errors import DataError
 from beam_jobs.options import ConvertConfig, apply_local_runner_defaults, normalize_argv
 from beam_jobs.output_dir import prepare_output
-from beam_jobs.pipeline import ConvertCsvToShards
+from beam_jobs.pipeline import ConvertToShards
 from beam_jobs.planning import ConversionPlan, make_plan
 from beam_jobs.progress import ProgressReporter
 from beam_jobs.publish import TooManyBadRecords
@@ -48,7 +48,7 @@ def run(argv: Sequence[str]) -> ConvertResult:
 
     Raises:
       UsageError: for bad flags or inputs that match nothing.
-      CsvDataError: for input that cannot be read as CSV (the message names file and bytes).
+      DataError: for input that cannot be read as CSV (the message names file and bytes).
     """
     argv = normalize_argv(argv)
     options = PipelineOptions(argv)
@@ -73,18 +73,18 @@ def run(argv: Sequence[str]) -> ConvertResult:
         len(plan.shards),
         format_size(plan.estimated_output_bytes / len(plan.shards)),
     )
-    transform = ConvertCsvToShards(plan, config, __version__)
+    transform = ConvertToShards(plan, config, __version__)
     if not config.wait:
         # A Flex Template launcher: submit and return; the job publishes the manifest itself.
         pipeline = beam.Pipeline(options=options)
-        _ = pipeline | "ConvertCsvToShards" >> transform
+        _ = pipeline | "ConvertToShards" >> transform
         job = pipeline.run()
         job_id = job.job_id() if hasattr(job, "job_id") else ""
         return ConvertResult(config, None, converted=False, submitted_job=str(job_id or "?"))
     reporter = ProgressReporter(transform.temp_dir, len(plan.shards)).start()
     try:
         with beam.Pipeline(options=options) as pipeline:
-            _ = pipeline | "ConvertCsvToShards" >> transform
+            _ = pipeline | "ConvertToShards" >> transform
     except Exception as e:
         _remove_quietly(transform.temp_dir)
         data_error = _data_error(e)
@@ -96,10 +96,10 @@ def run(argv: Sequence[str]) -> ConvertResult:
     return ConvertResult(config, load_manifest(config.output), converted=True)
 
 
-def _data_error(error: BaseException) -> CsvDataError | None:
+def _data_error(error: BaseException) -> DataError | None:
     """The data error a worker raised, which runners re-raise wrapped in their own errors."""
     text = str(error)
-    for kind in (TooManyBadRecords, CsvDataError):  # the subclass first
+    for kind in (TooManyBadRecords, DataError):  # the subclass first
         marker = f"{kind.__name__}: "
         if isinstance(error, kind) or marker in text:
             tail = text[text.rindex(marker) + len(marker) :] if marker in text else text

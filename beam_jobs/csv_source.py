@@ -7,7 +7,6 @@ An empty cell is a missing value (null), and nothing else is: "NA" or "null" sta
 
 from __future__ import annotations
 
-import base64
 import dataclasses
 import io
 from collections.abc import Callable, Iterator, Sequence
@@ -18,18 +17,16 @@ import pyarrow.compute as pc
 import pyarrow.csv as pcsv
 
 from beam_jobs.csv_ranges import record_starts
+from beam_jobs.dead_letter import BadRow, as_text
+from beam_jobs.errors import DataError
 from tfdata_reader.manifest import FeatureSpec
 
-__all__ = ["BadRow", "CsvDataError", "CsvSample", "infer_features", "parse_sample", "read_range"]
+__all__ = ["BadRow", "CsvSample", "infer_features", "parse_sample", "read_range"]
 
 _BLOCK_SIZE = 1 << 20
 # Arrow types each Example dtype is converted from. Floats are parsed as float64 and rounded to
 # float32 afterwards, exactly as `float(text)` into a `tf.train.FloatList` would.
 _PARSE_TYPES = {"int64": pa.int64(), "float32": pa.float64(), "bytes": pa.string()}
-
-
-class CsvDataError(ValueError):
-    """A CSV file could not be parsed or converted; the message names the file and byte range."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -66,10 +63,10 @@ def parse_sample(path: str, head: bytes, is_whole_file: bool) -> CsvSample:
       is_whole_file: True when `head` is the entire file (so its last record is complete).
     """
     if not head.strip():
-        raise CsvDataError(f"{path}: the file is empty; a CSV input needs at least a header line")
+        raise DataError(f"{path}: the file is empty; a CSV input needs at least a header line")
     starts = record_starts(head, 0)
     if starts.size == 0 and not is_whole_file:
-        raise CsvDataError(
+        raise DataError(
             f"{path}: no complete header line in the first {len(head)} bytes; is it a CSV file?"
         )
     end = len(head) if is_whole_file else int(starts[-1])
@@ -81,7 +78,7 @@ def parse_sample(path: str, head: bytes, is_whole_file: bool) -> CsvSample:
             convert_options=_convert_options(),
         )
     except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as e:
-        raise CsvDataError(f"{path}: bytes 0-{end}: {e}") from e
+        raise DataError(f"{path}: bytes 0-{end}: {e}") from e
     return CsvSample(path, table.column_names, table, head[:end])
 
 
@@ -95,19 +92,19 @@ def infer_features(
     `--schema` file) win over inference, column by column.
 
     Raises:
-      CsvDataError: when samples disagree on the header or an override names no column.
+      DataError: when samples disagree on the header or an override names no column.
     """
     names = samples[0].column_names
     for sample in samples[1:]:
         if sample.column_names != names:
-            raise CsvDataError(
+            raise DataError(
                 f"{sample.path}: header {sample.column_names} differs from {names} in "
                 f"{samples[0].path}; all inputs of one conversion need the same columns"
             )
     by_name = {f.name: f for f in overrides}
     unknown = sorted(set(by_name) - set(names))
     if unknown:
-        raise CsvDataError(f"--schema names columns {unknown} that the CSV header {names} lacks")
+        raise DataError(f"--schema names columns {unknown} that the CSV header {names} lacks")
     features = []
     for name in names:
         if name in by_name:
@@ -149,44 +146,9 @@ class _Window(io.RawIOBase):
         return len(data)
 
 
-@dataclasses.dataclass(frozen=True)
-class BadRow:
-    """A row that was not converted, and why; it goes to the dead letter, not to a shard.
-
-    `row` counts the well-formed rows of the byte range before it (None for a row with the
-    wrong number of columns, which has no such place). `content` is the row as text: `raw` for
-    a malformed row, else `cells` by column; bytes that are not UTF-8 are given as base64.
-    """
-
-    path: str
-    range_start: int
-    range_end: int
-    reason: str
-    row: int | None
-    content: dict
-
-    def to_json(self) -> dict:
-        return {
-            "file": self.path,
-            "byte_range": [self.range_start, self.range_end],
-            "row_in_range": self.row,
-            "reason": self.reason,
-            **self.content,
-        }
-
-
-def _text(value: bytes | str | None) -> str | dict | None:
-    if value is None or isinstance(value, str):
-        return value
-    try:
-        return value.decode("utf-8")
-    except UnicodeDecodeError:
-        return {"base64": base64.b64encode(value).decode("ascii")}
-
-
 def _cells(batch: pa.RecordBatch, index: int) -> dict:
     return {
-        "cells": {name: _text(batch.column(name)[index].as_py()) for name in batch.schema.names}
+        "cells": {name: as_text(batch.column(name)[index].as_py()) for name in batch.schema.names}
     }
 
 
@@ -254,7 +216,7 @@ def read_range(
       quotes_before: quote bytes in the file before `start`.
 
     Raises:
-      CsvDataError: naming the file and the byte range, for a header that differs from the
+      DataError: naming the file and the byte range, for a header that differs from the
         expected columns or bytes pyarrow cannot parse as CSV at all.
     """
     names = [feature.name for feature in features]
@@ -267,7 +229,7 @@ def read_range(
 
     def malformed(row: pcsv.InvalidRow) -> str:
         reason = f"expected {row.expected_columns} columns, got {row.actual_columns}"
-        on_bad_row(BadRow(path, start, end, reason, None, {"raw": _text(row.text)}))
+        on_bad_row(BadRow(path, start, end, reason, None, {"raw": as_text(row.text)}))
         return "skip"
 
     def typed(raw: pa.RecordBatch) -> pa.RecordBatch:
@@ -288,7 +250,7 @@ def read_range(
             convert_options=_convert_options({name: pa.binary() for name in names}),
         )
         if reader.schema.names != names:
-            raise CsvDataError(
+            raise DataError(
                 f"{path}: header {reader.schema.names} differs from the expected columns {names}; "
                 "all inputs of one conversion need the same columns"
             )
@@ -306,4 +268,4 @@ def read_range(
         if pending is not None and (batch := typed(pending)).num_rows:
             yield batch
     except pa.ArrowInvalid as e:
-        raise CsvDataError(f"{path}: bytes {start}-{end}: {e}") from e
+        raise DataError(f"{path}: bytes {start}-{end}: {e}") from e

@@ -3,7 +3,7 @@
 tfx-bsl's C++ encoder does the per-record work; it needs every column as a list array of
 int64, float32 or binary values. This module turns scalar columns into such lists: a value
 becomes a one-element list and a null (a missing value) an empty list, so the feature is present
-in the Example with no values.
+in the Example with no values. List columns keep their values; a null list becomes empty too.
 """
 
 from __future__ import annotations
@@ -14,6 +14,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from beam_jobs.arrow_conform import is_list, list_parts
 from tfdata_reader.manifest import FeatureSpec
 
 __all__ = ["ARROW_TYPES", "ExampleEncoder", "to_list_column"]
@@ -22,14 +23,18 @@ ARROW_TYPES = {"int64": pa.int64(), "float32": pa.float32(), "bytes": pa.binary(
 
 
 def to_list_column(column: pa.Array, dtype: str) -> pa.ListArray:
-    """Wraps a scalar column into one-element lists (empty for nulls) of the Example dtype.
+    """A scalar column as one-element lists (empty for nulls), or a list column with null lists
+    made empty, of the Example dtype.
 
     Args:
-      column: a scalar Arrow array; it must already hold values castable to `dtype`.
+      column: a scalar or list Arrow array; it must hold values castable to `dtype`.
       dtype: "int64", "float32" or "bytes".
     """
     if isinstance(column, pa.ChunkedArray):
         column = column.combine_chunks()
+    if is_list(column.type):
+        offsets, values = list_parts(column)
+        return pa.ListArray.from_arrays(offsets, pc.cast(values, ARROW_TYPES[dtype], safe=False))
     # Unsafe cast: float64 -> float32 rounds, as tf.train.FloatList does.
     values = pc.cast(column, ARROW_TYPES[dtype], safe=False)
     if values.null_count == 0:

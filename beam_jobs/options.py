@@ -21,6 +21,7 @@ from apache_beam.options.pipeline_options import (
     TestOptions,
 )
 
+from beam_jobs.formats import FORMAT_NAMES, guess_format
 from beam_jobs.units import parse_size
 
 __all__ = [
@@ -29,15 +30,34 @@ __all__ = [
     "UsageError",
     "apply_local_runner_defaults",
     "normalize_argv",
+    "parse_splits",
 ]
 
 
 def normalize_argv(argv: Sequence[str]) -> list[str]:
-    """Lets `--dry_run` stand alone: Beam's own --dry_run flag expects a value."""
-    return ["--dry_run=true" if arg == "--dry_run" else arg for arg in argv]
+    """Lets `--dry_run` stand alone (Beam's own --dry_run flag expects a value), and reads
+    `--labels FILE` as `--image_labels FILE`: Beam's Dataflow options own `--labels key=value`
+    (job labels), so only a value without '=' is taken as the image labels CSV."""
+    argv = ["--dry_run=true" if arg == "--dry_run" else arg for arg in argv]
+    normalized: list[str] = []
+    i = 0
+    while i < len(argv):
+        arg = argv[i]
+        if arg == "--labels" and i + 1 < len(argv) and _is_path(argv[i + 1]):
+            normalized.append(f"--image_labels={argv[i + 1]}")
+            i += 2
+            continue
+        if arg.startswith("--labels=") and _is_path(arg.split("=", 1)[1]):
+            arg = "--image_labels=" + arg.split("=", 1)[1]
+        normalized.append(arg)
+        i += 1
+    return normalized
 
 
-FORMATS = ("csv",)
+def _is_path(value: str) -> bool:
+    return "=" not in value and not value.lstrip().startswith("{")
+
+
 COMPRESSIONS = ("none", "gzip")
 MIN_TARGET_SHARD_BYTES = 1024
 DEFAULT_TARGET_SHARD_BYTES = "256MiB"
@@ -61,7 +81,31 @@ class ConvertOptions(PipelineOptions):
             help="Input file or glob pattern (local or gs://); repeat the flag for several.",
         )
         parser.add_argument("--output", help="Output directory for shards and manifest.json.")
-        parser.add_argument("--format", default="csv", help="Input format: csv.")
+        parser.add_argument(
+            "--format",
+            default=None,
+            help=f"Input format: {', '.join(FORMAT_NAMES)} (default: from the --input file "
+            "extension; .gz, .bz2 and .zst inputs are decompressed on the fly).",
+        )
+        parser.add_argument(
+            "--image_labels",
+            default=None,
+            help="(Also accepted as --labels FILE.) For --format images: a CSV with a "
+            "'filename' column (relative to the image folder), a 'label' column and optional "
+            "extra feature columns. Default: each image's parent folder name is its label.",
+        )
+        parser.add_argument(
+            "--splits",
+            default=None,
+            help="Split the records, e.g. train=80,eval=20 (relative weights): each split gets "
+            "its own shards (train-00000-of-00009.tfrecord...) and manifest section.",
+        )
+        parser.add_argument(
+            "--split_key",
+            default=None,
+            help="Feature whose value decides a record's split (a stable hash); default: the "
+            "whole record.",
+        )
         parser.add_argument(
             "--schema",
             help="JSON file with feature types that override the inferred ones "
@@ -133,6 +177,9 @@ class ConvertConfig:
     output: str
     format: str = "csv"
     schema: str | None = None
+    labels: str | None = None
+    splits: tuple[tuple[str, int], ...] = ()
+    split_key: str | None = None
     target_shard_bytes: int = 256 * 1024**2
     num_shards: int | None = None
     compression: str = "none"
@@ -150,8 +197,14 @@ class ConvertConfig:
             raise UsageError("--input is required: a file or glob pattern, e.g. 'data/*.csv'")
         if not self.output:
             raise UsageError("--output is required: the directory for shards and manifest.json")
-        if self.format not in FORMATS:
-            raise UsageError(f"--format must be one of {', '.join(FORMATS)}, got {self.format!r}")
+        if self.format not in FORMAT_NAMES:
+            raise UsageError(
+                f"--format must be one of {', '.join(FORMAT_NAMES)}, got {self.format!r}"
+            )
+        if self.labels and self.format != "images":
+            raise UsageError("--labels (--image_labels) is for --format images only")
+        if self.split_key and not self.splits:
+            raise UsageError("--split_key needs --splits, e.g. --splits train=80,eval=20")
         if self.compression not in COMPRESSIONS:
             raise UsageError(
                 f"--compression must be one of {', '.join(COMPRESSIONS)}, got {self.compression!r}"
@@ -192,11 +245,21 @@ class ConvertConfig:
             max_record = parse_size(view.max_record_bytes)
         except ValueError as e:
             raise UsageError(str(e)) from e
+        inputs = tuple(view.input or ())
+        format_name = view.format or guess_format(inputs)
+        if format_name is None:
+            raise UsageError(
+                f"cannot tell the input format from {list(inputs)}; pass --format "
+                f"({', '.join(FORMAT_NAMES)})"
+            )
         return cls(
-            inputs=tuple(view.input or ()),
+            inputs=inputs,
             output=(view.output or "").replace("{date}", run_date).rstrip("/"),
-            format=view.format,
+            format=format_name,
             schema=view.schema,
+            labels=view.image_labels,
+            splits=parse_splits(view.splits) if view.splits else (),
+            split_key=view.split_key,
             target_shard_bytes=target,
             num_shards=view.num_shards,
             compression=view.compression,
@@ -213,10 +276,30 @@ class ConvertConfig:
 
     def to_json(self) -> dict[str, Any]:
         """The options that define the conversion, as recorded in the manifest."""
-        options = dataclasses.asdict(self) | {"inputs": list(self.inputs)}
+        options = dataclasses.asdict(self) | {
+            "inputs": list(self.inputs),
+            "splits": [list(split) for split in self.splits],
+        }
         for how_to_run in ("overwrite", "dry_run", "run_date", "wait"):
             del options[how_to_run]
         return options
+
+
+def parse_splits(text: str) -> tuple[tuple[str, int], ...]:
+    """`train=80,eval=20` -> (("train", 80), ("eval", 20)); raises UsageError."""
+    splits = []
+    for part in text.split(","):
+        name, _, weight = part.strip().partition("=")
+        if not name.replace("_", "").replace(".", "").isalnum() or not weight.isdigit():
+            raise UsageError(
+                f"--splits must look like train=80,eval=20 (names of letters, digits, '_' and "
+                f"'.', positive integer weights), got {text!r}"
+            )
+        splits.append((name, int(weight)))
+    names = [n for n, _ in splits]
+    if len(set(names)) != len(names) or any(w < 1 for _, w in splits):
+        raise UsageError(f"--splits needs distinct names and weights of at least 1, got {text!r}")
+    return tuple(splits)
 
 
 def _flag(value: str | bool, name: str) -> bool:

@@ -1,4 +1,4 @@
-"""The conversion pipeline: planned CSV byte ranges in, published shards and manifest out."""
+"""The conversion pipeline: planned pieces of the inputs in, published shards and manifest out."""
 
 from __future__ import annotations
 
@@ -15,10 +15,10 @@ from beam_jobs.planning import ConversionPlan
 from beam_jobs.publish import publish
 from beam_jobs.shard_plan import cut_points
 
-__all__ = ["ConvertCsvToShards"]
+__all__ = ["ConvertToShards"]
 
 
-class ConvertCsvToShards(beam.PTransform):
+class ConvertToShards(beam.PTransform):
     """Writes the shards of a `ConversionPlan` and publishes their manifest.
 
     Output: a PCollection with the published `Manifest` as its single element.
@@ -33,31 +33,11 @@ class ConvertCsvToShards(beam.PTransform):
 
     def expand(self, pbegin: beam.pvalue.PBegin) -> beam.PCollection:
         plan, config = self._plan, self._config
-        # {path: {cut offset: quotes before it}}: where each writer's first record starts.
-        quotes = (
-            pbegin
-            | "ListSegments" >> beam.Create(shard_writer.quote_segments(cut_points(plan.shards)))
-            | "SpreadSegments" >> beam.Reshuffle()
-            | "CountQuotes" >> beam.Map(shard_writer.count_segment_quotes)
-            | "GatherCounts" >> beam.combiners.ToList()
-            | "QuotesBeforeCuts" >> beam.Map(shard_writer.quotes_before_cuts)
-        )
-        # One WrittenShard per planned shard, under a temporary name.
         written = (
             pbegin
             | "ListShards" >> beam.Create(plan.shards)
             | "SpreadShards" >> beam.Reshuffle()
-            | "WriteShards"
-            >> beam.ParDo(
-                shard_writer.WriteShardFn(
-                    plan.features,
-                    self.temp_dir,
-                    config.shard_prefix,
-                    config.compression,
-                    config.max_record_bytes,
-                ),
-                quotes=beam.pvalue.AsSingleton(quotes),
-            )
+            | "WriteShards" >> beam.ParDo(self._writer(), context=self._context(pbegin))
         )
         return (
             written
@@ -67,15 +47,52 @@ class ConvertCsvToShards(beam.PTransform):
                 publish,
                 output=config.output,
                 temp_dir=self.temp_dir,
-                prefix=config.shard_prefix,
+                prefixes=self._prefixes(),
                 max_bad_fraction=config.max_bad_fraction,
                 features=plan.features,
                 compression=config.compression,
                 inputs=self._inputs(),
                 options=self._options(),
                 tool_version=self._tool_version,
+                splits=dict(plan.splits),
+                extras=plan.input_format.manifest_extras(),
             )
         )
+
+    def _writer(self) -> shard_writer.WriteShardFn:
+        plan, config = self._plan, self._config
+        splits = None
+        if plan.splits:
+            names, weights = zip(*plan.splits)
+            splits = shard_writer.SplitRule(tuple(weights), tuple(names), config.split_key)
+        return shard_writer.WriteShardFn(
+            plan.input_format,
+            plan.features,
+            self.temp_dir,
+            config.shard_prefix,
+            config.compression,
+            config.max_record_bytes,
+            splits,
+        )
+
+    def _context(self, pbegin: beam.pvalue.PBegin) -> beam.pvalue.AsSingleton:
+        """What writers need beyond their piece: for CSV, the quote bytes before each cut."""
+        segments = []
+        if getattr(self._plan.input_format, "needs_quote_counts", False):
+            segments = shard_writer.quote_segments(cut_points(self._plan.shards))
+        # {path: {cut offset: quotes before it}}: where each writer's first record starts.
+        quotes = (
+            pbegin
+            | "ListSegments" >> beam.Create(segments)
+            | "SpreadSegments" >> beam.Reshuffle()
+            | "CountQuotes" >> beam.Map(shard_writer.count_segment_quotes)
+            | "GatherCounts" >> beam.combiners.ToList()
+            | "QuotesBeforeCuts" >> beam.Map(shard_writer.quotes_before_cuts)
+        )
+        return beam.pvalue.AsSingleton(quotes)
+
+    def _prefixes(self) -> list[str]:
+        return [name for name, _ in self._plan.splits] or [self._config.shard_prefix]
 
     def _inputs(self) -> dict[str, Any]:
         return {

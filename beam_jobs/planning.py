@@ -1,31 +1,35 @@
 """Builds the conversion plan at pipeline construction time, from input metadata and samples.
 
-Lists the inputs (Beam `FileSystems`, so local paths and gs:// work alike), reads the head of a
-few files, infers the feature spec, measures how many output bytes one input byte becomes (by
-encoding the sample exactly as the writers will), and cuts the inputs into shards. Only the
-sampled heads are read; the cost does not grow with the data.
+Lists the inputs (Beam `FileSystems`, so local paths and gs:// work alike), asks the input
+format where each file may be cut, reads the head of a few files, infers the feature spec,
+measures how many output bytes one input byte becomes (by converting and encoding the sample
+exactly as the writers will), and cuts the inputs into shards, per split with --splits. Only
+the sampled heads are read; the cost does not grow with the data.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import io
+import os
+import posixpath
 import zlib
 from collections.abc import Sequence
 
 from apache_beam.io.filesystem import CompressionTypes
 from apache_beam.io.filesystems import FileSystems
 
-from beam_jobs import csv_source
+from beam_jobs.errors import DataError
 from beam_jobs.example_encoding import ExampleEncoder
+from beam_jobs.formats import InputFormat, Sample, make_format
 from beam_jobs.options import ConvertConfig, UsageError
 from beam_jobs.shard_plan import InputFile, ShardSpec, choose_num_shards, plan_shards
 from beam_jobs.tfrecord_format import GZIP_LEVEL, frame_records
 from tfdata_reader.manifest import FeatureSpec, schema_from_json
 
-__all__ = ["ConversionPlan", "list_inputs", "make_plan", "read_head"]
+__all__ = ["ConversionPlan", "list_inputs", "make_plan"]
 
 MAX_SAMPLED_FILES = 8
+_GLOB_CHARS = set("*?[")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -37,6 +41,8 @@ class ConversionPlan:
     shards: tuple[ShardSpec, ...]
     output_bytes_per_input_byte: float
     records_per_input_byte: float
+    input_format: InputFormat | None = None
+    splits: tuple[tuple[str, int], ...] = ()
 
     @property
     def input_bytes(self) -> int:
@@ -51,25 +57,33 @@ class ConversionPlan:
         return self.input_bytes * self.records_per_input_byte
 
 
+def _is_folder(pattern: str, matched: list) -> bool:
+    if _GLOB_CHARS & set(pattern):
+        return False
+    if not matched:
+        return True  # gs://bucket/folder matches no object of its own
+    return len(matched) == 1 and os.path.isdir(pattern)
+
+
 def list_inputs(patterns: Sequence[str]) -> list[InputFile]:
-    """Expands glob patterns into files sorted by path; every pattern must match something.
+    """Expands files, folders (all files below) and glob patterns into files sorted by path.
+
+    Hidden files (a name starting with '.') are left out. Every pattern must match something.
 
     Raises:
       UsageError: naming a pattern that matches no file.
     """
     files: dict[str, int] = {}
     for pattern, result in zip(patterns, FileSystems.match(list(patterns))):
-        if not result.metadata_list:
+        matched = result.metadata_list
+        if _is_folder(pattern, matched):
+            matched = FileSystems.match([pattern.rstrip("/") + "/**"])[0].metadata_list
+        matched = [m for m in matched if not posixpath.basename(m.path).startswith(".")]
+        if not matched:
             raise UsageError(f"--input {pattern!r} matches no files")
-        for meta in result.metadata_list:
+        for meta in matched:
             files[meta.path] = meta.size_in_bytes
     return [InputFile(path, size) for path, size in sorted(files.items())]
-
-
-def read_head(path: str, num_bytes: int) -> bytes:
-    """The first `num_bytes` bytes of a file, as stored."""
-    with FileSystems.open(path, compression_type=CompressionTypes.UNCOMPRESSED) as f:
-        return f.read(num_bytes)
 
 
 def _spread(files: Sequence[InputFile], count: int) -> list[InputFile]:
@@ -87,59 +101,72 @@ def _load_schema(path: str | None) -> list[FeatureSpec]:
 
 
 def _measure(
-    samples: Sequence[csv_source.CsvSample],
+    input_format: InputFormat,
+    samples: Sequence[Sample],
     features: Sequence[FeatureSpec],
     compression: str,
 ) -> tuple[float, float]:
     """Output bytes and records per input byte, by converting the samples like a writer does."""
     encoder = ExampleEncoder(features)
-    in_bytes = out_bytes = records = 0
+    in_bytes = out_bytes = records = 0.0
     for sample in samples:
-        batches = csv_source.read_range(
-            io.BytesIO(sample.data), sample.path, 0, len(sample.data), features, lambda row: None
-        )
+        batches = list(input_format.sample_batches(sample, features))
         framed = b"".join(frame_records(encoder.encode(batch)) for batch in batches)
         stored = zlib.compress(framed, GZIP_LEVEL) if compression == "gzip" else framed
-        in_bytes += len(sample.data)
+        in_bytes += sample.input_bytes
         out_bytes += len(stored)
-        records += sample.table.num_rows
+        records += sum(batch.num_rows for batch in batches)
     if in_bytes == 0:
         return 1.0, 0.0
     return out_bytes / in_bytes, records / in_bytes
+
+
+def _check_split_key(config: ConvertConfig, features: Sequence[FeatureSpec]) -> None:
+    names = [f.name for f in features]
+    if config.split_key and config.split_key not in names:
+        raise UsageError(f"--split_key {config.split_key!r} is not a feature; features: {names}")
 
 
 def make_plan(config: ConvertConfig) -> ConversionPlan:
     """Lists, samples and plans a conversion.
 
     Raises:
-      UsageError: for inputs that match nothing.
-      csv_source.CsvDataError: for an empty input file or a sampled file that is not CSV.
+      UsageError: for inputs that match nothing or a --split_key that is not a feature.
+      DataError: for an empty input file or a sampled file that is not of the format.
     """
-    files = list_inputs(config.inputs)
+    input_format = make_format(config.format, config.inputs, config.labels)
+    files = input_format.list_files(list_inputs(config.inputs))
     empty = [f.path for f in files if f.size == 0]
-    if empty:
-        # A 0-byte CSV has not even a header: usually an upstream export that failed.
-        raise csv_source.CsvDataError(
-            f"{len(empty)} input file(s) are empty (0 bytes, not even a header line): "
+    if empty and input_format.name != "images":  # an empty image is dead-lettered instead
+        # A 0-byte input is usually an upstream export that failed.
+        raise DataError(
+            f"{len(empty)} input file(s) are empty (0 bytes): "
             f"{', '.join(empty[:5])}{', ...' if len(empty) > 5 else ''}; remove them from --input"
         )
-    samples = []
-    for f in _spread(files, MAX_SAMPLED_FILES):
-        head = read_head(f.path, config.sample_bytes)
-        samples.append(csv_source.parse_sample(f.path, head, is_whole_file=len(head) >= f.size))
-    features = csv_source.infer_features(samples, _load_schema(config.schema))
-    out_ratio, records_ratio = _measure(samples, features, config.compression)
+    files = input_format.with_cuts(files, config.target_shard_bytes)
+    samples = [
+        input_format.sample(f, config.sample_bytes) for f in _spread(files, MAX_SAMPLED_FILES)
+    ]
+    features = input_format.infer_features(samples, _load_schema(config.schema))
+    _check_split_key(config, features)
+    out_ratio, records_ratio = _measure(input_format, samples, features, config.compression)
     input_bytes = sum(f.size for f in files)
-    num_shards = choose_num_shards(
-        input_bytes * out_ratio,
-        config.target_shard_bytes,
-        max(1.0, input_bytes * records_ratio),
-        config.num_shards,
-    )
+    shards: list[ShardSpec] = []
+    for split, weight in config.splits or ((None, 1),):
+        share = weight / sum(w for _, w in config.splits) if config.splits else 1.0
+        num_shards = choose_num_shards(
+            input_bytes * out_ratio * share,
+            config.target_shard_bytes,
+            max(1.0, input_bytes * records_ratio * share),
+            config.num_shards,
+        )
+        shards.extend(plan_shards(files, num_shards, split))
     return ConversionPlan(
         files=tuple(files),
         features=tuple(features),
-        shards=tuple(plan_shards(files, num_shards)),
+        shards=tuple(shards),
         output_bytes_per_input_byte=out_ratio,
         records_per_input_byte=records_ratio,
+        input_format=input_format,
+        splits=config.splits,
     )

@@ -16,7 +16,7 @@ from typing import Any
 from apache_beam.io.filesystem import CompressionTypes
 from apache_beam.io.filesystems import FileSystems
 
-from beam_jobs.csv_source import CsvDataError
+from beam_jobs.errors import DataError
 from beam_jobs.output_dir import DEAD_LETTER_DIR
 from beam_jobs.shard_writer import WrittenShard
 from tfdata_reader.manifest import (
@@ -46,23 +46,32 @@ def build_manifest(
     inputs: dict[str, Any],
     options: dict[str, Any],
     tool_version: str,
+    splits: dict[str, int] | None = None,
+    extras: dict[str, Any] | None = None,
 ) -> Manifest:
     """The manifest for shards that were all written; features become nullable if any was null.
+
+    Args:
+      splits: with --splits, each split's weight, in order; shards are listed split by split.
+      extras: format-specific entries (`label_vocabulary`).
 
     Raises:
       RuntimeError: when a shard index is missing or repeated (never publish a partial set).
     """
-    ordered = sorted(written, key=lambda w: w.index)
-    expected = list(range(len(ordered)))
-    if [w.index for w in ordered] != expected:
-        raise RuntimeError(
-            f"refusing to publish: shard indexes {[w.index for w in ordered]} are not {expected}"
-        )
+    order = {name: i for i, name in enumerate(splits or {})}
+    ordered = sorted(written, key=lambda w: (order.get(w.split, -1), w.index))
+    for split in splits or [None]:
+        indexes = [w.index for w in ordered if w.split == split]
+        expected = list(range(max((w.num_shards for w in ordered if w.split == split), default=0)))
+        if indexes != expected:
+            raise RuntimeError(
+                f"refusing to publish: shard indexes {indexes} of split {split} are not {expected}"
+            )
     nulls = {f.name: sum(w.null_counts.get(f.name, 0) for w in written) for f in features}
     records = sum(w.records for w in written)
     bad = sum(w.bad_records for w in written)
     return Manifest(
-        shards=[ShardInfo(w.name, w.records, w.bytes, w.crc32c) for w in ordered],
+        shards=[ShardInfo(w.name, w.records, w.bytes, w.crc32c, w.split) for w in ordered],
         features=[
             dataclasses.replace(f, nullable=f.nullable or nulls[f.name] > 0) for f in features
         ],
@@ -79,10 +88,12 @@ def build_manifest(
         dead_letter=[dead_letter_name(w) for w in ordered if w.dead_letter_temp_path],
         created=datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
         tool={"name": TOOL_NAME, "version": tool_version},
+        splits=dict(splits or {}),
+        label_vocabulary=list((extras or {}).get("label_vocabulary", [])),
     )
 
 
-class TooManyBadRecords(CsvDataError):
+class TooManyBadRecords(DataError):
     """More rows than `--max_bad_fraction` allows could not be converted."""
 
 
@@ -121,11 +132,14 @@ def write_text_atomically(path: str, text: str) -> None:
     FileSystems.rename([temp], [path])
 
 
-def _stale_shards(output: str, prefix: str, keep: set[str]) -> list[str]:
-    found = FileSystems.match([FileSystems.join(output, f"{prefix}-*")])[0].metadata_list
+def _stale_shards(output: str, prefixes: Sequence[str], keep: set[str]) -> list[str]:
+    patterns = [FileSystems.join(output, f"{prefix}-*") for prefix in prefixes]
+    found = [m for result in FileSystems.match(patterns) for m in result.metadata_list]
     names = {m.path: m.path.rstrip("/").rsplit("/", 1)[-1] for m in found}
     return sorted(
-        path for path, name in names.items() if shard_prefix_of(name) == prefix and name not in keep
+        path
+        for path, name in names.items()
+        if shard_prefix_of(name) in prefixes and name not in keep
     )
 
 
@@ -133,7 +147,7 @@ def publish(
     written: Sequence[WrittenShard],
     output: str,
     temp_dir: str,
-    prefix: str,
+    prefixes: Sequence[str],
     max_bad_fraction: float,
     **manifest_fields: Any,
 ) -> Manifest:
@@ -143,7 +157,7 @@ def publish(
       written: every shard of the plan, written under temporary paths.
       output: the output directory.
       temp_dir: the temporary folder the shards are in; removed at the end.
-      prefix: the shard name prefix, to find shards of earlier runs.
+      prefixes: the shard name prefixes (one per split), to find shards of earlier runs.
       max_bad_fraction: the largest share of bad rows that still publishes.
       **manifest_fields: the other arguments of `build_manifest`.
 
@@ -164,7 +178,7 @@ def publish(
     )
     _publish_dead_letters(written, output)
     write_text_atomically(manifest_path, manifest.to_json())
-    stale = _stale_shards(output, prefix, {s.path for s in manifest.shards})
+    stale = _stale_shards(output, prefixes, {s.path for s in manifest.shards})
     leftovers = [temp_dir] if FileSystems.exists(temp_dir) else []
     if stale or leftovers:
         FileSystems.delete(stale + leftovers)

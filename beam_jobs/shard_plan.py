@@ -9,7 +9,9 @@ number of input bytes, shards come out balanced without buffering or grouping an
 
 from __future__ import annotations
 
+import bisect
 import dataclasses
+import itertools
 import math
 from collections.abc import Sequence
 
@@ -25,10 +27,16 @@ __all__ = [
 
 @dataclasses.dataclass(frozen=True)
 class InputFile:
-    """An input file and its size in bytes."""
+    """An input file and its size in bytes.
+
+    `cuts` says where a shard boundary may fall inside the file: None anywhere (the writer moves
+    it to the next record start), otherwise only at these offsets (Parquet row groups), and
+    nowhere inside for `()` (a compressed file or an image, read whole by one writer).
+    """
 
     path: str
     size: int
+    cuts: tuple[int, ...] | None = None
 
 
 @dataclasses.dataclass(frozen=True)
@@ -48,6 +56,7 @@ class ShardSpec:
     index: int
     num_shards: int
     pieces: tuple[Piece, ...]
+    split: str | None = None  # with --splits, the split whose records this shard keeps
 
     @property
     def input_bytes(self) -> int:
@@ -77,23 +86,49 @@ def choose_num_shards(
     return max(1, min(count, math.floor(estimated_records)))
 
 
-def plan_shards(files: Sequence[InputFile], num_shards: int) -> list[ShardSpec]:
+def _snap(bound: int, files: Sequence[InputFile], starts: list[int]) -> int:
+    """Moves a stream offset to the nearest place where the file it falls in may be cut."""
+    i = bisect.bisect_right(starts, bound) - 1
+    f = files[i]
+    if f.cuts is None or bound == starts[i]:
+        return bound
+    allowed = [0, *f.cuts, f.size]
+    offset = bound - starts[i]
+    j = bisect.bisect_left(allowed, offset)
+    if allowed[j] == offset:
+        return bound
+    lower, upper = allowed[j - 1], allowed[j]
+    return starts[i] + (lower if offset - lower <= upper - offset else upper)
+
+
+def plan_shards(
+    files: Sequence[InputFile], num_shards: int, split: str | None = None
+) -> list[ShardSpec]:
     """Cuts the concatenated input bytes into `num_shards` equal contiguous ranges.
+
+    A cut inside a file that may only be cut at some offsets moves to the nearest of them (or to
+    the file's start or end); shards left empty by that are dropped, so fewer may come back.
 
     Args:
       files: the inputs in the order their records should appear.
       num_shards: at least 1.
+      split: the split these shards write (with --splits), or None.
 
     Returns:
-      One `ShardSpec` per shard, in index order. Empty files contribute no pieces.
+      `ShardSpec`s in index order. Empty files contribute no pieces.
     """
     if num_shards < 1:
         raise ValueError(f"num_shards must be at least 1, got {num_shards}")
     total = sum(f.size for f in files)
+    starts = list(itertools.accumulate((f.size for f in files), initial=0))[:-1]
     bounds = [total * i // num_shards for i in range(num_shards + 1)]
+    if files:
+        bounds = [bounds[0], *(_snap(b, files, starts) for b in bounds[1:-1]), bounds[-1]]
+        bounds = sorted(set(bounds)) if total else bounds
+    count = len(bounds) - 1
     shards: list[ShardSpec] = []
     file_index, file_base = 0, 0  # file_base: offset of files[file_index] in the stream
-    for index in range(num_shards):
+    for index in range(count):
         lo, hi = bounds[index], bounds[index + 1]
         pieces: list[Piece] = []
         while file_index < len(files) and lo < hi:
@@ -105,7 +140,7 @@ def plan_shards(files: Sequence[InputFile], num_shards: int) -> list[ShardSpec]:
             if end >= f.size:
                 file_base += f.size
                 file_index += 1
-        shards.append(ShardSpec(index, num_shards, tuple(pieces)))
+        shards.append(ShardSpec(index, count, tuple(pieces), split))
     return shards
 
 

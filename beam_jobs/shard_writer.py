@@ -3,7 +3,7 @@
 Both are deterministic functions of the plan: a retried bundle writes the same records in the
 same order (tfx-bsl orders each Example's feature map arbitrarily, so not always the same
 bytes; the manifest records the checksum of the attempt that was published). A shard
-is written in one streaming pass (CSV -> Arrow batches -> Examples -> framed records -> file)
+is written in one streaming pass (input -> Arrow batches -> Examples -> framed records -> file)
 under a temporary name unique to the attempt; only the publish step gives it its final name.
 """
 
@@ -12,7 +12,8 @@ from __future__ import annotations
 import dataclasses
 import json
 import uuid
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from typing import Any
 
 import apache_beam as beam
 import numpy as np
@@ -21,9 +22,13 @@ from apache_beam.io.filesystem import CompressionTypes
 from apache_beam.io.filesystems import FileSystems
 from apache_beam.metrics import Metrics
 
-from beam_jobs import csv_ranges, csv_source, progress
+from beam_jobs import csv_ranges, progress
+from beam_jobs.arrow_conform import missing_count
+from beam_jobs.dead_letter import BadRow, as_text
 from beam_jobs.example_encoding import ExampleEncoder
-from beam_jobs.shard_plan import ShardSpec
+from beam_jobs.formats import InputFormat
+from beam_jobs.shard_plan import Piece, ShardSpec
+from beam_jobs.splits import assign_splits
 from beam_jobs.tfrecord_format import ShardFileWriter
 from tfdata_reader.manifest import FeatureSpec, shard_name
 
@@ -31,6 +36,7 @@ __all__ = [
     "METRICS_NAMESPACE",
     "QuoteTable",
     "Segment",
+    "SplitRule",
     "WriteShardFn",
     "WrittenShard",
     "count_segment_quotes",
@@ -100,6 +106,25 @@ class WrittenShard:
     null_counts: dict[str, int]
     bad_records: int = 0
     dead_letter_temp_path: str | None = None  # JSON lines, one per bad row, when there are any
+    split: str | None = None
+    num_shards: int = 0
+
+
+@dataclasses.dataclass(frozen=True)
+class SplitRule:
+    """Which records a shard of one split keeps: `--splits` weights and the split's index."""
+
+    weights: tuple[int, ...]
+    names: tuple[str, ...]
+    key: str | None
+
+    def keep(self, batch: pa.RecordBatch, split: str) -> pa.RecordBatch:
+        chosen = assign_splits(batch, self.weights, self.key) == self.names.index(split)
+        return batch if chosen.all() else batch.filter(pa.array(chosen))
+
+    def reports_bad_rows(self, split: str) -> bool:
+        # Every split's writers read all input; bad rows are reported by the first split only.
+        return split == self.names[0]
 
 
 class WriteShardFn(beam.DoFn):
@@ -107,17 +132,21 @@ class WriteShardFn(beam.DoFn):
 
     def __init__(
         self,
+        input_format: InputFormat,
         features: Sequence[FeatureSpec],
         temp_dir: str,
         prefix: str,
         compression: str,
         max_record_bytes: int | None = None,
+        splits: SplitRule | None = None,
     ) -> None:
+        self._format = input_format
         self._features = tuple(features)
         self._max_record_bytes = max_record_bytes
         self._temp_dir = temp_dir
         self._prefix = prefix
         self._compression = compression
+        self._splits = splits
         self._records = Metrics.counter(METRICS_NAMESPACE, "records_written")
         self._bytes = Metrics.counter(METRICS_NAMESPACE, "bytes_written")
         self._input_bytes = Metrics.counter(METRICS_NAMESPACE, "input_bytes_read")
@@ -127,40 +156,29 @@ class WriteShardFn(beam.DoFn):
     def setup(self) -> None:
         self._encoder = ExampleEncoder(self._features)
 
-    def process(self, shard: ShardSpec, quotes: QuoteTable) -> Iterator[WrittenShard]:
-        name = shard_name(self._prefix, shard.index, shard.num_shards, self._compression)
+    def process(self, shard: ShardSpec, context: Any = None) -> Iterator[WrittenShard]:
+        prefix = shard.split or self._prefix
+        name = shard_name(prefix, shard.index, shard.num_shards, self._compression)
         temp_path = FileSystems.join(self._temp_dir, f"{name}.{uuid.uuid4().hex}")
         null_counts = {f.name: 0 for f in self._features}
-        input_bytes = 0
-        bad_rows: list[csv_source.BadRow] = []
+        primary = shard.split is None or self._splits.reports_bad_rows(shard.split)
+        bad_rows: list[BadRow] = []
+        on_bad_row = bad_rows.append if primary else _ignore
         raw = FileSystems.create(temp_path, compression_type=CompressionTypes.UNCOMPRESSED)
         with ShardFileWriter(raw, self._compression) as writer:
             for piece in shard.pieces:
-                file_quotes = quotes.get(piece.path, {})
-                with FileSystems.open(
-                    piece.path, compression_type=CompressionTypes.UNCOMPRESSED
-                ) as f:
-                    start, quotes_before = csv_ranges.record_start_at_or_after(
-                        f, piece.start, file_quotes.get(piece.start, 0), piece.file_size
-                    )
-                    end, _ = csv_ranges.record_start_at_or_after(
-                        f, piece.end, file_quotes.get(piece.end, 0), piece.file_size
-                    )
-                    if end <= start:
-                        continue
-                    batches = csv_source.read_range(
-                        f, piece.path, start, end, self._features, bad_rows.append, quotes_before
-                    )
-                    for batch in batches:
-                        examples = self._encoder.encode(batch)
-                        if self._max_record_bytes:
-                            batch, examples = self._set_aside_oversized(
-                                batch, examples, piece.path, start, end, bad_rows
-                            )
-                        writer.write_records(examples)
-                        for feature in self._features:
-                            null_counts[feature.name] += batch.column(feature.name).null_count
-                input_bytes += end - start
+                for batch in self._format.read_piece(piece, self._features, on_bad_row, context):
+                    if shard.split is not None:
+                        batch = self._splits.keep(batch, shard.split)
+                    examples = self._encoder.encode(batch)
+                    if self._max_record_bytes:
+                        batch, examples = self._set_aside_oversized(
+                            batch, examples, piece, on_bad_row
+                        )
+                    writer.write_records(examples)
+                    for feature in self._features:
+                        null_counts[feature.name] += missing_count(batch.column(feature.name))
+        input_bytes = shard.input_bytes if primary else 0
         dead_letter = self._write_dead_letter(name, bad_rows) if bad_rows else None
         progress.write_note(self._temp_dir, name, writer.records, writer.bytes, input_bytes)
         self._bad.inc(len(bad_rows))
@@ -179,16 +197,16 @@ class WriteShardFn(beam.DoFn):
             null_counts=null_counts,
             bad_records=len(bad_rows),
             dead_letter_temp_path=dead_letter,
+            split=shard.split,
+            num_shards=shard.num_shards,
         )
 
     def _set_aside_oversized(
         self,
         batch: pa.RecordBatch,
         examples: list[bytes],
-        path: str,
-        start: int,
-        end: int,
-        bad_rows: list[csv_source.BadRow],
+        piece: Piece,
+        on_bad_row: Callable[[BadRow], None],
     ) -> tuple[pa.RecordBatch, list[bytes]]:
         """Moves records longer than --max_record_bytes to the dead letter."""
         limit = self._max_record_bytes
@@ -196,19 +214,29 @@ class WriteShardFn(beam.DoFn):
         oversized = np.flatnonzero(sizes > limit)
         if not oversized.size:
             return batch, examples
-        rows = batch.to_pylist()
         for index in oversized.tolist():
             reason = f"the encoded record has {sizes[index]} bytes, over --max_record_bytes {limit}"
-            bad_rows.append(
-                csv_source.BadRow(path, start, end, reason, None, {"cells": rows[index]})
-            )
+            cells = {k: _short(v) for k, v in batch.slice(index, 1).to_pylist()[0].items()}
+            on_bad_row(BadRow(piece.path, piece.start, piece.end, reason, None, {"cells": cells}))
         keep = sizes <= limit
         return batch.filter(pa.array(keep)), [e for e, k in zip(examples, keep) if k]
 
-    def _write_dead_letter(self, name: str, bad_rows: list[csv_source.BadRow]) -> str:
+    def _write_dead_letter(self, name: str, bad_rows: list[BadRow]) -> str:
         """One JSON line per bad row, beside the shard, under a name unique to this attempt."""
         path = FileSystems.join(self._temp_dir, f"{name}.{uuid.uuid4().hex}.dead_letter.jsonl")
         lines = "".join(json.dumps(row.to_json(), ensure_ascii=False) + "\n" for row in bad_rows)
         with FileSystems.create(path, compression_type=CompressionTypes.UNCOMPRESSED) as f:
             f.write(lines.encode("utf-8"))
         return path
+
+
+def _ignore(row: BadRow) -> None:
+    """Bad rows seen by the writers of every split but the first, which reports them."""
+
+
+def _short(value: Any) -> Any:
+    """A cell for the dead letter: text as is, other bytes and long values summarized."""
+    if isinstance(value, bytes):
+        text = as_text(value)
+        return text if isinstance(text, str) and len(text) <= 1024 else f"<{len(value)} bytes>"
+    return value

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import struct
 import zlib
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from typing import BinaryIO
 
 import google_crc32c
@@ -22,8 +22,10 @@ __all__ = [
     "FramingError",
     "ShardFileWriter",
     "count_records",
+    "find_record_start",
     "frame_records",
     "masked_crc32c",
+    "read_records",
 ]
 
 _MASK_DELTA = 0xA282EAD8
@@ -31,6 +33,7 @@ _U64 = struct.Struct("<Q")
 _U32 = struct.Struct("<I")
 # zlib's default, which is also what TensorFlow's GZIP writer uses.
 GZIP_LEVEL = 6
+_SCAN_WINDOW = 1 << 20
 
 
 def masked_crc32c(data: bytes) -> int:
@@ -136,26 +139,70 @@ def _read_exact(stream: BinaryIO, size: int) -> bytes:
     return b"".join(parts)
 
 
+def read_records(stream: BinaryIO, offset: int = 0) -> Iterator[tuple[int, bytes]]:
+    """(offset, data) of each record of a framed (uncompressed) TFRecord stream, checked.
+
+    Args:
+      stream: positioned at a record start.
+      offset: that position, to report where each record starts.
+
+    Raises:
+      FramingError: naming the record index, its byte offset and what is wrong with it.
+    """
+    index = 0
+    while True:
+        where = f"record {index} (byte {offset})"
+        header = _read_exact(stream, 12)
+        if not header:
+            return
+        if len(header) < 12:
+            raise FramingError(f"{where}: stream ends inside the record header")
+        (length,) = _U64.unpack_from(header)
+        (length_crc,) = _U32.unpack_from(header, 8)
+        if masked_crc32c(header[:8]) != length_crc:
+            raise FramingError(f"{where}: length field fails its checksum")
+        body = _read_exact(stream, length + 4)
+        if len(body) < length + 4:
+            raise FramingError(f"{where}: stream ends inside the record data")
+        data = body[:length]
+        if masked_crc32c(data) != _U32.unpack_from(body, length)[0]:
+            raise FramingError(f"{where}: data fails its checksum")
+        yield offset, data
+        offset += length + 16
+        index += 1
+
+
 def count_records(stream: BinaryIO) -> int:
     """Walks a framed (uncompressed) TFRecord stream, checking every checksum; returns the count.
 
     Raises:
       FramingError: naming the record index and what is wrong with it.
     """
-    count = 0
-    while True:
-        header = _read_exact(stream, 12)
-        if not header:
-            return count
-        if len(header) < 12:
-            raise FramingError(f"record {count}: stream ends inside the record header")
-        (length,) = _U64.unpack_from(header)
-        (length_crc,) = _U32.unpack_from(header, 8)
-        if masked_crc32c(header[:8]) != length_crc:
-            raise FramingError(f"record {count}: length field fails its checksum")
-        body = _read_exact(stream, length + 4)
-        if len(body) < length + 4:
-            raise FramingError(f"record {count}: stream ends inside the record data")
-        if masked_crc32c(body[:length]) != _U32.unpack_from(body, length)[0]:
-            raise FramingError(f"record {count}: data fails its checksum")
-        count += 1
+    return sum(1 for _ in read_records(stream))
+
+
+def find_record_start(stream: BinaryIO, offset: int, size: int) -> int | None:
+    """The first record start at or after `offset` in a TFRecord file of `size` bytes.
+
+    Without an index, a record start is recognized by its framing: a length whose masked
+    CRC32C follows it, and data whose masked CRC32C matches too (64 checksum bits in all, so
+    a false match is about as likely as 2**-64 per byte looked at). Returns None when no record
+    starts in [offset, size).
+    """
+    position = offset
+    while position + 16 <= size:
+        stream.seek(position)
+        window = stream.read(_SCAN_WINDOW + 12)
+        for i in range(max(0, min(len(window) - 11, _SCAN_WINDOW))):
+            (length,) = _U64.unpack_from(window, i)
+            start = position + i
+            if start + 16 + length > size:
+                continue
+            if masked_crc32c(window[i : i + 8]) != _U32.unpack_from(window, i + 8)[0]:
+                continue
+            stream.seek(start + 12)
+            body = _read_exact(stream, length + 4)
+            if masked_crc32c(body[:length]) == _U32.unpack_from(body, length)[0]:
+                return start
+        position += _SCAN_WINDOW
+    return None

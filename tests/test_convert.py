@@ -15,7 +15,7 @@ import pytest
 import tensorflow as tf
 from conftest import convert, expected_rows
 
-from beam_jobs.csv_source import CsvDataError
+from beam_jobs.errors import DataError
 from beam_jobs.options import UsageError
 from beam_jobs.verify import verify
 from tfdata_reader import make_dataset
@@ -215,7 +215,7 @@ def test_a_value_that_contradicts_the_sampled_type_goes_to_the_dead_letter(tmp_p
 def test_files_with_different_headers_are_rejected(tmp_path):
     (tmp_path / "a.csv").write_text("n,s\n1,x\n")
     (tmp_path / "b.csv").write_text("n,t\n2,y\n")
-    with pytest.raises(CsvDataError, match=r"b.csv: header \['n', 't'\] differs from \['n', 's'\]"):
+    with pytest.raises(DataError, match=r"b.csv: header \['n', 't'\] differs from \['n', 's'\]"):
         convert([str(tmp_path / "*.csv")], tmp_path / "out")
 
 
@@ -228,11 +228,10 @@ def test_empty_files_are_an_error_and_header_only_files_give_no_records(tmp_path
     (tmp_path / "a.csv").write_text("")
     (tmp_path / "b.csv").write_text("n,s\n")
     (tmp_path / "c.csv").write_text("n,s\n1,x\n2,y\n")
-    with pytest.raises(CsvDataError) as e:
+    with pytest.raises(DataError) as e:
         convert([str(tmp_path / "*.csv")], tmp_path / "out")
     assert str(e.value) == (
-        f"1 input file(s) are empty (0 bytes, not even a header line): {tmp_path / 'a.csv'}; "
-        "remove them from --input"
+        f"1 input file(s) are empty (0 bytes): {tmp_path / 'a.csv'}; remove them from --input"
     )
     assert not (tmp_path / "out").exists()
     manifest = convert([str(tmp_path / "[bc].csv")], tmp_path / "out")

@@ -2,7 +2,8 @@ import io
 
 import pytest
 
-from beam_jobs.csv_source import BadRow, CsvDataError, infer_features, parse_sample, read_range
+from beam_jobs.csv_source import BadRow, infer_features, parse_sample, read_range
+from beam_jobs.errors import DataError
 from tfdata_reader.manifest import FeatureSpec
 
 HEAD = (
@@ -45,9 +46,9 @@ def test_infer_features_merges_samples_and_applies_overrides():
 def test_infer_features_rejects_different_headers_and_unknown_overrides():
     a = parse_sample("a.csv", b"n,m\n1,x\n", is_whole_file=True)
     b = parse_sample("b.csv", b"n,k\n2,y\n", is_whole_file=True)
-    with pytest.raises(CsvDataError, match=r"b.csv: header \['n', 'k'\] differs from \['n', 'm'\]"):
+    with pytest.raises(DataError, match=r"b.csv: header \['n', 'k'\] differs from \['n', 'm'\]"):
         infer_features([a, b])
-    with pytest.raises(CsvDataError, match=r"--schema names columns \['zz'\]"):
+    with pytest.raises(DataError, match=r"--schema names columns \['zz'\]"):
         infer_features([a], [FeatureSpec("zz", "int64")])
 
 
@@ -59,7 +60,7 @@ def test_infer_features_rejects_different_headers_and_unknown_overrides():
     ],
 )
 def test_parse_sample_errors(head, whole, message):
-    with pytest.raises(CsvDataError, match=message):
+    with pytest.raises(DataError, match=message):
         parse_sample("a.csv", head, is_whole_file=whole)
 
 
@@ -129,5 +130,5 @@ def test_read_range_sets_aside_malformed_rows_and_bad_utf8():
 
 
 def test_read_range_rejects_a_different_header():
-    with pytest.raises(CsvDataError, match=r"in/a.csv: header \['a', 'c'\] differs from"):
+    with pytest.raises(DataError, match=r"in/a.csv: header \['a', 'c'\] differs from"):
         _read(b"a,c\n1,x\n")

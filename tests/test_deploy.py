@@ -15,7 +15,7 @@ import yaml
 from apache_beam.options.pipeline_options import PipelineOptions
 
 from beam_jobs.options import ConvertConfig, ConvertOptions
-from beam_jobs.pipeline import ConvertCsvToShards
+from beam_jobs.pipeline import ConvertToShards
 from beam_jobs.planning import make_plan
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
@@ -109,8 +109,8 @@ def test_pipeline_builds_for_dataflow_without_running(sample_csv, monkeypatch):
     assert config.output == "gs://bucket/ds/2026-12-01"
     plan = make_plan(config)
     pipeline = beam.Pipeline(runner="DataflowRunner", options=options)
-    _ = pipeline | "ConvertCsvToShards" >> ConvertCsvToShards(plan, config, "test")
+    _ = pipeline | "ConvertToShards" >> ConvertToShards(plan, config, "test")
     transforms = pipeline.to_runner_api().components.transforms.values()
     names = {t.unique_name for t in transforms}
     for step in ("CountQuotes", "WriteShards", "Publish"):
-        assert f"ConvertCsvToShards/{step}" in names
+        assert f"ConvertToShards/{step}" in names

@@ -67,7 +67,7 @@ def test_wait_false_returns_after_submitting(sample_csv, tmp_path, capsys):
     summary = _last_json(capsys.readouterr().out)
     assert (summary["status"], summary["exit_code"]) == ("submitted", 0)
     assert "job_id" in summary
-    assert main(["convert", "--input", "a", "--output", "o", "--wait=maybe"]) == 2
+    assert main(["convert", "--input", "a.csv", "--output", "o", "--wait=maybe"]) == 2
     assert (
         _last_json(capsys.readouterr().out)["error"] == "--wait must be true or false, got 'maybe'"
     )

@@ -69,3 +69,28 @@ def test_plan_shards_rejects_zero():
 def test_cut_points_are_interior_piece_starts():
     files = [InputFile("a", 7), InputFile("b", 3)]
     assert cut_points(plan_shards(files, 4)) == {"a": [2, 5], "b": []}
+
+
+def test_atomic_files_are_never_cut_and_empty_shards_are_dropped():
+    # Three whole files (e.g. .gz inputs) of 10, 10 and 40 bytes cut into 6 ranges of 10:
+    # every cut inside the 40-byte file snaps to its start or end, leaving 3 shards.
+    files = [InputFile("a", 10, ()), InputFile("b", 10, ()), InputFile("c", 40, ())]
+    shards = plan_shards(files, 6)
+    assert [(s.index, s.num_shards) for s in shards] == [(0, 3), (1, 3), (2, 3)]
+    assert [s.pieces for s in shards] == [
+        (Piece("a", 0, 10, 10),),
+        (Piece("b", 0, 10, 10),),
+        (Piece("c", 0, 40, 40),),
+    ]
+
+
+def test_cuts_snap_to_the_nearest_allowed_offset():
+    # Row groups start at 0, 30 and 70 of a 100-byte file; ideal cuts 25, 50, 75.
+    files = [InputFile("p", 100, (30, 70))]
+    shards = plan_shards(files, 4, split="train")
+    assert [s.pieces for s in shards] == [
+        (Piece("p", 0, 30, 100),),
+        (Piece("p", 30, 70, 100),),
+        (Piece("p", 70, 100, 100),),
+    ]
+    assert {s.split for s in shards} == {"train"}

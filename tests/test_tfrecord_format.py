@@ -65,13 +65,16 @@ def test_count_records_walks_and_checks():
 @pytest.mark.parametrize(
     "mutate, message",
     [
-        (lambda d: d[:-1], "record 3: stream ends inside the record data"),
-        (lambda d: d + b"\x01\x02", "record 4: stream ends inside the record header"),
+        (lambda d: d[:-1], r"record 3 \(byte 599\): stream ends inside the record data"),
+        (lambda d: d + b"\x01\x02", r"record 4 \(byte 871\): stream ends inside the record header"),
         (
             lambda d: d[:20] + bytes([d[20] ^ 1]) + d[21:],
-            "record 1: length field fails its checksum",
+            r"record 1 \(byte 16\): length field fails its checksum",
         ),
-        (lambda d: d[:-5] + bytes([d[-5] ^ 0x10]) + d[-4:], "record 3: data fails its checksum"),
+        (
+            lambda d: d[:-5] + bytes([d[-5] ^ 0x10]) + d[-4:],
+            r"record 3 \(byte 599\): data fails its checksum",
+        ),
     ],
 )
 def test_count_records_names_the_bad_record(mutate, message):

@@ -34,9 +34,20 @@ def test_bit_flip(dataset):
     out, manifest = dataset
     shard = manifest.shards[1]
     _flip_bit(out / shard.path, 1000)
-    crc = google_crc32c.value((out / shard.path).read_bytes())
+    data = (out / shard.path).read_bytes()
+    crc = google_crc32c.value(data)
+    starts = [0]
+    for _ in range(5):
+        starts.append(starts[-1] + int.from_bytes(data[starts[-1] : starts[-1] + 8], "little") + 16)
+    assert (
+        starts[5]
+        <= 1000
+        < starts[5] + 12 + int.from_bytes(data[starts[5] : starts[5] + 8], "little")
+    )
     assert verify(str(out))[1] == [
-        ShardProblem(shard.path, "bad record framing: record 5: data fails its checksum"),
+        ShardProblem(
+            shard.path, f"bad record framing: record 5 (byte {starts[5]}): data fails its checksum"
+        ),
         ShardProblem(shard.path, f"crc32c is {crc:08x}, manifest says {shard.crc32c}"),
     ]
 
@@ -70,9 +81,8 @@ def test_trailing_garbage_missing_and_extra_files(dataset):
         by_path.setdefault(p.path, []).append(p.problem)
     assert (
         by_path[manifest.shards[0].path][0]
-        == "bad record framing: record "
-        + str(manifest.shards[0].records)
-        + ": stream ends inside the record header"
+        == f"bad record framing: record {manifest.shards[0].records} (byte "
+        f"{manifest.shards[0].bytes}): stream ends inside the record header"
     )
     assert by_path[manifest.shards[2].path] == ["missing"]
     assert by_path["data-00099-of-00100.tfrecord"] == ["not listed in the manifest"]
@@ -110,11 +120,17 @@ def test_cli_inspect(converted, capsys):
 def test_cli_usage_errors(tmp_path, capsys):
     assert main(["convert", "--input", str(tmp_path / "x*.csv"), "--output", str(tmp_path)]) == 2
     assert "matches no files" in capsys.readouterr().err
-    assert main(["convert", "--input", "a", "--output", "b", "--target_shard_bytes", "12"]) == 2
+    assert main(["convert", "--input", "a.csv", "--output", "b", "--target_shard_bytes", "12"]) == 2
     assert capsys.readouterr().err == (
         "error: --target_shard_bytes must be at least 1024 bytes, got 12\n"
     )
-    assert main(["convert", "--input", "a", "--output", "b", "--compression", "zip"]) == 2
+    assert main(["convert", "--input", "a.csv", "--output", "b", "--compression", "zip"]) == 2
+    assert "--compression must be one of none, gzip" in capsys.readouterr().err
+    assert main(["convert", "--input", "a", "--output", "b"]) == 2
+    assert capsys.readouterr().err == (
+        "error: cannot tell the input format from ['a']; pass --format (csv, jsonl, parquet, "
+        "text, images, tfrecord)\n"
+    )
     assert main(["bogus"]) == 2
     assert main(["inspect", str(tmp_path)]) == 1
     assert "manifest.json does not exist" in capsys.readouterr().err

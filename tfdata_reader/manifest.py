@@ -119,6 +119,7 @@ class ShardInfo:
     records: int
     bytes: int
     crc32c: str  # 8 lowercase hex digits: CRC32C (Castagnoli) of the whole file as stored
+    split: str | None = None  # with splits: the split this shard belongs to
 
     def mismatches(self, size: int | None = None, crc32c: int | None = None) -> list[str]:
         """How a stored file's measured size and CRC32C differ from this entry (empty: none)."""
@@ -130,7 +131,10 @@ class ShardInfo:
         return found
 
     def to_json(self) -> dict[str, Any]:
-        return dataclasses.asdict(self)
+        obj = dataclasses.asdict(self)
+        if self.split is None:
+            del obj["split"]
+        return obj
 
     @classmethod
     def from_json(cls, obj: Any) -> ShardInfo:
@@ -140,6 +144,7 @@ class ShardInfo:
                 records=int(obj["records"]),
                 bytes=int(obj["bytes"]),
                 crc32c=str(obj["crc32c"]),
+                split=None if obj.get("split") is None else str(obj["split"]),
             )
         except (KeyError, TypeError, ValueError) as e:
             raise ManifestError(f"malformed shard entry {obj!r}: {e}") from e
@@ -158,6 +163,8 @@ class Manifest:
     created: str = ""
     tool: dict[str, str] = dataclasses.field(default_factory=dict)
     dead_letter: list[str] = dataclasses.field(default_factory=list)  # JSON-lines files of bad rows
+    splits: dict[str, int] = dataclasses.field(default_factory=dict)  # name -> weight
+    label_vocabulary: list[str] = dataclasses.field(default_factory=list)  # label id -> name
     format_version: int = FORMAT_VERSION
 
     def __post_init__(self) -> None:
@@ -176,6 +183,31 @@ class Manifest:
     @property
     def total_bytes(self) -> int:
         return sum(s.bytes for s in self.shards)
+
+    def split(self, name: str | None) -> Manifest:
+        """This manifest with only one split's shards (all of them for None).
+
+        Raises:
+          ValueError: naming the splits there are, for an unknown split.
+        """
+        if name is None:
+            return self
+        if name not in self.splits:
+            known = ", ".join(self.splits) or "none: it was converted without --splits"
+            raise ValueError(f"no split {name!r} in this dataset; its splits: {known}")
+        return dataclasses.replace(self, shards=[s for s in self.shards if s.split == name])
+
+    def split_summary(self) -> dict[str, dict[str, int]]:
+        """Per split: its weight, shards, records and bytes (the manifest's splits section)."""
+        return {
+            name: {
+                "weight": weight,
+                "shards": sum(1 for s in self.shards if s.split == name),
+                "records": sum(s.records for s in self.shards if s.split == name),
+                "bytes": sum(s.bytes for s in self.shards if s.split == name),
+            }
+            for name, weight in self.splits.items()
+        }
 
     def feature(self, name: str) -> FeatureSpec:
         for f in self.features:
@@ -198,6 +230,10 @@ class Manifest:
             "counts": self.counts,
             "dead_letter": self.dead_letter,
         }
+        if self.splits:
+            obj["splits"] = self.split_summary()
+        if self.label_vocabulary:
+            obj["label_vocabulary"] = self.label_vocabulary
         return json.dumps(obj, indent=2, sort_keys=False) + "\n"
 
     @classmethod
@@ -226,8 +262,10 @@ class Manifest:
                 created=obj.get("created", ""),
                 tool=obj.get("tool", {}),
                 dead_letter=list(obj.get("dead_letter", [])),
+                splits={k: int(v["weight"]) for k, v in obj.get("splits", {}).items()},
+                label_vocabulary=[str(v) for v in obj.get("label_vocabulary", [])],
             )
-        except KeyError as e:
+        except (KeyError, TypeError) as e:
             raise ManifestError(f"{source}: missing key {e}") from e
         except ManifestError as e:
             raise ManifestError(f"{source}: {e}") from e

@@ -1,0 +1,258 @@
+"""Typed Arrow columns (from JSON, Parquet or decoded Examples) to and from feature specs.
+
+Inference maps Arrow types to Example dtypes: integers and booleans -> int64, floats and
+decimals -> float32, strings and binaries -> bytes, dates and timestamps -> int64 (their Arrow
+integer value), lists of those -> variable-length features. Structs are flattened into dotted
+names first (`a.b`).
+
+`conform` casts a batch to the spec column by column, all at once; only a column that fails is
+looked at value by value, to name the rows at fault. A row that contradicts the spec (a value of
+another type, a list where one value is expected, a fixed-length feature with another count) is
+reported, never a crash, so the writer can dead-letter it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from beam_jobs.errors import DataError
+from tfdata_reader.manifest import FeatureSpec
+
+__all__ = [
+    "conform",
+    "example_dtype",
+    "flatten_structs",
+    "infer_from_table",
+    "is_list",
+    "list_parts",
+    "merge_features",
+    "missing_count",
+]
+
+# The Arrow value type each Example dtype is built from (float32 rounds like tf.train.FloatList).
+_VALUE_TYPES = {"int64": pa.int64(), "float32": pa.float32(), "bytes": pa.binary()}
+
+
+def is_list(arrow_type: pa.DataType) -> bool:
+    return (
+        pa.types.is_list(arrow_type)
+        or pa.types.is_large_list(arrow_type)
+        or pa.types.is_fixed_size_list(arrow_type)
+    )
+
+
+def example_dtype(arrow_type: pa.DataType) -> str | None:
+    """The Example dtype of an Arrow scalar type; None for the null type (nothing known yet).
+
+    Raises:
+      TypeError: for a type no Example feature can hold (a struct, a map, a nested list).
+    """
+    if pa.types.is_dictionary(arrow_type):
+        arrow_type = arrow_type.value_type
+    if pa.types.is_null(arrow_type):
+        return None
+    if (
+        pa.types.is_integer(arrow_type)
+        or pa.types.is_boolean(arrow_type)
+        or pa.types.is_temporal(arrow_type)
+    ):
+        return "int64"
+    if pa.types.is_floating(arrow_type) or pa.types.is_decimal(arrow_type):
+        return "float32"
+    if (
+        pa.types.is_string(arrow_type)
+        or pa.types.is_large_string(arrow_type)
+        or pa.types.is_binary(arrow_type)
+        or pa.types.is_large_binary(arrow_type)
+        or pa.types.is_fixed_size_binary(arrow_type)
+    ):
+        return "bytes"
+    raise TypeError(f"{arrow_type} has no tf.train.Example equivalent")
+
+
+def flatten_structs(table: pa.Table) -> pa.Table:
+    """Struct columns become one column per field, named `parent.field`, at every depth."""
+    while any(pa.types.is_struct(f.type) for f in table.schema):
+        table = table.flatten()
+    return table
+
+
+def list_parts(column: pa.ListArray) -> tuple[pa.Array, pa.Array]:
+    """Offsets from 0 and exactly the values they cover, also for a slice of a larger array."""
+    offsets = column.offsets
+    first, last = offsets[0].as_py(), offsets[-1].as_py()
+    return pc.subtract(offsets, first), column.values.slice(first, last - first)
+
+
+def _lengths(column: pa.Array) -> np.ndarray:
+    return pc.fill_null(pc.list_value_length(column), 0).to_numpy(zero_copy_only=False)
+
+
+def infer_from_table(table: pa.Table, scalar_lists: bool = False) -> list[FeatureSpec]:
+    """Feature specs for a sample's (flattened) columns.
+
+    Args:
+      table: typed columns, structs already flattened.
+      scalar_lists: infer the shape of list columns from the sample (`[]` when every row has
+        one value, `[k]` when every row has k) instead of variable length; for decoded
+        Examples, whose features are all lists.
+
+    Raises:
+      DataError: naming a column whose type no Example feature can hold.
+    """
+    features = []
+    for name, column in zip(table.column_names, table.columns):
+        column = column.combine_chunks()
+        listed = is_list(column.type)
+        try:
+            dtype = example_dtype(column.type.value_type if listed else column.type)
+        except TypeError as e:
+            raise DataError(
+                f"column {name!r}: {e} (a list of lists or of objects cannot be a feature; "
+                "flatten it upstream or leave it out with --schema)"
+            ) from None
+        shape: list[int] | None = [] if not listed else None
+        nullable = column.null_count > 0
+        if listed:
+            lengths = _lengths(column)
+            nullable = nullable or bool((lengths == 0).any())
+            present = lengths[lengths > 0]
+            if scalar_lists and present.size and (present == present[0]).all():
+                shape = [] if present[0] == 1 else [int(present[0])]
+        features.append(FeatureSpec(name, dtype or "bytes", shape, nullable or dtype is None))
+    return features
+
+
+def merge_features(
+    per_sample: Sequence[Sequence[FeatureSpec]], overrides: Sequence[FeatureSpec] = ()
+) -> list[FeatureSpec]:
+    """One spec from several samples' specs: every column seen, types widened, overrides last.
+
+    int64 and float32 widen to float32; anything with bytes becomes bytes; shapes that differ
+    become variable length; a column missing from some sample is nullable.
+    """
+    order: list[str] = []
+    seen: dict[str, list[FeatureSpec]] = {}
+    for specs in per_sample:
+        for spec in specs:
+            if spec.name not in seen:
+                order.append(spec.name)
+            seen.setdefault(spec.name, []).append(spec)
+    by_name = {f.name: f for f in overrides}
+    merged = []
+    for name in order:
+        specs = seen[name]
+        if name in by_name:
+            merged.append(by_name[name])
+            continue
+        dtypes = {s.dtype for s in specs}
+        dtype = "bytes" if "bytes" in dtypes else "float32" if "float32" in dtypes else "int64"
+        shapes = [s.shape for s in specs]
+        shape = shapes[0] if all(s == shapes[0] for s in shapes) else None
+        nullable = any(s.nullable for s in specs) or len(specs) < len(per_sample)
+        merged.append(FeatureSpec(name, dtype, shape, nullable))
+    unknown = sorted(set(by_name) - set(order))
+    merged.extend(by_name[n] for n in unknown)  # a schema may name columns the sample lacked
+    return merged
+
+
+def missing_count(column: pa.Array) -> int:
+    """Rows with no value: nulls, and empty lists for a list column."""
+    if is_list(column.type):
+        return int((_lengths(column) == 0).sum())
+    return column.null_count
+
+
+def _cast_values(column: pa.Array, dtype: str) -> pa.Array:
+    """Casts scalars (or a list's values) to the Example type; raises ArrowInvalid."""
+    target = _VALUE_TYPES[dtype]
+    if pa.types.is_dictionary(column.type):
+        column = column.dictionary_decode()
+    if dtype == "int64" and pa.types.is_temporal(column.type):
+        return pc.cast(column, pa.int64())
+    if dtype == "float32":
+        # Safe to float64 first (no silent int overflow), then round like tf.train.FloatList.
+        return pc.cast(pc.cast(column, pa.float64()), target, safe=False)
+    if (
+        len(column)
+        and dtype == "bytes"
+        and (pa.types.is_integer(column.type) or pa.types.is_floating(column.type))
+    ):
+        raise pa.ArrowInvalid(f"a number where text is expected ({column.type})")
+    if (
+        len(column)
+        and dtype == "int64"
+        and (pa.types.is_string(column.type) or pa.types.is_binary(column.type))
+    ):
+        raise pa.ArrowInvalid(f"text where an integer is expected ({column.type})")
+    return pc.cast(column, target)
+
+
+def _conform_column(column: pa.Array, feature: FeatureSpec) -> pa.Array:
+    """One column cast to its feature; raises ValueError (incl. ArrowInvalid) when it cannot be."""
+    listed = is_list(column.type)
+    if not listed:
+        if feature.shape not in ([], None):
+            raise ValueError(f"one value where {feature.shape[0]} are expected")
+        return _cast_values(column, feature.dtype)
+    if pa.types.is_fixed_size_list(column.type) or pa.types.is_large_list(column.type):
+        column = pc.cast(column, pa.list_(column.type.value_type))
+    if feature.shape is not None:
+        want = 1 if feature.shape == [] else feature.shape[0]
+        lengths = _lengths(column)
+        wrong = (lengths != want) & (lengths != 0)
+        if wrong.any():
+            raise ValueError(f"{int(lengths[wrong][0])} values where {want} are expected")
+    offsets, values = list_parts(column)
+    return pa.ListArray.from_arrays(
+        offsets, _cast_values(values, feature.dtype), mask=column.is_null()
+    )
+
+
+def conform(
+    table: pa.Table | pa.RecordBatch, features: Sequence[FeatureSpec]
+) -> tuple[pa.RecordBatch, dict[int, str]]:
+    """The rows of `table` cast to `features`; returns the good rows and {bad row: reason}.
+
+    A feature the table lacks is missing (null) in every row. Scalar sources give scalar
+    columns and list sources list columns, both of the feature's Arrow value type.
+    """
+    if isinstance(table, pa.RecordBatch):
+        table = pa.Table.from_batches([table])
+    table = flatten_structs(table)
+    n = table.num_rows
+    columns: dict[str, pa.Array] = {}
+    for feature in features:
+        if feature.name in table.column_names:
+            columns[feature.name] = table.column(feature.name).combine_chunks()
+        else:
+            columns[feature.name] = pa.nulls(n, _VALUE_TYPES[feature.dtype])
+    bad: dict[int, str] = {}
+    for feature in features:
+        try:
+            _conform_column(columns[feature.name], feature)
+        except (ValueError, pa.ArrowNotImplementedError):
+            values = columns[feature.name]
+            for index in range(n):
+                if index in bad:
+                    continue
+                try:
+                    _conform_column(values.slice(index, 1), feature)
+                except (ValueError, pa.ArrowNotImplementedError) as e:
+                    bad[index] = f"feature {feature.name!r} ({_describe(feature)}): {e}"
+    keep = None if not bad else pa.array([i not in bad for i in range(n)])
+    names = [f.name for f in features]
+    arrays = []
+    for feature in features:
+        column = columns[feature.name] if keep is None else columns[feature.name].filter(keep)
+        arrays.append(_conform_column(column, feature))
+    return pa.RecordBatch.from_arrays(arrays, names), bad
+
+
+def _describe(feature: FeatureSpec) -> str:
+    shape = "variable length" if feature.shape is None else f"shape {feature.shape}"
+    return f"{feature.dtype}, {shape}"

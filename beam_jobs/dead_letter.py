@@ -1,0 +1,44 @@
+"""A row that is not converted goes to the dead letter with where it came from and why."""
+
+from __future__ import annotations
+
+import base64
+import dataclasses
+
+__all__ = ["BadRow", "as_text"]
+
+
+@dataclasses.dataclass(frozen=True)
+class BadRow:
+    """A row that was not converted, and why; it goes to the dead letter, not to a shard.
+
+    `row` counts the well-formed rows of the byte range before it (None for a row with the
+    wrong number of columns, which has no such place). `content` is the row as text: `raw` for
+    a malformed row, else `cells` by column; bytes that are not UTF-8 are given as base64.
+    """
+
+    path: str
+    range_start: int
+    range_end: int
+    reason: str
+    row: int | None
+    content: dict
+
+    def to_json(self) -> dict:
+        return {
+            "file": self.path,
+            "byte_range": [self.range_start, self.range_end],
+            "row_in_range": self.row,
+            "reason": self.reason,
+            **self.content,
+        }
+
+
+def as_text(value: bytes | str | None) -> str | dict | None:
+    """Text as is; bytes decoded as UTF-8, or given as {"base64": ...} when they are not."""
+    if value is None or isinstance(value, str):
+        return value
+    try:
+        return value.decode("utf-8")
+    except UnicodeDecodeError:
+        return {"base64": base64.b64encode(value).decode("ascii")}

@@ -1,0 +1,141 @@
+"""What every input format provides to the planner and the shard writers.
+
+The planner asks a format where files may be cut, for a sample of a few files, and for the
+feature spec; a shard writer asks it for the records of one planned piece of a file, as Arrow
+batches already conformed to that spec. Bad records go to `on_bad_row`, never to a shard.
+"""
+
+from __future__ import annotations
+
+import bz2
+import dataclasses
+import zlib
+from collections.abc import Callable, Iterator, Sequence
+from typing import Any, BinaryIO
+
+import pyarrow as pa
+from apache_beam.io.filesystem import CompressionTypes
+from apache_beam.io.filesystems import FileSystems
+
+from beam_jobs.dead_letter import BadRow
+from beam_jobs.shard_plan import InputFile, Piece
+from tfdata_reader.manifest import FeatureSpec
+
+__all__ = [
+    "COMPRESSED_SUFFIXES",
+    "InputFormat",
+    "OnBadRow",
+    "Sample",
+    "compression_of",
+    "open_input",
+    "read_head",
+]
+
+OnBadRow = Callable[[BadRow], None]
+COMPRESSED_SUFFIXES = {".gz": "gzip", ".bz2": "bzip2", ".zst": "zstd"}
+_BEAM_COMPRESSION = {
+    "gzip": CompressionTypes.GZIP,
+    "bzip2": CompressionTypes.BZIP2,
+    "zstd": CompressionTypes.ZSTD,
+    None: CompressionTypes.UNCOMPRESSED,
+}
+
+
+def compression_of(path: str) -> str | None:
+    """'gzip', 'bzip2' or 'zstd' from the file name's suffix; None for an uncompressed file."""
+    for suffix, kind in COMPRESSED_SUFFIXES.items():
+        if path.lower().endswith(suffix):
+            return kind
+    return None
+
+
+def open_input(path: str, compression: str | None = None) -> BinaryIO:
+    """Opens an input (local or gs://) for reading, decompressing on the fly when asked."""
+    return FileSystems.open(path, compression_type=_BEAM_COMPRESSION[compression])
+
+
+def _decompressor(kind: str):
+    if kind == "gzip":
+        return zlib.decompressobj(wbits=47)  # gzip or zlib header, detected
+    if kind == "bzip2":
+        return bz2.BZ2Decompressor()
+    import zstandard
+
+    return zstandard.ZstdDecompressor().decompressobj()
+
+
+def read_head(path: str, num_bytes: int, compression: str | None = None) -> tuple[bytes, float]:
+    """The first bytes of a file's content, and how many stored bytes one content byte takes.
+
+    For a compressed file, `num_bytes` stored bytes are read and decompressed as far as they go,
+    so the ratio measures the file's own compression.
+    """
+    with open_input(path) as f:
+        stored = f.read(num_bytes)
+    if compression is None or not stored:
+        return stored, 1.0
+    try:
+        content = _decompressor(compression).decompress(stored)
+    except Exception as e:  # zlib.error, OSError, zstandard.ZstdError: all "not this format"
+        from beam_jobs.errors import DataError
+
+        raise DataError(f"{path}: not a valid {compression} file: {e}") from e
+    return content, len(stored) / max(1, len(content))
+
+
+@dataclasses.dataclass(frozen=True)
+class Sample:
+    """The head of one input file, read at planning time.
+
+    `table` holds the sampled records with the format's own type inference; `input_bytes` is
+    how many stored input bytes they stand for (to scale sizes up to the whole input).
+    """
+
+    path: str
+    table: pa.Table
+    input_bytes: float
+    data: Any = None  # format-specific: e.g. the raw bytes a CSV sample was parsed from
+
+
+class InputFormat:
+    """One input format. Subclasses set `name` and `extensions` and implement the methods."""
+
+    name = ""
+    extensions: tuple[str, ...] = ()
+
+    def list_files(self, files: Sequence[InputFile]) -> list[InputFile]:
+        """The files of this format among the listed ones (default: all of them)."""
+        return list(files)
+
+    def with_cuts(self, files: Sequence[InputFile], target_shard_bytes: int) -> list[InputFile]:
+        """The files with where each may be cut (default: compressed files nowhere inside)."""
+        return [dataclasses.replace(f, cuts=() if compression_of(f.path) else None) for f in files]
+
+    def sample(self, f: InputFile, sample_bytes: int) -> Sample:
+        raise NotImplementedError
+
+    def infer_features(
+        self, samples: Sequence[Sample], overrides: Sequence[FeatureSpec]
+    ) -> list[FeatureSpec]:
+        raise NotImplementedError
+
+    def sample_batches(
+        self, sample: Sample, features: Sequence[FeatureSpec]
+    ) -> Iterator[pa.RecordBatch]:
+        """The sample's records as the writers would produce them (to measure output size)."""
+        raise NotImplementedError
+
+    def read_piece(
+        self,
+        piece: Piece,
+        features: Sequence[FeatureSpec],
+        on_bad_row: OnBadRow,
+        context: Any = None,
+    ) -> Iterator[pa.RecordBatch]:
+        """The records that start inside `piece`, as batches conformed to `features`; bad
+        records go to `on_bad_row`. A piece of a compressed file is always the whole file."""
+        raise NotImplementedError
+
+    def manifest_extras(self) -> dict[str, Any]:
+        """Format-specific manifest entries (e.g. the image label vocabulary)."""
+        return {}

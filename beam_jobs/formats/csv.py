@@ -1,0 +1,77 @@
+"""`--format csv`: CSV files with a header line (see `beam_jobs.csv_source`).
+
+Uncompressed files are cut anywhere: a Beam step counts the quote bytes before every cut (the
+`context` of `read_piece`), so a writer finds its first record exactly even when quoted fields
+hold newlines. A compressed file is read whole by one writer, from its start.
+"""
+
+from __future__ import annotations
+
+import io
+import sys
+from collections.abc import Iterator, Sequence
+
+import pyarrow as pa
+
+from beam_jobs import csv_ranges, csv_source
+from beam_jobs.formats.base import InputFormat, OnBadRow, Sample, compression_of, open_input
+from beam_jobs.formats.base import read_head as read_content_head
+from beam_jobs.shard_plan import InputFile, Piece
+from tfdata_reader.manifest import FeatureSpec
+
+__all__ = ["CsvFormat"]
+
+# path -> {cut offset: number of quote bytes in the file before it}
+QuoteTable = dict[str, dict[int, int]]
+
+
+class CsvFormat(InputFormat):
+    name = "csv"
+    extensions = (".csv",)
+    needs_quote_counts = True
+
+    def sample(self, f: InputFile, sample_bytes: int) -> Sample:
+        compression = compression_of(f.path)
+        head, stored_per_byte = read_content_head(f.path, sample_bytes, compression)
+        whole = len(head) * stored_per_byte >= f.size if compression else len(head) >= f.size
+        parsed = csv_source.parse_sample(f.path, head, is_whole_file=whole)
+        return Sample(f.path, parsed.table, len(parsed.data) * stored_per_byte, data=parsed)
+
+    def infer_features(
+        self, samples: Sequence[Sample], overrides: Sequence[FeatureSpec]
+    ) -> list[FeatureSpec]:
+        return csv_source.infer_features([s.data for s in samples], overrides)
+
+    def sample_batches(
+        self, sample: Sample, features: Sequence[FeatureSpec]
+    ) -> Iterator[pa.RecordBatch]:
+        data = sample.data.data
+        yield from csv_source.read_range(
+            io.BytesIO(data), sample.path, 0, len(data), features, lambda row: None
+        )
+
+    def read_piece(
+        self,
+        piece: Piece,
+        features: Sequence[FeatureSpec],
+        on_bad_row: OnBadRow,
+        context: QuoteTable | None = None,
+    ) -> Iterator[pa.RecordBatch]:
+        compression = compression_of(piece.path)
+        with open_input(piece.path, compression) as f:
+            if compression:
+                yield from csv_source.read_range(
+                    f, piece.path, 0, sys.maxsize, features, on_bad_row
+                )
+                return
+            quotes = (context or {}).get(piece.path, {})
+            start, quotes_before = csv_ranges.record_start_at_or_after(
+                f, piece.start, quotes.get(piece.start, 0), piece.file_size
+            )
+            end, _ = csv_ranges.record_start_at_or_after(
+                f, piece.end, quotes.get(piece.end, 0), piece.file_size
+            )
+            if end > start:
+                yield from csv_source.read_range(
+                    f, piece.path, start, end, features, on_bad_row, quotes_before
+                )

@@ -1,0 +1,196 @@
+"""`--format jsonl`: one JSON object per line.
+
+Nested objects are flattened into dotted names (`{"a": {"b": 1}}` -> `a.b`), lists of numbers or
+strings become variable-length features, and a missing key is a missing value. pyarrow's JSON
+reader parses each chunk of lines in C++; only a chunk it rejects is looked at line by line, to
+dead-letter exactly the lines at fault (not JSON, not an object, invalid UTF-8, a value of
+another type than the feature's).
+"""
+
+from __future__ import annotations
+
+import io
+import json
+from collections.abc import Iterator, Sequence
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.json as pj
+
+from beam_jobs import arrow_conform
+from beam_jobs.dead_letter import BadRow, as_text
+from beam_jobs.errors import DataError
+from beam_jobs.formats.base import InputFormat, OnBadRow, Sample
+from beam_jobs.formats.lines import line_offsets
+from beam_jobs.formats.text import piece_chunks, sample_head
+from beam_jobs.shard_plan import InputFile, Piece
+from tfdata_reader.manifest import FeatureSpec
+
+__all__ = ["JsonLinesFormat", "flatten_object", "read_chunk"]
+
+
+def flatten_object(obj: dict, prefix: str = "") -> dict[str, Any]:
+    """Nested objects as dotted keys; other values as they are."""
+    flat: dict[str, Any] = {}
+    for key, value in obj.items():
+        name = f"{prefix}{key}"
+        if isinstance(value, dict):
+            flat.update(flatten_object(value, f"{name}."))
+        else:
+            flat[name] = value
+    return flat
+
+
+def _parse_fast(chunk: bytes) -> pa.Table:
+    options = pj.ReadOptions(use_threads=False, block_size=max(1 << 20, len(chunk) + 1))
+    return arrow_conform.flatten_structs(pj.read_json(io.BytesIO(chunk), read_options=options))
+
+
+def _lines(chunk: bytes, offset: int) -> list[tuple[int, int, bytes]]:
+    """(start, end, text) of each non-blank line, which is each row pyarrow makes."""
+    starts, ends = line_offsets(chunk)
+    found = []
+    for start, end in zip(starts.tolist(), ends.tolist()):
+        line = chunk[start:end]
+        if line.strip():
+            found.append((offset + start, offset + end, line))
+    return found
+
+
+def _bad(path: str, line: tuple[int, int, bytes], reason: str) -> BadRow:
+    return BadRow(path, line[0], line[1], reason, None, {"raw": as_text(line[2].rstrip(b"\r"))})
+
+
+def _parse_line(text: bytes) -> tuple[dict | None, str]:
+    """A line as a flat dict, or None and why not."""
+    try:
+        value = json.loads(text.decode("utf-8"))
+    except UnicodeDecodeError as e:
+        return None, f"invalid UTF-8: {e}"
+    except ValueError as e:
+        return None, f"invalid JSON: {e}"
+    if not isinstance(value, dict):
+        return None, f"not a JSON object: a JSON {type(value).__name__}"
+    return flatten_object(value), ""
+
+
+def _conform_rows(
+    table: pa.Table, lines: list, features: Sequence[FeatureSpec], path: str, on_bad_row: OnBadRow
+) -> pa.RecordBatch:
+    batch, bad = arrow_conform.conform(table, features)
+    for index, reason in sorted(bad.items()):
+        on_bad_row(_bad(path, lines[index], reason))
+    return batch
+
+
+def read_chunk(
+    chunk: bytes, offset: int, path: str, features: Sequence[FeatureSpec], on_bad_row: OnBadRow
+) -> pa.RecordBatch | None:
+    """The good rows of a chunk of whole lines, conformed to `features` (None: no rows)."""
+    try:
+        table = _parse_fast(chunk)
+    except (pa.ArrowInvalid, UnicodeDecodeError):
+        table = None
+    if table is not None:
+        if not table.num_rows:
+            return None
+        lines = _lines(chunk, offset)
+        return _conform_rows(table, lines, features, path, on_bad_row)
+    # The slow path, for a chunk pyarrow rejected: find the lines at fault one by one.
+    good_lines, rows = [], []
+    for line in _lines(chunk, offset):
+        row, reason = _parse_line(line[2])
+        if row is None:
+            on_bad_row(_bad(path, line, reason))
+        else:
+            good_lines.append(line)
+            rows.append(row)
+    if not rows:
+        return None
+    try:
+        table = _parse_fast(b"\n".join(line[2] for line in good_lines))
+        return _conform_rows(table, good_lines, features, path, on_bad_row)
+    except (pa.ArrowInvalid, UnicodeDecodeError):
+        pass  # values of different types in one key across lines: row by row
+    batches = []
+    for line in good_lines:
+        table = _parse_fast(line[2])
+        batch = _conform_rows(table, [line], features, path, on_bad_row)
+        if batch.num_rows:
+            batches.append(batch)
+    return pa.Table.from_batches(batches).combine_chunks().to_batches()[0] if batches else None
+
+
+def _infer_from_rows(rows: Sequence[dict], path: str) -> list[FeatureSpec]:
+    """Feature specs from parsed lines; robust to keys whose type differs between lines."""
+    kinds: dict[str, set[str]] = {}
+    for row in rows:
+        for key, value in row.items():
+            values = value if isinstance(value, list) else [value]
+            found = kinds.setdefault(key, set())
+            if isinstance(value, list):
+                found.add("list")
+            for v in values:
+                if isinstance(v, (dict, list)):
+                    raise DataError(
+                        f"{path}: key {key!r} holds a list of {type(v).__name__}s, which no "
+                        "tf.train.Example feature can hold; flatten it upstream"
+                    )
+                found.add(
+                    "null"
+                    if v is None
+                    else "str"
+                    if isinstance(v, str)
+                    else "float"
+                    if isinstance(v, float)
+                    else "int"
+                )
+    features = []
+    for key, found in kinds.items():
+        dtype = "bytes" if "str" in found else "float32" if "float" in found else "int64"
+        if found <= {"null", "list"}:
+            dtype = "bytes"
+        nullable = "null" in found or any(key not in row for row in rows)
+        features.append(FeatureSpec(key, dtype, None if "list" in found else [], nullable))
+    return features
+
+
+class JsonLinesFormat(InputFormat):
+    name = "jsonl"
+    extensions = (".jsonl", ".ndjson", ".json")
+
+    def sample(self, f: InputFile, sample_bytes: int) -> Sample:
+        lines, input_bytes = sample_head(f, sample_bytes)
+        if f.size and not lines.strip():
+            raise DataError(
+                f"{f.path}: no complete line in the first {sample_bytes} bytes; is it JSON lines?"
+            )
+        rows = [row for _, _, text in _lines(lines, 0) if (row := _parse_line(text)[0])]
+        return Sample(f.path, pa.table({}), input_bytes, data=(lines, rows))
+
+    def infer_features(
+        self, samples: Sequence[Sample], overrides: Sequence[FeatureSpec]
+    ) -> list[FeatureSpec]:
+        per_sample = [_infer_from_rows(s.data[1], s.path) for s in samples if s.data[1]]
+        if not per_sample and not overrides:
+            raise DataError(f"{samples[0].path}: no JSON object among the sampled lines")
+        return arrow_conform.merge_features(per_sample, overrides)
+
+    def sample_batches(
+        self, sample: Sample, features: Sequence[FeatureSpec]
+    ) -> Iterator[pa.RecordBatch]:
+        batch = read_chunk(sample.data[0], 0, sample.path, features, lambda row: None)
+        if batch is not None:
+            yield batch
+
+    def read_piece(
+        self,
+        piece: Piece,
+        features: Sequence[FeatureSpec],
+        on_bad_row: OnBadRow,
+        context: Any = None,
+    ) -> Iterator[pa.RecordBatch]:
+        for offset, chunk in piece_chunks(piece):
+            batch = read_chunk(chunk, offset, piece.path, features, on_bad_row)
+            if batch is not None and batch.num_rows:
+                yield batch

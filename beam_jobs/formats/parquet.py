@@ -1,0 +1,122 @@
+"""`--format parquet`: Arrow types map to Example types; row groups are the unit of the plan.
+
+A Parquet file may be cut only where a row group starts; a piece owns the row groups that start
+inside it. Footers are read at planning time only for files big enough to hold more than one
+shard's worth (smaller files are whole units), so planning stays cheap for many small files.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Iterator, Sequence
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from beam_jobs import arrow_conform
+from beam_jobs.dead_letter import BadRow
+from beam_jobs.errors import DataError
+from beam_jobs.formats.base import InputFormat, OnBadRow, Sample, open_input
+from beam_jobs.shard_plan import InputFile, Piece
+from tfdata_reader.manifest import FeatureSpec
+
+__all__ = ["ParquetFormat", "row_group_starts"]
+
+SAMPLE_ROWS = 4096
+_BATCH_ROWS = 65536
+
+
+def row_group_starts(metadata: pq.FileMetaData) -> list[int]:
+    """The byte offset where each row group's first column chunk starts."""
+    starts = []
+    for i in range(metadata.num_row_groups):
+        column = metadata.row_group(i).column(0)
+        offset = column.data_page_offset
+        if column.has_dictionary_page and column.dictionary_page_offset:
+            offset = min(offset, column.dictionary_page_offset)
+        starts.append(offset)
+    return starts
+
+
+def _open(path: str):
+    try:
+        return pq.ParquetFile(open_input(path))
+    except (pa.ArrowInvalid, OSError) as e:
+        raise DataError(f"{path}: not a Parquet file: {e}") from e
+
+
+def _bad_cells(batch: pa.RecordBatch, index: int) -> dict:
+    return {"cells": {k: repr(v) for k, v in batch.slice(index, 1).to_pylist()[0].items()}}
+
+
+class ParquetFormat(InputFormat):
+    name = "parquet"
+    extensions = (".parquet", ".pq")
+
+    def with_cuts(self, files: Sequence[InputFile], target_shard_bytes: int) -> list[InputFile]:
+        planned = []
+        for f in files:
+            cuts: tuple[int, ...] = ()
+            if f.size > target_shard_bytes:
+                cuts = tuple(row_group_starts(_open(f.path).metadata)[1:])
+            planned.append(dataclasses.replace(f, cuts=cuts))
+        return planned
+
+    def sample(self, f: InputFile, sample_bytes: int) -> Sample:
+        parquet = _open(f.path)
+        rows = parquet.metadata.num_rows
+        batch = next(parquet.iter_batches(batch_size=SAMPLE_ROWS), None)
+        table = (
+            pa.Table.from_batches([batch])
+            if batch is not None
+            else parquet.schema_arrow.empty_table()
+        )
+        input_bytes = f.size * (table.num_rows / rows) if rows else f.size
+        return Sample(f.path, arrow_conform.flatten_structs(table), input_bytes)
+
+    def infer_features(
+        self, samples: Sequence[Sample], overrides: Sequence[FeatureSpec]
+    ) -> list[FeatureSpec]:
+        try:
+            per_sample = [arrow_conform.infer_from_table(s.table) for s in samples]
+        except DataError as e:
+            raise DataError(f"{samples[0].path}: {e}") from None
+        return arrow_conform.merge_features(per_sample, overrides)
+
+    def sample_batches(
+        self, sample: Sample, features: Sequence[FeatureSpec]
+    ) -> Iterator[pa.RecordBatch]:
+        yield arrow_conform.conform(sample.table, features)[0]
+
+    def read_piece(
+        self,
+        piece: Piece,
+        features: Sequence[FeatureSpec],
+        on_bad_row: OnBadRow,
+        context: Any = None,
+    ) -> Iterator[pa.RecordBatch]:
+        parquet = _open(piece.path)
+        starts = row_group_starts(parquet.metadata)
+        groups = [i for i, s in enumerate(starts) if piece.start <= s < piece.end]
+        if piece.start == 0 and piece.end >= piece.file_size:
+            groups = list(range(len(starts)))  # the whole file, also one without row groups
+        if not groups:
+            return
+        rows_before = 0
+        for raw in parquet.iter_batches(batch_size=_BATCH_ROWS, row_groups=groups):
+            batch, bad = arrow_conform.conform(raw, features)
+            for index, reason in sorted(bad.items()):
+                on_bad_row(
+                    BadRow(
+                        piece.path,
+                        piece.start,
+                        piece.end,
+                        reason,
+                        rows_before + index,
+                        _bad_cells(raw, index),
+                    )
+                )
+            rows_before += raw.num_rows
+            if batch.num_rows:
+                yield batch

@@ -1,0 +1,74 @@
+"""`--format text`: one record per line, in the bytes feature `text` (line ending removed)."""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Iterator, Sequence
+from typing import Any
+
+import pyarrow as pa
+
+from beam_jobs.errors import DataError
+from beam_jobs.formats.base import InputFormat, OnBadRow, Sample, compression_of, open_input
+from beam_jobs.formats.base import read_head as read_content_head
+from beam_jobs.formats.lines import line_chunks, split_lines
+from beam_jobs.shard_plan import InputFile, Piece
+from tfdata_reader.manifest import FeatureSpec
+
+__all__ = ["TextFormat", "complete_lines", "piece_chunks"]
+
+FEATURE = FeatureSpec("text", "bytes", [])
+
+
+def complete_lines(head: bytes, is_whole_file: bool) -> bytes:
+    """The whole lines at the start of a file's head."""
+    return head if is_whole_file else head[: head.rfind(b"\n") + 1]
+
+
+def sample_head(f: InputFile, sample_bytes: int) -> tuple[bytes, float]:
+    """A file's first whole lines and the stored input bytes they stand for."""
+    compression = compression_of(f.path)
+    head, stored_per_byte = read_content_head(f.path, sample_bytes, compression)
+    whole = (len(head) * stored_per_byte >= f.size) if compression else len(head) >= f.size
+    lines = complete_lines(head, whole)
+    return lines, len(lines) * stored_per_byte
+
+
+def piece_chunks(piece: Piece) -> Iterator[tuple[int, bytes]]:
+    """The line chunks a piece owns; a compressed file is read whole by its one piece."""
+    compression = compression_of(piece.path)
+    start, end = (0, sys.maxsize) if compression else (piece.start, piece.end)
+    try:
+        with open_input(piece.path, compression) as f:
+            yield from line_chunks(f, start, end)
+    except (OSError, EOFError) as e:  # a truncated or corrupt compressed stream
+        raise DataError(f"{piece.path}: cannot read as {compression or 'text'}: {e}") from e
+
+
+class TextFormat(InputFormat):
+    name = "text"
+    extensions = (".txt", ".text")
+
+    def sample(self, f: InputFile, sample_bytes: int) -> Sample:
+        lines, input_bytes = sample_head(f, sample_bytes)
+        return Sample(f.path, pa.table({"text": split_lines(lines)}), input_bytes)
+
+    def infer_features(
+        self, samples: Sequence[Sample], overrides: Sequence[FeatureSpec]
+    ) -> list[FeatureSpec]:
+        return [FEATURE]
+
+    def sample_batches(
+        self, sample: Sample, features: Sequence[FeatureSpec]
+    ) -> Iterator[pa.RecordBatch]:
+        yield from sample.table.to_batches()
+
+    def read_piece(
+        self,
+        piece: Piece,
+        features: Sequence[FeatureSpec],
+        on_bad_row: OnBadRow,
+        context: Any = None,
+    ) -> Iterator[pa.RecordBatch]:
+        for _, chunk in piece_chunks(piece):
+            yield pa.RecordBatch.from_arrays([split_lines(chunk)], ["text"])

@@ -1,0 +1,171 @@
+"""`--format tfrecord`: re-shard TFRecord files of `tf.train.Example`s into sized shards.
+
+Uncompressed files may be cut anywhere: a piece finds its first record by the framing's
+checksums (`find_record_start`) and owns the records that start inside it. GZIP files (by
+suffix or by their magic bytes, since TFRecord files often have no suffix) are read whole.
+Records are decoded with tfx-bsl in batches, conformed to the spec and encoded again; a record
+that is not an Example goes to the dead letter; a record whose framing is corrupt is a data error.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import dataclasses
+import io
+from collections.abc import Callable, Iterator, Sequence
+from typing import Any
+
+import pyarrow as pa
+
+from beam_jobs import arrow_conform
+from beam_jobs.dead_letter import BadRow, as_text
+from beam_jobs.errors import DataError
+from beam_jobs.formats.base import InputFormat, OnBadRow, Sample, compression_of, open_input
+from beam_jobs.formats.base import read_head as read_content_head
+from beam_jobs.shard_plan import InputFile, Piece
+from beam_jobs.tfrecord_format import FramingError, find_record_start, read_records
+from tfdata_reader.manifest import FeatureSpec
+
+__all__ = ["TFRecordFormat"]
+
+_BATCH_RECORDS = 8192
+_GZIP_MAGIC = b"\x1f\x8b"
+_PROBE_THREADS = 16
+
+
+def _magic(path: str) -> bytes:
+    with open_input(path) as f:
+        return f.read(2)
+
+
+def _decode(records: Sequence[bytes]) -> pa.RecordBatch:
+    from tfx_bsl.coders.example_coder import ExamplesToRecordBatchDecoder
+
+    return ExamplesToRecordBatchDecoder().DecodeBatch(list(records))
+
+
+def _decode_each(
+    records: list[bytes], on_bad: Callable[[int, str], None]
+) -> list[tuple[list[int], pa.RecordBatch]]:
+    """Decoded batches with the record indexes they hold; records that are not Examples go
+    to `on_bad` (found one by one, only when the batch fails)."""
+    try:
+        return [(list(range(len(records))), _decode(records))]
+    except Exception:  # tfx-bsl raises RuntimeError(DATA_LOSS) or ValueError
+        decoded = []
+        for index, record in enumerate(records):
+            try:
+                decoded.append(([index], _decode([record])))
+            except Exception as e:
+                on_bad(index, f"not a tf.train.Example: {e}")
+        return decoded
+
+
+def _complete_records(data: bytes) -> tuple[list[bytes], int]:
+    """The whole records at the start of `data`, and the bytes they take."""
+    records, used = [], 0
+    try:
+        for offset, record in read_records(io.BytesIO(data)):
+            records.append(record)
+            used = offset + len(record) + 16
+    except FramingError:
+        pass  # the head ends inside a record
+    return records, used
+
+
+class TFRecordFormat(InputFormat):
+    name = "tfrecord"
+    extensions = (".tfrecord", ".tfrecords", ".tfr")
+
+    def __init__(self) -> None:
+        self._gzip: set[str] = set()  # inputs that are GZIP without a .gz suffix
+
+    def _compression(self, path: str) -> str | None:
+        return compression_of(path) or ("gzip" if path in self._gzip else None)
+
+    def with_cuts(self, files: Sequence[InputFile], target_shard_bytes: int) -> list[InputFile]:
+        # Two bytes per file tell GZIP apart; read in parallel, as there may be many on GCS.
+        unknown = [f.path for f in files if compression_of(f.path) is None and f.size]
+        with concurrent.futures.ThreadPoolExecutor(_PROBE_THREADS) as pool:
+            for path, magic in zip(unknown, pool.map(_magic, unknown)):
+                if magic == _GZIP_MAGIC:
+                    self._gzip.add(path)
+        return [
+            dataclasses.replace(f, cuts=() if self._compression(f.path) else None) for f in files
+        ]
+
+    def sample(self, f: InputFile, sample_bytes: int) -> Sample:
+        head, stored_per_byte = read_content_head(f.path, sample_bytes, self._compression(f.path))
+        records, used = _complete_records(head)
+        if head and not records:
+            raise DataError(
+                f"{f.path}: no complete TFRecord record in the first {len(head)} bytes; is it "
+                "a TFRecord file (and all of the record within --sample_bytes)?"
+            )
+        good = [table for _, table in _decode_each(records, lambda index, reason: None)]
+        table = pa.Table.from_batches(good).combine_chunks() if good else pa.table({})
+        return Sample(f.path, table, used * stored_per_byte, data=records)
+
+    def infer_features(
+        self, samples: Sequence[Sample], overrides: Sequence[FeatureSpec]
+    ) -> list[FeatureSpec]:
+        per_sample = [arrow_conform.infer_from_table(s.table, scalar_lists=True) for s in samples]
+        return arrow_conform.merge_features(per_sample, overrides)
+
+    def sample_batches(
+        self, sample: Sample, features: Sequence[FeatureSpec]
+    ) -> Iterator[pa.RecordBatch]:
+        yield from self._convert(sample.data, [0] * len(sample.data), sample.path, features, None)
+
+    def _convert(
+        self,
+        records: list[bytes],
+        offsets: list[int],
+        path: str,
+        features: Sequence[FeatureSpec],
+        on_bad_row: OnBadRow | None,
+    ) -> Iterator[pa.RecordBatch]:
+        def bad(index: int, reason: str) -> None:
+            if on_bad_row is not None:
+                start = offsets[index]
+                raw = {"raw": as_text(records[index])}
+                on_bad_row(BadRow(path, start, start + len(records[index]) + 16, reason, None, raw))
+
+        for indexes, table in _decode_each(records, bad):
+            batch, problems = arrow_conform.conform(table, features)
+            for index, reason in sorted(problems.items()):
+                bad(indexes[index], reason)
+            if batch.num_rows:
+                yield batch
+
+    def read_piece(
+        self,
+        piece: Piece,
+        features: Sequence[FeatureSpec],
+        on_bad_row: OnBadRow,
+        context: Any = None,
+    ) -> Iterator[pa.RecordBatch]:
+        compression = self._compression(piece.path)
+        records: list[bytes] = []
+        offsets: list[int] = []
+        try:
+            with open_input(piece.path, compression) as f:
+                start = 0
+                if compression is None and piece.start > 0:
+                    start = find_record_start(f, piece.start, piece.file_size)
+                    if start is None or start >= piece.end:
+                        return
+                    f.seek(start)
+                end = piece.end if compression is None else None
+                for offset, record in read_records(f, start):
+                    if end is not None and offset >= end:
+                        break
+                    records.append(record)
+                    offsets.append(offset)
+                    if len(records) == _BATCH_RECORDS:
+                        yield from self._convert(records, offsets, piece.path, features, on_bad_row)
+                        records, offsets = [], []
+        except FramingError as e:
+            raise DataError(f"{piece.path}: corrupt TFRecord file: {e}") from e
+        if records:
+            yield from self._convert(records, offsets, piece.path, features, on_bad_row)
