@@ -170,6 +170,8 @@ def missing_count(column: pa.Array) -> int:
 def _cast_values(column: pa.Array, dtype: str) -> pa.Array:
     """Casts scalars (or a list's values) to the Example type; raises ArrowInvalid."""
     target = _VALUE_TYPES[dtype]
+    if len(column) == 0:
+        return pa.array([], target)
     if pa.types.is_dictionary(column.type):
         column = column.dictionary_decode()
     if dtype == "int64" and pa.types.is_temporal(column.type):

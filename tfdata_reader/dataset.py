@@ -138,6 +138,10 @@ def make_dataset(
     cache: bool | str | None = None,
     shuffle_buffer_size: int = DEFAULT_SHUFFLE_BUFFER,
     skip_corrupt_shards: bool = False,
+    split: str | None = None,
+    decode_images: bool = False,
+    image_size: tuple[int, int] | None = None,
+    image_channels: int = 3,
 ) -> tf.data.Dataset:
     """Reads a converted dataset as batches of `{feature name: tensor}`.
 
@@ -162,6 +166,13 @@ def make_dataset(
       skip_corrupt_shards: check this pipeline's shards against the manifest (size and CRC32C,
         one extra read) before reading, and leave out the bad ones with a logged warning that
         names each and says why, instead of failing when reading reaches them.
+      split: read only this split of a dataset converted with `--splits` (e.g. "train").
+      decode_images: decode the `image` feature (JPEG, PNG, GIF, BMP) into uint8 tensors of
+        `image_channels` channels: a `tf.RaggedTensor` [batch, None, None, channels] of each
+        image's own size, or dense [batch, height, width, channels] with `image_size`.
+      image_size: (height, width) every decoded image is resized to (bilinear), so they batch
+        densely.
+      image_channels: channels of decoded images (1 grayscale, 3 RGB, 4 RGBA).
 
     Returns:
       A dataset of dicts (or `(dict, label)` with `label_key`), whose cardinality is known.
@@ -178,11 +189,19 @@ def make_dataset(
         raise ValueError(f"batch_size must be at least 1, got {batch_size}")
     if num_epochs is not None and num_epochs < 1:
         raise ValueError(f"num_epochs must be at least 1 or None (forever), got {num_epochs}")
+    if image_size is not None and not decode_images:
+        raise ValueError("image_size needs decode_images=True")
     manifest = read_manifest(path)
+    paths = shard_paths(path, manifest)
+    if split is not None:
+        keep = [i for i, s in enumerate(manifest.shards) if s.split == split]
+        manifest = manifest.split(split)
+        paths = [paths[i] for i in keep]
+    if decode_images and "image" not in {f.name for f in manifest.features}:
+        raise ValueError("decode_images=True needs an 'image' feature (a --format images dataset)")
     selected = _select(manifest, features if label_key is None else _with(features, label_key))
     spec = parse_spec(selected)
     ranges = _reads(manifest, input_context)
-    paths = shard_paths(path, manifest)
     if skip_corrupt_shards:
         ranges = _without_corrupt_shards(ranges, paths, manifest)
     if not ranges:
@@ -225,8 +244,11 @@ def make_dataset(
     if num_epochs != 1:
         ds = ds.repeat(num_epochs)
     ds = ds.batch(batch_size, drop_remainder=drop_remainder)
+    images = None
+    if decode_images and any(f.name == "image" for f in selected):
+        images = (image_size, image_channels)
     ds = ds.map(
-        _parser(spec, label_key),
+        _parser(spec, label_key, images),
         num_parallel_calls=num_parallel_calls,
         deterministic=deterministic,
     )
@@ -243,9 +265,34 @@ def _with(features: Sequence[str] | None, label_key: str) -> Sequence[str] | Non
     return [*features, label_key]
 
 
-def _parser(spec: dict, label_key: str | None):
+def _image_decoder(size: tuple[int, int] | None, channels: int):
+    """Decodes a batch of encoded images: ragged at their own sizes, or dense at `size`."""
+
+    def decode_one(encoded: tf.Tensor) -> tf.Tensor:
+        image = tf.io.decode_image(encoded, channels=channels, expand_animations=False)
+        if size is None:
+            return tf.RaggedTensor.from_tensor(image, ragged_rank=1)
+        resized = tf.image.resize(image, size, method="bilinear")
+        return tf.cast(tf.clip_by_value(tf.round(resized), 0.0, 255.0), tf.uint8)
+
+    if size is None:
+        signature = tf.RaggedTensorSpec([None, None, channels], tf.uint8, ragged_rank=1)
+    else:
+        signature = tf.TensorSpec([*size, channels], tf.uint8)
+
+    def decode(images: tf.Tensor) -> tf.Tensor:
+        return tf.map_fn(decode_one, images, fn_output_signature=signature)
+
+    return decode
+
+
+def _parser(spec: dict, label_key: str | None, images: tuple | None = None):
+    decode = _image_decoder(*images) if images else None
+
     def parse(records: tf.Tensor):
         parsed = tf.io.parse_example(records, spec)
+        if decode is not None:
+            parsed["image"] = decode(parsed["image"])
         if label_key is None:
             return parsed
         label = parsed.pop(label_key)

@@ -9,6 +9,7 @@ another type than the feature's).
 
 from __future__ import annotations
 
+import collections
 import io
 import json
 from collections.abc import Iterator, Sequence
@@ -121,37 +122,44 @@ def read_chunk(
     return pa.Table.from_batches(batches).combine_chunks().to_batches()[0] if batches else None
 
 
+def _kind(value: Any) -> str:
+    if value is None:
+        return "null"
+    return "str" if isinstance(value, str) else "float" if isinstance(value, float) else "int"
+
+
 def _infer_from_rows(rows: Sequence[dict], path: str) -> list[FeatureSpec]:
-    """Feature specs from parsed lines; robust to keys whose type differs between lines."""
-    kinds: dict[str, set[str]] = {}
+    """Feature specs from parsed lines; a key whose values are text in some lines and numbers
+    in others takes the type most lines have (the others are dead-lettered when written)."""
+    counts: dict[str, collections.Counter] = {}
     for row in rows:
         for key, value in row.items():
-            values = value if isinstance(value, list) else [value]
-            found = kinds.setdefault(key, set())
+            found = counts.setdefault(key, collections.Counter())
             if isinstance(value, list):
-                found.add("list")
-            for v in values:
-                if isinstance(v, (dict, list)):
-                    raise DataError(
-                        f"{path}: key {key!r} holds a list of {type(v).__name__}s, which no "
-                        "tf.train.Example feature can hold; flatten it upstream"
-                    )
-                found.add(
-                    "null"
-                    if v is None
-                    else "str"
-                    if isinstance(v, str)
-                    else "float"
-                    if isinstance(v, float)
-                    else "int"
-                )
+                found["list"] += 1
+                kinds = {_kind(v) for v in value}
+                for v in value:
+                    if isinstance(v, (dict, list)):
+                        raise DataError(
+                            f"{path}: key {key!r} holds a list of {type(v).__name__}s, which no "
+                            "tf.train.Example feature can hold; flatten it upstream"
+                        )
+                found.update(kinds)
+            else:
+                found[_kind(value)] += 1
     features = []
-    for key, found in kinds.items():
-        dtype = "bytes" if "str" in found else "float32" if "float" in found else "int64"
-        if found <= {"null", "list"}:
+    for key, found in counts.items():
+        numbers = found["int"] + found["float"]
+        if found["str"] and found["str"] >= numbers:
             dtype = "bytes"
-        nullable = "null" in found or any(key not in row for row in rows)
-        features.append(FeatureSpec(key, dtype, None if "list" in found else [], nullable))
+        elif found["float"]:
+            dtype = "float32"
+        elif found["int"]:
+            dtype = "int64"
+        else:
+            dtype = "bytes"  # only nulls and empty lists so far
+        nullable = bool(found["null"]) or any(key not in row for row in rows)
+        features.append(FeatureSpec(key, dtype, None if found["list"] else [], nullable))
     return features
 
 

@@ -1,8 +1,9 @@
 """`--format parquet`: Arrow types map to Example types; row groups are the unit of the plan.
 
 A Parquet file may be cut only where a row group starts; a piece owns the row groups that start
-inside it. Footers are read at planning time only for files big enough to hold more than one
-shard's worth (smaller files are whole units), so planning stays cheap for many small files.
+inside it. For the plan, a file's size is where its last row group ends (the footer is left
+out). Footers are read at planning time only for files bigger than one shard (smaller files are
+whole units), so planning stays cheap for many small files.
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ from beam_jobs.formats.base import InputFormat, OnBadRow, Sample, open_input
 from beam_jobs.shard_plan import InputFile, Piece
 from tfdata_reader.manifest import FeatureSpec
 
-__all__ = ["ParquetFormat", "row_group_starts"]
+__all__ = ["ParquetFormat", "data_end", "row_group_starts"]
 
 SAMPLE_ROWS = 4096
 _BATCH_ROWS = 65536
@@ -37,6 +38,16 @@ def row_group_starts(metadata: pq.FileMetaData) -> list[int]:
             offset = min(offset, column.dictionary_page_offset)
         starts.append(offset)
     return starts
+
+
+def data_end(metadata: pq.FileMetaData, file_size: int) -> int:
+    """Where the last row group ends: the footer after it holds no records, and with many row
+    groups it can be a large part of the file, so the plan leaves it out."""
+    if metadata.num_row_groups == 0:
+        return file_size
+    last = metadata.row_group(metadata.num_row_groups - 1)
+    size = sum(last.column(i).total_compressed_size for i in range(last.num_columns))
+    return min(file_size, row_group_starts(metadata)[-1] + size)
 
 
 def _open(path: str):
@@ -57,22 +68,24 @@ class ParquetFormat(InputFormat):
     def with_cuts(self, files: Sequence[InputFile], target_shard_bytes: int) -> list[InputFile]:
         planned = []
         for f in files:
-            cuts: tuple[int, ...] = ()
             if f.size > target_shard_bytes:
-                cuts = tuple(row_group_starts(_open(f.path).metadata)[1:])
-            planned.append(dataclasses.replace(f, cuts=cuts))
+                metadata = _open(f.path).metadata
+                cuts = tuple(row_group_starts(metadata)[1:])
+                f = dataclasses.replace(f, size=data_end(metadata, f.size), cuts=cuts)
+            planned.append(dataclasses.replace(f, cuts=f.cuts or ()))
         return planned
 
     def sample(self, f: InputFile, sample_bytes: int) -> Sample:
         parquet = _open(f.path)
         rows = parquet.metadata.num_rows
+        size = min(f.size, data_end(parquet.metadata, f.size))
         batch = next(parquet.iter_batches(batch_size=SAMPLE_ROWS), None)
         table = (
             pa.Table.from_batches([batch])
             if batch is not None
             else parquet.schema_arrow.empty_table()
         )
-        input_bytes = f.size * (table.num_rows / rows) if rows else f.size
+        input_bytes = size * (table.num_rows / rows) if rows else size
         return Sample(f.path, arrow_conform.flatten_structs(table), input_bytes)
 
     def infer_features(
