@@ -1,10 +1,11 @@
 """Command-line interface: `tfrecord-etl convert | inspect | verify` (also `python -m beam_jobs`).
 
-Exit codes: 0 success; 1 a data problem (more bad rows than --max_bad_fraction, input that is not
-CSV, a shard that fails `verify`, a missing or malformed manifest); 2 a usage error (bad flag
-value, an input pattern that matches nothing, an output that is a file or holds foreign files);
-3 any other failure (a runner or storage error). `convert` ends with one JSON line on stdout:
-{"status": "ok" | "already_converted" | "dry_run" | "error", "exit_code": N, ...counts}.
+Exit codes: 0 success; 1 a data problem (more bad rows than --max_bad_fraction, input that is
+not of its format, a shard that fails `verify`, a missing or malformed manifest); 2 a usage error
+(bad flag value, an input pattern that matches nothing, an output that is a file or holds
+foreign files); 3 any other failure (a runner or storage error). `convert` ends with one JSON
+line on stdout: {"status": "ok" | "already_converted" | "dry_run" | "submitted" | "error",
+"exit_code": N, ...counts}.
 """
 
 from __future__ import annotations
@@ -25,10 +26,13 @@ EXIT_OK, EXIT_DATA, EXIT_USAGE, EXIT_OTHER = 0, 1, 2, 3
 _USAGE = """\
 usage: tfrecord-etl {convert,inspect,verify} ...
 
-  convert --input PATTERN --output DIR [--format csv] [--schema FILE]
+  convert --input PATTERN --output DIR [--format csv|jsonl|parquet|text|images|tfrecord]
+          [--schema FILE] [--labels labels.csv] [--splits train=80,eval=20 [--split_key COL]]
           [--target_shard_bytes 256MiB | --num_shards N] [--compression none|gzip]
           [--shard_prefix data] [any Beam pipeline flag, e.g. --runner DataflowRunner]
   inspect DIR [--schema]     summary of a converted dataset (or its schema as JSON)
+  inspect --input PATTERN [--format F] [--schema]
+                             the feature spec convert infers from raw inputs
   verify DIR                 re-read every shard and check it against the manifest
 
 `tfrecord-etl convert --help` lists convert's flags.
@@ -101,14 +105,46 @@ def _inspect(argv: list[str]) -> int:
     from beam_jobs.verify import load_manifest
     from tfdata_reader.manifest import schema_to_json
 
-    parser = argparse.ArgumentParser(prog="tfrecord-etl inspect")
-    parser.add_argument("output", help="a conversion's output directory")
+    parser = argparse.ArgumentParser(
+        prog="tfrecord-etl inspect",
+        description="Summarize a converted dataset, or (with --input) infer the feature spec of "
+        "raw inputs; --schema prints the spec as JSON for convert --schema.",
+    )
+    parser.add_argument("output", nargs="?", help="a conversion's output directory")
+    parser.add_argument("--input", action="append", help="raw input files or patterns instead")
+    parser.add_argument("--format", default=None, help="format of --input (default: extension)")
+    parser.add_argument("--labels", default=None, help="labels CSV, for --format images")
     parser.add_argument(
         "--schema", action="store_true", help="print only the feature spec, as --schema JSON"
     )
     args = parser.parse_args(argv)
+    if args.input:
+        return _inspect_inputs(args)
+    if not args.output:
+        parser.error("give a dataset directory, or --input PATTERN to infer a raw input's spec")
     manifest = load_manifest(args.output)
     print(schema_to_json(manifest.features) if args.schema else describe(manifest, args.output))
+    return EXIT_OK
+
+
+def _inspect_inputs(args: argparse.Namespace) -> int:
+    """The spec `convert` would infer for raw inputs (and its plan, without --schema)."""
+    from apache_beam.options.pipeline_options import PipelineOptions
+
+    from beam_jobs.options import ConvertConfig, normalize_argv
+    from beam_jobs.planning import make_plan
+    from beam_jobs.report import describe_plan
+    from tfdata_reader.manifest import schema_to_json
+
+    flags = [a for i in args.input for a in ("--input", i)] + ["--output", "(none)"]
+    flags += [f"--format={args.format}"] if args.format else []
+    flags += ["--labels", args.labels] if args.labels else []
+    config = ConvertConfig.from_options(PipelineOptions(normalize_argv(flags)))
+    plan = make_plan(config)
+    if args.schema:
+        print(schema_to_json(list(plan.features)), end="")
+    else:
+        print(describe_plan(plan, "(inspect only)", config.target_shard_bytes))
     return EXIT_OK
 
 

@@ -39,6 +39,20 @@ def describe(manifest: Manifest, location: str) -> str:
         f"compression {manifest.compression}, largest/smallest {balance})",
         f"inputs       {len(manifest.inputs.get('files', []))} files, "
         f"{format_size(manifest.inputs.get('total_bytes', 0))}",
+        *(
+            f"split        {name}: {v['records']:,} records in {v['shards']} shards "
+            f"({format_size(v['bytes'])}), weight {v['weight']}"
+            for name, v in manifest.split_summary().items()
+        ),
+        *(
+            [
+                f"labels       {len(manifest.label_vocabulary)}: "
+                + ", ".join(f"{i}={n}" for i, n in enumerate(manifest.label_vocabulary[:20]))
+                + (", ..." if len(manifest.label_vocabulary) > 20 else "")
+            ]
+            if manifest.label_vocabulary
+            else []
+        ),
         "",
         format_table(
             ["shard", "records", "bytes", "crc32c"],
@@ -78,17 +92,32 @@ def summarize_run(manifest: Manifest, elapsed_seconds: float) -> str:
     return format_table(["conversion", "done"], rows)
 
 
+def _planned_shards(plan: ConversionPlan, target_shard_bytes: int) -> str:
+    if not plan.splits:
+        estimate = plan.estimated_output_bytes / len(plan.shards)
+        return (
+            f"shards       {len(plan.shards)} of about {format_size(estimate)} each "
+            f"(target {format_size(target_shard_bytes)})"
+        )
+    total = sum(w for _, w in plan.splits)
+    parts = []
+    for name, weight in plan.splits:
+        count = sum(1 for s in plan.shards if s.split == name)
+        size = plan.estimated_output_bytes * weight / total / count
+        parts.append(f"{name} ({weight}/{total}): {count} of about {format_size(size)}")
+    return f"shards       {'; '.join(parts)} (target {format_size(target_shard_bytes)})"
+
+
 def describe_plan(plan: ConversionPlan, output: str, target_shard_bytes: int) -> str:
     """What `convert --dry_run` prints: inputs, features, and the planned shards."""
-    estimate = plan.estimated_output_bytes / len(plan.shards)
     lines = [
         f"dry run: nothing written to {output}",
+        f"format       {plan.input_format.name if plan.input_format else '?'}",
         f"inputs       {len(plan.files)} files, {format_size(plan.input_bytes)}",
         f"estimate     {plan.estimated_records:,.0f} records, "
         f"{format_size(plan.estimated_output_bytes)} of shards "
         f"({plan.output_bytes_per_input_byte:.3f} output bytes per input byte, from samples)",
-        f"shards       {len(plan.shards)} of about {format_size(estimate)} each "
-        f"(target {format_size(target_shard_bytes)})",
+        _planned_shards(plan, target_shard_bytes),
         "",
         format_table(
             ["feature", "dtype", "shape", "nullable"],
@@ -102,7 +131,7 @@ def describe_plan(plan: ConversionPlan, output: str, target_shard_bytes: int) ->
             ["shard", "input bytes", "pieces", "first input"],
             [
                 (
-                    s.index,
+                    f"{s.split} {s.index}" if s.split else s.index,
                     format_size(s.input_bytes),
                     len(s.pieces),
                     s.pieces[0].path if s.pieces else "-",

@@ -367,3 +367,26 @@ def test_splits_are_deterministic_disjoint_and_complete(sample_csv, tmp_path):
         ValueError, match="no split 'test' in this dataset; its splits: train, eval"
     ):
         make_dataset(str(tmp_path / "a"), 8, split="test")
+
+
+def test_inspect_prints_the_inferred_spec_of_raw_inputs(tmp_path, capsys):
+    from beam_jobs.cli import main
+
+    (tmp_path / "a.jsonl").write_text('{"id": 1, "x": {"y": [1.5]}}\n{"id": 2, "z": "q"}\n')
+    assert main(["inspect", "--input", str(tmp_path / "a.jsonl"), "--schema"]) == 0
+    schema = json.loads(capsys.readouterr().out)
+    assert schema == {
+        "features": [
+            {"name": "id", "dtype": "int64", "shape": [], "nullable": False},
+            {"name": "x.y", "dtype": "float32", "shape": None, "nullable": True},
+            {"name": "z", "dtype": "bytes", "shape": [], "nullable": True},
+        ]
+    }
+    (tmp_path / "schema.json").write_text(
+        json.dumps({"features": [{"name": "id", "dtype": "float32"}]})
+    )
+    manifest = convert(
+        [str(tmp_path / "a.jsonl")], tmp_path / "out", f"--schema={tmp_path / 'schema.json'}"
+    )
+    assert manifest.feature("id").dtype == "float32"
+    assert sorted(r["id"] for r in read_all(tmp_path / "out")) == [1.0, 2.0]

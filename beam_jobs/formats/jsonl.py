@@ -27,7 +27,7 @@ from beam_jobs.formats.text import piece_chunks, sample_head
 from beam_jobs.shard_plan import InputFile, Piece
 from tfdata_reader.manifest import FeatureSpec
 
-__all__ = ["JsonLinesFormat", "flatten_object", "read_chunk"]
+__all__ = ["JsonLinesFormat", "flatten_object", "infer_from_rows", "read_chunk"]
 
 
 def flatten_object(obj: dict, prefix: str = "") -> dict[str, Any]:
@@ -125,10 +125,12 @@ def read_chunk(
 def _kind(value: Any) -> str:
     if value is None:
         return "null"
-    return "str" if isinstance(value, str) else "float" if isinstance(value, float) else "int"
+    if isinstance(value, (str, bytes)):
+        return "str"
+    return "float" if isinstance(value, float) else "int"
 
 
-def _infer_from_rows(rows: Sequence[dict], path: str) -> list[FeatureSpec]:
+def infer_from_rows(rows: Sequence[dict], path: str) -> list[FeatureSpec]:
     """Feature specs from parsed lines; a key whose values are text in some lines and numbers
     in others takes the type most lines have (the others are dead-lettered when written)."""
     counts: dict[str, collections.Counter] = {}
@@ -179,7 +181,7 @@ class JsonLinesFormat(InputFormat):
     def infer_features(
         self, samples: Sequence[Sample], overrides: Sequence[FeatureSpec]
     ) -> list[FeatureSpec]:
-        per_sample = [_infer_from_rows(s.data[1], s.path) for s in samples if s.data[1]]
+        per_sample = [infer_from_rows(s.data[1], s.path) for s in samples if s.data[1]]
         if not per_sample and not overrides:
             raise DataError(f"{samples[0].path}: no JSON object among the sampled lines")
         return arrow_conform.merge_features(per_sample, overrides)
