@@ -28,6 +28,11 @@ demo: $(STAMP)
 	$(BIN)/python -m beam_jobs inspect $(DEMO_DIR)/out
 	$(BIN)/python -m beam_jobs verify $(DEMO_DIR)/out
 	$(BIN)/python examples/train_mirrored.py $(DEMO_DIR)/out --steps 20
+	$(BIN)/python examples/make_sample_images.py --output $(DEMO_DIR)/images --per_class 100
+	$(BIN)/python -m beam_jobs convert --input $(DEMO_DIR)/images --format images \
+		--output $(DEMO_DIR)/images_out --target_shard_bytes 256KiB --splits train=80,eval=20
+	$(BIN)/python -m beam_jobs inspect $(DEMO_DIR)/images_out
+	$(BIN)/python examples/read_images.py $(DEMO_DIR)/images_out --split train
 
 lint: $(STAMP)
 	$(BIN)/ruff check .

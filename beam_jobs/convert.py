@@ -66,11 +66,13 @@ def run(argv: Sequence[str]) -> ConvertResult:
         )
         return ConvertResult(config, load_manifest(config.output), converted=False)
     _log.info(
-        "plan: %d input files (%s), %d features, %d shards of about %s each",
+        "plan: %d %s input files (%s), %d features, %d shards%s of about %s each",
         len(plan.files),
+        config.format,
         format_size(plan.input_bytes),
         len(plan.features),
         len(plan.shards),
+        _per_split(plan),
         format_size(plan.estimated_output_bytes / len(plan.shards)),
     )
     transform = ConvertToShards(plan, config, __version__)
@@ -94,6 +96,13 @@ def run(argv: Sequence[str]) -> ConvertResult:
     finally:
         reporter.stop()
     return ConvertResult(config, load_manifest(config.output), converted=True)
+
+
+def _per_split(plan: ConversionPlan) -> str:
+    if not plan.splits:
+        return ""
+    counts = [f"{name} {sum(s.split == name for s in plan.shards)}" for name, _ in plan.splits]
+    return f" ({', '.join(counts)})"
 
 
 def _data_error(error: BaseException) -> DataError | None:
