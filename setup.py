@@ -23,7 +23,11 @@ setup(
         "pyarrow",
         "numpy",
         "google-crc32c",
+        "pandas",
+        "pillow",
+        "zstandard",
     ],
-    extras_require={"dev": ["pytest", "ruff"]},
+    # gcp-storage-emulator and cryptography: the local Cloud Storage the gs:// tests run against.
+    extras_require={"dev": ["pytest", "ruff", "gcp-storage-emulator", "cryptography"]},
     entry_points={"console_scripts": ["tfrecord-etl=beam_jobs.cli:main"]},
 )

@@ -7,12 +7,11 @@ import logging
 from collections.abc import Sequence
 
 import apache_beam as beam
-from apache_beam.io.filesystems import FileSystems
 from apache_beam.options.pipeline_options import PipelineOptions
 
 from beam_jobs.errors import DataError
 from beam_jobs.options import ConvertConfig, apply_local_runner_defaults, normalize_argv
-from beam_jobs.output_dir import prepare_output
+from beam_jobs.output_dir import prepare_output, remove_folder
 from beam_jobs.pipeline import ConvertToShards
 from beam_jobs.planning import ConversionPlan, make_plan
 from beam_jobs.progress import ProgressReporter
@@ -119,7 +118,6 @@ def _data_error(error: BaseException) -> DataError | None:
 def _remove_quietly(path: str) -> None:
     """Deletes a failed run's temporary shards; a leftover is harmless, so errors are logged."""
     try:
-        if FileSystems.exists(path):
-            FileSystems.delete([path])
+        remove_folder(path)
     except Exception as e:
         _log.warning("could not remove temporary folder %s: %s", path, e)

@@ -16,11 +16,25 @@ from beam_jobs.options import ConvertConfig, UsageError
 from beam_jobs.verify import load_manifest
 from tfdata_reader.manifest import MANIFEST_NAME, Manifest, ManifestError, shard_prefix_of
 
-__all__ = ["DEAD_LETTER_DIR", "TEMP_DIR_PREFIX", "is_ours", "prepare_output"]
+__all__ = ["DEAD_LETTER_DIR", "TEMP_DIR_PREFIX", "is_ours", "prepare_output", "remove_folder"]
 
 DEAD_LETTER_DIR = "dead_letter"  # bad rows, one JSON-lines file per shard
 TEMP_DIR_PREFIX = ".tfrecord-etl-tmp-"  # + a run id; where shards are written before publishing
 _TEMP_DIR_RE = re.compile(rf"^{re.escape(TEMP_DIR_PREFIX)}[0-9a-f]+$")
+
+
+def remove_folder(path: str) -> None:
+    """Deletes a folder and everything below it, on any file system.
+
+    On GCS a folder is only a name prefix (it never "exists" by itself), so what decides is
+    whether anything is listed below it.
+    """
+    path = path.rstrip("/")
+    if FileSystems.get_scheme(path) in (None, "file"):  # a local path
+        if FileSystems.exists(path):
+            FileSystems.delete([path])  # the whole tree
+    elif FileSystems.match([path + "/**"])[0].metadata_list:
+        FileSystems.delete([path + "/"])  # every object under the prefix
 
 
 def is_ours(name: str) -> bool:
@@ -65,9 +79,8 @@ def prepare_output(config: ConvertConfig, files: list[dict]) -> bool:
         `--overwrite`).
     """
     output, overwrite = config.output, config.overwrite
-    exists = FileSystems.exists(output)
-    entries = _entries(output) if exists else {}  # one recursive listing: costly on GCS
-    if exists and not entries and _is_file(output):
+    entries = _entries(output)  # one recursive listing (on GCS a folder has no object itself)
+    if not entries and _is_file(output):
         raise UsageError(f"--output {output} is a file; give a directory")
     if MANIFEST_NAME in entries and not overwrite:
         try:
@@ -84,9 +97,9 @@ def prepare_output(config: ConvertConfig, files: list[dict]) -> bool:
             "or new directory, or pass --overwrite (only tfrecord-etl's own files are replaced)"
         )
     # Temporary folders of killed runs (one output is written by one run at a time).
-    leftovers = [FileSystems.join(output, n) for n in entries if n.startswith(TEMP_DIR_PREFIX)]
-    if leftovers:
-        FileSystems.delete(leftovers)
+    for name in entries:
+        if name.startswith(TEMP_DIR_PREFIX):
+            remove_folder(FileSystems.join(output, name))
     return False
 
 

@@ -17,7 +17,7 @@ from apache_beam.io.filesystem import CompressionTypes
 from apache_beam.io.filesystems import FileSystems
 
 from beam_jobs.errors import DataError
-from beam_jobs.output_dir import DEAD_LETTER_DIR
+from beam_jobs.output_dir import DEAD_LETTER_DIR, remove_folder
 from beam_jobs.shard_writer import WrittenShard
 from tfdata_reader.manifest import (
     MANIFEST_NAME,
@@ -104,8 +104,7 @@ def dead_letter_name(shard: WrittenShard) -> str:
 
 def _publish_dead_letters(written: Sequence[WrittenShard], output: str) -> None:
     folder = FileSystems.join(output, DEAD_LETTER_DIR)
-    if FileSystems.exists(folder):
-        FileSystems.delete([folder])  # an earlier run's; ours replaces it whole
+    remove_folder(folder)  # an earlier run's; ours replaces it whole
     moves = [(w.dead_letter_temp_path, dead_letter_name(w)) for w in written]
     moves = [(src, FileSystems.join(output, dst)) for src, dst in moves if src]
     if moves:
@@ -179,7 +178,7 @@ def publish(
     _publish_dead_letters(written, output)
     write_text_atomically(manifest_path, manifest.to_json())
     stale = _stale_shards(output, prefixes, {s.path for s in manifest.shards})
-    leftovers = [temp_dir] if FileSystems.exists(temp_dir) else []
-    if stale or leftovers:
-        FileSystems.delete(stale + leftovers)
+    if stale:
+        FileSystems.delete(stale)
+    remove_folder(temp_dir)
     return manifest

@@ -390,3 +390,47 @@ def test_inspect_prints_the_inferred_spec_of_raw_inputs(tmp_path, capsys):
     )
     assert manifest.feature("id").dtype == "float32"
     assert sorted(r["id"] for r in read_all(tmp_path / "out")) == [1.0, 2.0]
+
+
+# --- Size bounds --------------------------------------------------------------------------------
+
+
+def _write_text(folder):
+    (folder / "a.txt").write_text("".join(f"line {i} {'y' * (i % 70)}\n" for i in range(12000)))
+    return [str(folder / "a.txt")], []
+
+
+def _write_tfrecords(folder):
+    with tf.io.TFRecordWriter(str(folder / "a.tfrecord")) as w:
+        for i in range(5000):
+            w.write(_example(i))
+    with tf.io.TFRecordWriter(str(folder / "b.tfrecord")) as w:
+        for i in range(5000, 5100):
+            w.write(_example(i))
+        w.write(b"not an Example")
+    return [str(folder / "*.tfrecord")], []
+
+
+def _write_images(folder):
+    rng = np.random.default_rng(0)
+    for i in range(240):
+        (folder / f"c{i % 4}").mkdir(exist_ok=True)
+        pixels = rng.integers(0, 256, size=(20, 20 + i % 9, 3), dtype=np.uint8)
+        (folder / f"c{i % 4}" / f"{i:03d}.png").write_bytes(_png(pixels))
+    return [str(folder)], ["--format=images"]
+
+
+@pytest.mark.parametrize(
+    "write, records, bad",
+    [(_write_text, 12000, 0), (_write_tfrecords, 5100, 1), (_write_images, 240, 0)],
+    ids=["text", "tfrecord", "images"],
+)
+def test_size_bounds_hold_for_every_format(tmp_path, write, records, bad):
+    (tmp_path / "in").mkdir()
+    inputs, flags = write(tmp_path / "in")
+    manifest = convert(
+        inputs, tmp_path / "out", f"--target_shard_bytes={TARGET}", "--max_bad_fraction=0.01",
+        *flags,
+    )  # fmt: skip
+    assert (manifest.total_records, manifest.counts["bad_records"]) == (records, bad)
+    assert_sizes(manifest)
