@@ -17,6 +17,7 @@ import numpy as np
 __all__ = [
     "count_quotes",
     "first_record_start",
+    "nonempty_record_starts",
     "record_start_at_or_after",
     "record_starts",
 ]
@@ -90,3 +91,33 @@ def record_start_at_or_after(
         quotes += count_quotes(block)
         pos += len(block)
     return file_size, quotes
+
+
+def nonempty_record_starts(f: BinaryIO, start: int, end: int, quotes_before: int) -> np.ndarray:
+    """Offsets of the non-empty records that start in [start, end) of a file, in order.
+
+    `start` must be a record start with `quotes_before` quote bytes before it. Blank lines
+    (`\n` or `\r\n` alone) are left out, as pyarrow skips them. Reads the range once; used only
+    to place bad rows, which pyarrow reports by record number, at their exact byte offset.
+    """
+    f.seek(start)
+    blocks, ends, position, quotes = [], [], start, quotes_before
+    while position < end:
+        block = f.read(min(_SCAN_BLOCK, end - position))
+        if not block:
+            break
+        arr = np.frombuffer(block, dtype=np.uint8)
+        ends.append(record_starts(block, quotes) + position)
+        blocks.append((position, arr))
+        quotes += count_quotes(block)
+        position += len(block)
+    starts = np.concatenate([[start], *ends]).astype(np.int64)
+    starts = starts[starts < position] if position < end else starts[starts < end]
+    following = np.append(starts[1:], position)
+    lengths = following - starts
+    empty = lengths == 1  # "\n" alone
+    maybe_crlf = np.flatnonzero(lengths == 2)
+    for i in maybe_crlf.tolist():
+        f.seek(int(starts[i]))
+        empty[i] = f.read(1) == b"\r"
+    return starts[~empty]

@@ -7,16 +7,18 @@ An empty cell is a missing value (null), and nothing else is: "NA" or "null" sta
 
 from __future__ import annotations
 
+import bisect
 import dataclasses
 import io
 from collections.abc import Callable, Iterator, Sequence
 from typing import BinaryIO
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.csv as pcsv
 
-from beam_jobs.csv_ranges import record_starts
+from beam_jobs.csv_ranges import nonempty_record_starts, record_starts
 from beam_jobs.dead_letter import BadRow, as_text
 from beam_jobs.errors import DataError
 from tfdata_reader.manifest import FeatureSpec
@@ -226,17 +228,23 @@ def read_range(
         column_names=None if start == 0 else names,
     )
     rows_before = 0
+    # Bad rows wait for the end of the range, when one more read places each at its offset.
+    malformed_rows: list[tuple[BadRow, int | None]] = []  # with pyarrow's record number
+    typed_rows: list[BadRow] = []
 
     def malformed(row: pcsv.InvalidRow) -> str:
         reason = f"expected {row.expected_columns} columns, got {row.actual_columns}"
-        on_bad_row(BadRow(path, start, end, reason, None, {"raw": as_text(row.text)}))
+        bad = BadRow(path, start, end, reason, None, {"raw": as_text(row.text)})
+        malformed_rows.append((bad, row.number))
         return "skip"
 
     def typed(raw: pa.RecordBatch) -> pa.RecordBatch:
         nonlocal rows_before
         batch, bad = _typed_batch(raw, features)
         for index, reason in sorted(bad.items()):
-            on_bad_row(BadRow(path, start, end, reason, rows_before + index, _cells(raw, index)))
+            typed_rows.append(
+                BadRow(path, start, end, reason, rows_before + index, _cells(raw, index))
+            )
         rows_before += raw.num_rows
         return batch
 
@@ -263,9 +271,51 @@ def read_range(
         if pending is not None and (quotes_before + window.quotes) % 2:
             last = pending.num_rows - 1
             reason = "unterminated quoted field: it runs to the end of the file"
-            on_bad_row(BadRow(path, start, end, reason, rows_before + last, _cells(pending, last)))
+            typed_rows.append(
+                BadRow(path, start, end, reason, rows_before + last, _cells(pending, last))
+            )
             pending = pending.slice(0, last)
         if pending is not None and (batch := typed(pending)).num_rows:
             yield batch
     except pa.ArrowInvalid as e:
         raise DataError(f"{path}: bytes {start}-{end}: {e}") from e
+    if malformed_rows or typed_rows:
+        starts = nonempty_record_starts(f, start, end, quotes_before)
+        for bad in _placed(starts, malformed_rows, typed_rows, header=start == 0):
+            on_bad_row(bad)
+
+
+def _placed(
+    starts: np.ndarray,
+    malformed_rows: list[tuple[BadRow, int | None]],
+    typed_rows: list[BadRow],
+    header: bool,
+) -> list[BadRow]:
+    """Bad rows with their byte offsets, in file order.
+
+    pyarrow numbers records from 1 (the header included, blank lines not), and a row that
+    fails conversion is known by its index among the well-formed rows; `starts` holds the
+    offset of every non-blank record of the range.
+    """
+    skipped = sorted(number - 1 for _, number in malformed_rows if number)
+
+    def record_of(well_formed: int) -> int:
+        # The index among all records, past the header and the malformed records before it.
+        wanted = well_formed + (1 if header else 0)
+        index = wanted
+        while True:
+            before = bisect.bisect_right(skipped, index)
+            if index - before == wanted and (before == 0 or skipped[before - 1] != index):
+                return index
+            index = wanted + before
+
+    placed = []
+    for bad, number in malformed_rows:
+        placed.append((number - 1 if number else None, bad))
+    for bad in typed_rows:
+        placed.append((record_of(bad.row), bad))
+    result = []
+    for index, bad in sorted(placed, key=lambda p: (p[0] is None, p[0] or 0)):
+        offset = int(starts[index]) if index is not None and index < len(starts) else None
+        result.append(dataclasses.replace(bad, offset=offset))
+    return result

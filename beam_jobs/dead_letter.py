@@ -23,10 +23,12 @@ class BadRow:
     reason: str
     row: int | None
     content: dict
+    offset: int | None = None  # where the row starts in the file, when known
 
     def to_json(self) -> dict:
         return {
             "file": self.path,
+            "byte_offset": self.offset,
             "byte_range": [self.range_start, self.range_end],
             "row_in_range": self.row,
             "reason": self.reason,

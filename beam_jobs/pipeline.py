@@ -15,7 +15,9 @@ from beam_jobs.planning import ConversionPlan
 from beam_jobs.publish import publish
 from beam_jobs.shard_plan import cut_points
 
-__all__ = ["ConvertToShards"]
+__all__ = ["LAUNCHER_QUOTE_COUNT_BYTES", "ConvertToShards"]
+
+LAUNCHER_QUOTE_COUNT_BYTES = 256 << 20
 
 
 class ConvertToShards(beam.PTransform):
@@ -75,12 +77,22 @@ class ConvertToShards(beam.PTransform):
             splits,
         )
 
-    def _context(self, pbegin: beam.pvalue.PBegin) -> beam.pvalue.AsSingleton:
-        """What writers need beyond their piece: for CSV, the quote bytes before each cut."""
+    def _context(self, pbegin: beam.pvalue.PBegin) -> Any:
+        """What writers need beyond their piece: for CSV, the quote bytes before each cut.
+
+        {path: {cut offset: quotes before it}} tells each writer where its first record starts.
+        Counting runs at about a GB/s, so for a small local input the launcher counts them
+        itself (one Beam stage less, which is seconds on a local run); otherwise (large or
+        remote inputs) a parallel stage does.
+        """
         segments = []
         if getattr(self._plan.input_format, "needs_quote_counts", False):
             segments = shard_writer.quote_segments(cut_points(self._plan.shards))
-        # {path: {cut offset: quotes before it}}: where each writer's first record starts.
+        local = all(FileSystems.get_scheme(s.path) in (None, "file") for s in segments)
+        if local and sum(s.end - s.start for s in segments) <= LAUNCHER_QUOTE_COUNT_BYTES:
+            return shard_writer.quotes_before_cuts(
+                [shard_writer.count_segment_quotes(s) for s in segments]
+            )
         quotes = (
             pbegin
             | "ListSegments" >> beam.Create(segments)

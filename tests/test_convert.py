@@ -65,6 +65,16 @@ def test_every_value_round_trips_in_input_order(converted, sample_csv):
     _assert_same_values(_records_in_shard_order(out, manifest), expected_rows(sample_csv), manifest)
 
 
+def test_the_parallel_quote_count_stage_gives_the_same_records(sample_csv, tmp_path, monkeypatch):
+    # Large or remote inputs have their quotes counted by a Beam stage instead of the launcher.
+    import beam_jobs.pipeline
+
+    monkeypatch.setattr(beam_jobs.pipeline, "LAUNCHER_QUOTE_COUNT_BYTES", -1)
+    manifest = convert(sample_csv, tmp_path / "out", f"--target_shard_bytes={TARGET}")
+    rows = _records_in_shard_order(tmp_path / "out", manifest)
+    _assert_same_values(rows, expected_rows(sample_csv), manifest)
+
+
 def test_shards_are_size_targeted_and_balanced(converted):
     out, manifest = converted
     sizes = [s.bytes for s in manifest.shards]
@@ -202,6 +212,7 @@ def test_a_value_that_contradicts_the_sampled_type_goes_to_the_dead_letter(tmp_p
     assert [json.loads(line) for line in lines] == [
         {
             "file": str(path),
+            "byte_offset": path.read_bytes().index(b"oops,y"),
             "byte_range": [0, path.stat().st_size],
             "row_in_range": 2000,
             "reason": (

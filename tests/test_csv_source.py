@@ -97,6 +97,7 @@ def test_read_range_sets_aside_rows_of_the_wrong_type():
             "column 'a' (int64): Failed to parse string: 'zz' as a scalar of type int64",
             1,
             {"cells": {"a": "zz", "b": "y"}},
+            offset=8,
         )
     ]
 
@@ -104,9 +105,11 @@ def test_read_range_sets_aside_rows_of_the_wrong_type():
 def test_read_range_sets_aside_malformed_rows_and_bad_utf8():
     batches, bad = _read(b"a,b\n1,x,9\n2,\xff\xfe\n3\n4,ok\n")
     assert batches == [{"a": [4], "b": ["ok"]}]
+    # In file order, each with the offset where its row starts.
     assert [b.to_json() for b in bad] == [
         {
             "file": "in/a.csv",
+            "byte_offset": 4,
             "byte_range": [0, 22],
             "row_in_range": None,
             "reason": "expected 2 columns, got 3",
@@ -114,18 +117,34 @@ def test_read_range_sets_aside_malformed_rows_and_bad_utf8():
         },
         {
             "file": "in/a.csv",
-            "byte_range": [0, 22],
-            "row_in_range": None,
-            "reason": "expected 2 columns, got 1",
-            "raw": "3",
-        },
-        {
-            "file": "in/a.csv",
+            "byte_offset": 10,
             "byte_range": [0, 22],
             "row_in_range": 0,
             "reason": "column 'b' (bytes): Invalid UTF8 payload",
             "cells": {"a": "2", "b": {"base64": "//4="}},
         },
+        {
+            "file": "in/a.csv",
+            "byte_offset": 15,
+            "byte_range": [0, 22],
+            "row_in_range": None,
+            "reason": "expected 2 columns, got 1",
+            "raw": "3",
+        },
+    ]
+
+
+def test_bad_rows_get_exact_offsets_past_blank_lines_quoted_newlines_and_other_bad_rows():
+    data = b'a,b\n1,x\n\n"q\nr",y\n\r\nbad\nzz,w\n7,8,9\nyy,v\n4,ok\n'
+    start = data.index(b"1,x")  # a range without the header, names given
+    batches, bad = _read(data, start, len(data))
+    assert batches == [{"a": [1, 4], "b": ["x", "ok"]}]
+    assert [(b.offset, b.reason[:22]) for b in bad] == [
+        (data.index(b'"q'), "column 'a' (int64): Fa"),
+        (data.index(b"bad"), "expected 2 columns, go"),
+        (data.index(b"zz"), "column 'a' (int64): Fa"),
+        (data.index(b"7,8,9"), "expected 2 columns, go"),
+        (data.index(b"yy"), "column 'a' (int64): Fa"),
     ]
 
 

@@ -66,6 +66,12 @@ def test_good_rows_are_converted_and_bad_rows_dead_lettered(dirty_csv, tmp_path)
         ("expected 3 columns, got 4", "5000,1.5,extra,column", "null"),
     ]
     assert {d["file"] for d in letters} == {str(dirty_csv)}
+    data = dirty_csv.read_bytes()
+    starts = {d["byte_offset"]: d.get("raw") or d["cells"]["id"] for d in letters}
+    assert sorted(starts) == sorted(
+        data.index(row) for row in (b"5000,", b"5001,", b"5002,", b"5003,")
+    )
+    assert all(data[offset:].startswith(text.encode()) for offset, text in starts.items())
     assert sorted(p.name for p in (out / "dead_letter").iterdir()) == sorted(
         name.split("/")[1] for name in manifest.dead_letter
     )
@@ -120,6 +126,7 @@ def test_records_over_max_record_bytes_are_dead_lettered(tmp_path):
     [letter] = _dead_letters(out, manifest.dead_letter)
     assert letter == {
         "file": str(path),
+        "byte_offset": None,
         "byte_range": [0, path.stat().st_size],
         "row_in_range": None,
         "reason": "the encoded record has 534 bytes, over --max_record_bytes 200",
@@ -139,5 +146,6 @@ def test_an_unterminated_quote_is_dead_lettered_not_swallowed_silently(tmp_path)
     [letter] = _dead_letters(out, manifest.dead_letter)
     assert letter["reason"] == "unterminated quoted field: it runs to the end of the file"
     assert letter["cells"] == {"id": "300", "text": "never closed\n301,a\n302,b\n"}
+    assert letter["byte_offset"] == path.read_bytes().index(b'300,"never')
     ids = sorted(i for b in make_dataset(str(out), 64) for i in b["id"].numpy().tolist())
     assert ids == list(range(300))

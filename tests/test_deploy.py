@@ -112,5 +112,5 @@ def test_pipeline_builds_for_dataflow_without_running(sample_csv, monkeypatch):
     _ = pipeline | "ConvertToShards" >> ConvertToShards(plan, config, "test")
     transforms = pipeline.to_runner_api().components.transforms.values()
     names = {t.unique_name for t in transforms}
-    for step in ("CountQuotes", "WriteShards", "Publish"):
+    for step in ("ListShards", "WriteShards", "Publish"):
         assert f"ConvertToShards/{step}" in names

@@ -59,7 +59,8 @@ def _lines(chunk: bytes, offset: int) -> list[tuple[int, int, bytes]]:
 
 
 def _bad(path: str, line: tuple[int, int, bytes], reason: str) -> BadRow:
-    return BadRow(path, line[0], line[1], reason, None, {"raw": as_text(line[2].rstrip(b"\r"))})
+    raw = {"raw": as_text(line[2].rstrip(b"\r"))}
+    return BadRow(path, line[0], line[1], reason, None, raw, offset=line[0])
 
 
 def _parse_line(text: bytes) -> tuple[dict | None, str]:

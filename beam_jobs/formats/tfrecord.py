@@ -129,7 +129,8 @@ class TFRecordFormat(InputFormat):
             if on_bad_row is not None:
                 start = offsets[index]
                 raw = {"raw": as_text(records[index])}
-                on_bad_row(BadRow(path, start, start + len(records[index]) + 16, reason, None, raw))
+                end = start + len(records[index]) + 16
+                on_bad_row(BadRow(path, start, end, reason, None, raw, offset=start))
 
         for indexes, table in _decode_each(records, bad):
             batch, problems = arrow_conform.conform(table, features)
