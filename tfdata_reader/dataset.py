@@ -2,16 +2,20 @@
 
 One fixed order of steps, the order the tf.data performance guide recommends:
 manifest shards -> this input pipeline's shards (or record ranges) -> seeded file shuffle ->
-parallel interleave of count-checked blocks of records -> unbatch -> known cardinality -> [cache]
--> shuffle buffer -> [repeat] -> batch -> batched `tf.io.parse_example` -> [(features, label)]
--> prefetch(AUTOTUNE). Parsing after batching lets one C++ call decode a
-whole batch, which is several times faster than parsing record by record.
+parallel interleave of count-checked blocks of records -> [cache] -> [shuffle of blocks ->
+windows of records, each permuted at once] -> [repeat] -> batch -> batched
+`tf.io.parse_example` -> [(features, label)] -> known cardinality -> prefetch(AUTOTUNE).
+
+Records move in blocks and windows (string vectors), never one tf.data element per record: a
+per-record shuffle buffer and unbatch/batch cost more than reading itself. Parsing after batching
+lets one C++ call decode a whole batch, several times faster than parsing record by record.
 """
 
 from __future__ import annotations
 
 import logging
 import posixpath
+import random
 from collections.abc import Sequence
 
 import tensorflow as tf
@@ -28,6 +32,7 @@ _log = logging.getLogger(__name__)
 DEFAULT_CYCLE_LENGTH = 16
 DEFAULT_SHUFFLE_BUFFER = 10_000
 DEFAULT_BLOCK_LENGTH = 64
+DEFAULT_SHUFFLE_WINDOW = 4096
 
 
 def _manifest_path(path: str) -> str:
@@ -137,6 +142,7 @@ def make_dataset(
     label_key: str | None = None,
     cache: bool | str | None = None,
     shuffle_buffer_size: int = DEFAULT_SHUFFLE_BUFFER,
+    shuffle_window: int = DEFAULT_SHUFFLE_WINDOW,
     skip_corrupt_shards: bool = False,
     split: str | None = None,
     decode_images: bool = False,
@@ -148,8 +154,10 @@ def make_dataset(
     Args:
       path: the dataset directory (holding manifest.json) or the manifest itself; local or gs://.
       batch_size: records per batch (per replica when used under `tf.distribute`).
-      shuffle: shuffle the file order and records through a `shuffle_buffer_size` buffer.
-      seed: seed for both shuffles; each epoch still gets a fresh order derived from it.
+      shuffle: shuffle the shard order, the blocks read (through a buffer of about
+        `shuffle_buffer_size` records), and the records within each window of `shuffle_window`
+        consecutive records (one permutation of the whole window at once).
+      seed: seed for the shuffles; each epoch still gets a fresh order derived from it.
       num_epochs: passes over the data; None repeats forever.
       input_context: from `tf.distribute`; this pipeline reads only its part of the records
         (whole shards when there are at least as many shards as pipelines, else a record range).
@@ -162,7 +170,9 @@ def make_dataset(
       features: names of the features to parse (default all).
       label_key: return `(features, label)` tuples with this feature as the label, for Keras.
       cache: True to cache records in memory after the first epoch, or a file path prefix.
-      shuffle_buffer_size: records in the shuffle buffer.
+      shuffle_buffer_size: records held for shuffling, as blocks of `block_length`.
+      shuffle_window: records permuted together after the block shuffle; a batch draws from
+        about `shuffle_window / block_length` different blocks.
       skip_corrupt_shards: check this pipeline's shards against the manifest (size and CRC32C,
         one extra read) before reading, and leave out the bad ones with a logged warning that
         names each and says why, instead of failing when reading reaches them.
@@ -236,14 +246,13 @@ def make_dataset(
         num_parallel_calls=num_parallel_calls,
         deterministic=deterministic,
     )
-    ds = ds.unbatch().apply(tf.data.experimental.assert_cardinality(sum(r.records for r in ranges)))
     if cache:
         ds = ds.cache("" if cache is True else cache)
     if shuffle:
-        ds = ds.shuffle(shuffle_buffer_size, seed=seed, reshuffle_each_iteration=True)
+        ds = _shuffle_blocks(ds, shuffle_buffer_size, block_length, shuffle_window, seed)
     if num_epochs != 1:
         ds = ds.repeat(num_epochs)
-    ds = ds.batch(batch_size, drop_remainder=drop_remainder)
+    ds = ds.rebatch(batch_size, drop_remainder=drop_remainder)
     images = None
     if decode_images and any(f.name == "image" for f in selected):
         images = (image_size, image_channels)
@@ -252,11 +261,46 @@ def make_dataset(
         num_parallel_calls=num_parallel_calls,
         deterministic=deterministic,
     )
+    records = sum(r.records for r in ranges)
+    ds = ds.apply(
+        tf.data.experimental.assert_cardinality(
+            _batches(records, batch_size, num_epochs, drop_remainder)
+        )
+    )
     options = tf.data.Options()
     if input_context is not None:
         # We shard by file ourselves; TF's auto-sharding would shard again (and warn).
         options.experimental_distribute.auto_shard_policy = tf.data.experimental.AutoShardPolicy.OFF
     return ds.with_options(options).prefetch(tf.data.AUTOTUNE)
+
+
+def _batches(records: int, batch_size: int, num_epochs: int | None, drop: bool) -> int:
+    if num_epochs is None:
+        return tf.data.INFINITE_CARDINALITY
+    total = records * num_epochs
+    return total // batch_size if drop else -(-total // batch_size)
+
+
+def _shuffle_blocks(
+    ds: tf.data.Dataset, buffer_records: int, block_length: int, window: int, seed: int | None
+) -> tf.data.Dataset:
+    """Shuffles blocks through a buffer, then permutes each window of records in one op.
+
+    The window permutation is stateless, keyed by the seed and the window's index, so a
+    checkpointed iterator resumes with exactly the order it would have had.
+    """
+    ds = ds.shuffle(max(1, buffer_records // block_length), seed=seed)
+    key = seed if seed is not None else random.SystemRandom().randrange(1 << 62)
+    return (
+        ds.rebatch(window)
+        .enumerate()
+        .map(
+            lambda index, records: tf.random.experimental.stateless_shuffle(
+                records, seed=tf.stack([tf.constant(key, tf.int64), index])
+            ),
+            num_parallel_calls=tf.data.AUTOTUNE,
+        )
+    )
 
 
 def _with(features: Sequence[str] | None, label_key: str) -> Sequence[str] | None:
