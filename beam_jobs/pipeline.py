@@ -37,8 +37,8 @@ class ConvertToShards(beam.PTransform):
         plan, config = self._plan, self._config
         written = (
             pbegin
+            # Create spreads its elements over workers itself (it ends with a Reshuffle).
             | "ListShards" >> beam.Create(plan.shards)
-            | "SpreadShards" >> beam.Reshuffle()
             | "WriteShards" >> beam.ParDo(self._writer(), context=self._context(pbegin))
         )
         return (
@@ -96,7 +96,6 @@ class ConvertToShards(beam.PTransform):
         quotes = (
             pbegin
             | "ListSegments" >> beam.Create(segments)
-            | "SpreadSegments" >> beam.Reshuffle()
             | "CountQuotes" >> beam.Map(shard_writer.count_segment_quotes)
             | "GatherCounts" >> beam.combiners.ToList()
             | "QuotesBeforeCuts" >> beam.Map(shard_writer.quotes_before_cuts)
