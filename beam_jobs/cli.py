@@ -50,7 +50,8 @@ def _convert(argv: list[str]) -> int:
             prog="tfrecord-etl convert",
             description="Convert raw files into size-targeted TFRecord shards and a manifest. "
             "Any Beam pipeline flag is accepted too; without --runner the job runs on the local "
-            "FnApiRunner with one worker process per core. Beam's --dry_run prints the shard "
+            "FnApiRunner with one worker per core (threads up to 1 GiB of input, processes above). "
+            "Beam's --dry_run prints the shard "
             "plan (inputs, features, estimated shards and sizes) and writes nothing.",
         )
         ConvertOptions._add_argparse_args(parser)

@@ -52,8 +52,8 @@ def run(argv: Sequence[str]) -> ConvertResult:
     argv = normalize_argv(argv)
     options = PipelineOptions(argv)
     config = ConvertConfig.from_options(options)
-    apply_local_runner_defaults(options, argv)
     plan = make_plan(config)
+    apply_local_runner_defaults(options, argv, plan.input_bytes)
     if config.dry_run:
         return ConvertResult(config, None, converted=False, plan=plan)
     files = [{"path": f.path, "bytes": f.size} for f in plan.files]
