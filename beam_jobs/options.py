@@ -342,6 +342,14 @@ def apply_local_runner_defaults(
             direct.direct_running_mode = "multi_threading" if small else "multi_processing"
         if not any(a.startswith("--direct_num_workers") for a in argv):
             direct.direct_num_workers = os.cpu_count() or 1
+        logging.getLogger(__name__).info(
+            "local runner: %s with %d worker %s",
+            LOCAL_RUNNER,
+            direct.direct_num_workers,
+            {"multi_threading": "threads", "multi_processing": "processes"}.get(
+                direct.direct_running_mode, f"({direct.direct_running_mode})"
+            ),
+        )
     if note:
         logging.getLogger(__name__).warning(note)
     return note
