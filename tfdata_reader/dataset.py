@@ -165,7 +165,9 @@ def make_dataset(
       block_length: consecutive records taken from one shard before moving to the next
         (default 64: interleaving blocks is several times faster than single records).
       num_parallel_calls: parallelism of reading and parsing (default AUTOTUNE).
-      deterministic: force (True) or relax (False) element order; None keeps tf.data's default.
+      deterministic: force (True) or relax (False) element order; None relaxes it when
+        shuffling without a seed (the order is random anyway, and tf.data may then hand out
+        whichever block or batch is ready first) and keeps tf.data's default otherwise.
       drop_remainder: drop a last batch smaller than `batch_size`.
       features: names of the features to parse (default all).
       label_key: return `(features, label)` tuples with this feature as the label, for Keras.
@@ -199,6 +201,8 @@ def make_dataset(
         raise ValueError(f"batch_size must be at least 1, got {batch_size}")
     if num_epochs is not None and num_epochs < 1:
         raise ValueError(f"num_epochs must be at least 1 or None (forever), got {num_epochs}")
+    if deterministic is None and shuffle and seed is None:
+        deterministic = False
     if image_size is not None and not decode_images:
         raise ValueError("image_size needs decode_images=True")
     manifest = read_manifest(path)
