@@ -23,6 +23,7 @@ from beam_jobs.errors import DataError
 from tfdata_reader.manifest import FeatureSpec
 
 __all__ = [
+    "VALUE_TYPES",
     "conform",
     "example_dtype",
     "flatten_structs",
@@ -34,7 +35,7 @@ __all__ = [
 ]
 
 # The Arrow value type each Example dtype is built from (float32 rounds like tf.train.FloatList).
-_VALUE_TYPES = {"int64": pa.int64(), "float32": pa.float32(), "bytes": pa.binary()}
+VALUE_TYPES = {"int64": pa.int64(), "float32": pa.float32(), "bytes": pa.binary()}
 
 
 def is_list(arrow_type: pa.DataType) -> bool:
@@ -169,7 +170,7 @@ def missing_count(column: pa.Array) -> int:
 
 def _cast_values(column: pa.Array, dtype: str) -> pa.Array:
     """Casts scalars (or a list's values) to the Example type; raises ArrowInvalid."""
-    target = _VALUE_TYPES[dtype]
+    target = VALUE_TYPES[dtype]
     if len(column) == 0:
         return pa.array([], target)
     if pa.types.is_dictionary(column.type):
@@ -232,7 +233,7 @@ def conform(
         if feature.name in table.column_names:
             columns[feature.name] = table.column(feature.name).combine_chunks()
         else:
-            columns[feature.name] = pa.nulls(n, _VALUE_TYPES[feature.dtype])
+            columns[feature.name] = pa.nulls(n, VALUE_TYPES[feature.dtype])
     bad: dict[int, str] = {}
     for feature in features:
         try:

@@ -15,12 +15,16 @@ from typing import BinaryIO
 import numpy as np
 
 __all__ = [
+    "QuoteTable",
     "count_quotes",
     "first_record_start",
     "nonempty_record_starts",
     "record_start_at_or_after",
     "record_starts",
 ]
+
+# path -> {cut offset: number of quote bytes in the file before it}
+QuoteTable = dict[str, dict[int, int]]
 
 _QUOTE = ord('"')
 _NEWLINE = ord("\n")

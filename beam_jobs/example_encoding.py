@@ -14,12 +14,10 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from beam_jobs.arrow_conform import is_list, list_parts
+from beam_jobs.arrow_conform import VALUE_TYPES, is_list, list_parts
 from tfdata_reader.manifest import FeatureSpec
 
-__all__ = ["ARROW_TYPES", "ExampleEncoder", "to_list_column"]
-
-ARROW_TYPES = {"int64": pa.int64(), "float32": pa.float32(), "bytes": pa.binary()}
+__all__ = ["ExampleEncoder", "to_list_column"]
 
 
 def to_list_column(column: pa.Array, dtype: str) -> pa.ListArray:
@@ -34,9 +32,9 @@ def to_list_column(column: pa.Array, dtype: str) -> pa.ListArray:
         column = column.combine_chunks()
     if is_list(column.type):
         offsets, values = list_parts(column)
-        return pa.ListArray.from_arrays(offsets, pc.cast(values, ARROW_TYPES[dtype], safe=False))
+        return pa.ListArray.from_arrays(offsets, pc.cast(values, VALUE_TYPES[dtype], safe=False))
     # Unsafe cast: float64 -> float32 rounds, as tf.train.FloatList does.
-    values = pc.cast(column, ARROW_TYPES[dtype], safe=False)
+    values = pc.cast(column, VALUE_TYPES[dtype], safe=False)
     if values.null_count == 0:
         offsets = pa.array(np.arange(len(values) + 1, dtype=np.int32))
         return pa.ListArray.from_arrays(offsets, values)

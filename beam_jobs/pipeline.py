@@ -86,7 +86,7 @@ class ConvertToShards(beam.PTransform):
         remote inputs) a parallel stage does.
         """
         segments = []
-        if getattr(self._plan.input_format, "needs_quote_counts", False):
+        if self._plan.input_format.needs_quote_counts:
             segments = shard_writer.quote_segments(cut_points(self._plan.shards))
         local = all(FileSystems.get_scheme(s.path) in (None, "file") for s in segments)
         if local and sum(s.end - s.start for s in segments) <= LAUNCHER_QUOTE_COUNT_BYTES:

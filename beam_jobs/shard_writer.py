@@ -34,7 +34,6 @@ from tfdata_reader.manifest import FeatureSpec, shard_name
 
 __all__ = [
     "METRICS_NAMESPACE",
-    "QuoteTable",
     "Segment",
     "SplitRule",
     "WriteShardFn",
@@ -46,9 +45,6 @@ __all__ = [
 
 METRICS_NAMESPACE = "tfrecord_etl"
 _READ_CHUNK = 8 << 20
-
-# path -> {cut offset: number of quote bytes in the file before it}
-QuoteTable = dict[str, dict[int, int]]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -83,9 +79,9 @@ def count_segment_quotes(segment: Segment) -> tuple[Segment, int]:
     return segment, count
 
 
-def quotes_before_cuts(counted: Sequence[tuple[Segment, int]]) -> QuoteTable:
+def quotes_before_cuts(counted: Sequence[tuple[Segment, int]]) -> csv_ranges.QuoteTable:
     """Running sums of segment quote counts: the quotes before each cut of each file."""
-    table: QuoteTable = {}
+    table: csv_ranges.QuoteTable = {}
     for segment, count in sorted(counted, key=lambda sc: (sc[0].path, sc[0].start)):
         per_file = table.setdefault(segment.path, {})
         per_file[segment.end] = per_file.get(segment.start, 0) + count

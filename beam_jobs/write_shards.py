@@ -41,16 +41,6 @@ from tfdata_reader.manifest import FeatureSpec, shard_name
 __all__ = ["WriteShards", "infer_spec"]
 
 SAMPLE_SIZE = 1000
-_VALUE_TYPES = {"int64": pa.int64(), "float32": pa.float32(), "bytes": pa.binary()}
-
-
-def _arrow_schema(features: Sequence[FeatureSpec]) -> pa.Schema:
-    return pa.schema(
-        [
-            (f.name, _VALUE_TYPES[f.dtype] if f.shape == [] else pa.list_(_VALUE_TYPES[f.dtype]))
-            for f in features
-        ]
-    )
 
 
 _SOURCE = "<pcollection>"
@@ -132,9 +122,8 @@ class _EncodeFn(beam.DoFn):
                 bad[index] = problems[0]
             else:
                 good.append(batch)
-        if not good:
-            empty = pa.Table.from_pylist([], schema=_arrow_schema(features))
-            return arrow_conform.conform(empty, features)[0], bad
+        if not good:  # no columns and no rows: conform makes every feature an empty column
+            return arrow_conform.conform(pa.table({}), features)[0], bad
         return pa.Table.from_batches(good).combine_chunks().to_batches()[0], bad
 
     def process(self, elements: list, spec: list[FeatureSpec] | None = None) -> Iterator[Any]:

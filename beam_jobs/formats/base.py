@@ -23,6 +23,7 @@ from tfdata_reader.manifest import FeatureSpec
 
 __all__ = [
     "COMPRESSED_SUFFIXES",
+    "Head",
     "InputFormat",
     "OnBadRow",
     "Sample",
@@ -64,23 +65,32 @@ def _decompressor(kind: str):
     return zstandard.ZstdDecompressor().decompressobj()
 
 
-def read_head(path: str, num_bytes: int, compression: str | None = None) -> tuple[bytes, float]:
-    """The first bytes of a file's content, and how many stored bytes one content byte takes.
+@dataclasses.dataclass(frozen=True)
+class Head:
+    """The first bytes of a file's content, how many stored bytes one content byte takes, and
+    whether they are the whole file."""
 
-    For a compressed file, `num_bytes` stored bytes are read and decompressed as far as they go,
-    so the ratio measures the file's own compression.
-    """
-    with open_input(path) as f:
-        stored = f.read(num_bytes)
+    content: bytes
+    stored_per_byte: float
+    is_whole_file: bool
+
+
+def read_head(f: InputFile, num_bytes: int, compression: str | None = None) -> Head:
+    """Reads `num_bytes` stored bytes of a file; a compressed file's are decompressed as far as
+    they go, so the ratio measures the file's own compression."""
+    path = f.path
+    with open_input(path) as stream:
+        stored = stream.read(num_bytes)
+    whole = len(stored) >= f.size
     if compression is None or not stored:
-        return stored, 1.0
+        return Head(stored, 1.0, whole)
     try:
         content = _decompressor(compression).decompress(stored)
     except Exception as e:  # zlib.error, OSError, zstandard.ZstdError: all "not this format"
         from beam_jobs.errors import DataError
 
         raise DataError(f"{path}: not a valid {compression} file: {e}") from e
-    return content, len(stored) / max(1, len(content))
+    return Head(content, len(stored) / max(1, len(content)), whole)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -102,6 +112,8 @@ class InputFormat:
 
     name = ""
     extensions: tuple[str, ...] = ()
+    # True when writers need the quote bytes before each cut (CSV) as `read_piece`'s context.
+    needs_quote_counts = False
 
     def list_files(self, files: Sequence[InputFile]) -> list[InputFile]:
         """The files of this format among the listed ones (default: all of them)."""

@@ -21,9 +21,6 @@ from tfdata_reader.manifest import FeatureSpec
 
 __all__ = ["CsvFormat"]
 
-# path -> {cut offset: number of quote bytes in the file before it}
-QuoteTable = dict[str, dict[int, int]]
-
 
 class CsvFormat(InputFormat):
     name = "csv"
@@ -31,11 +28,9 @@ class CsvFormat(InputFormat):
     needs_quote_counts = True
 
     def sample(self, f: InputFile, sample_bytes: int) -> Sample:
-        compression = compression_of(f.path)
-        head, stored_per_byte = read_content_head(f.path, sample_bytes, compression)
-        whole = len(head) * stored_per_byte >= f.size if compression else len(head) >= f.size
-        parsed = csv_source.parse_sample(f.path, head, is_whole_file=whole)
-        return Sample(f.path, parsed.table, len(parsed.data) * stored_per_byte, data=parsed)
+        head = read_content_head(f, sample_bytes, compression_of(f.path))
+        parsed = csv_source.parse_sample(f.path, head.content, head.is_whole_file)
+        return Sample(f.path, parsed.table, len(parsed.data) * head.stored_per_byte, data=parsed)
 
     def infer_features(
         self, samples: Sequence[Sample], overrides: Sequence[FeatureSpec]
@@ -55,7 +50,7 @@ class CsvFormat(InputFormat):
         piece: Piece,
         features: Sequence[FeatureSpec],
         on_bad_row: OnBadRow,
-        context: QuoteTable | None = None,
+        context: csv_ranges.QuoteTable | None = None,
     ) -> Iterator[pa.RecordBatch]:
         compression = compression_of(piece.path)
         with open_input(piece.path, compression) as f:

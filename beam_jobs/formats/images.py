@@ -187,7 +187,8 @@ class ImagesFormat(InputFormat):
 
     def _batch(self, records: list[dict], features: Sequence[FeatureSpec]) -> pa.RecordBatch:
         table = pa.Table.from_pylist(
-            records, schema=pa.schema([(f.name, _ARROW[f.dtype]) for f in features])
+            records,
+            schema=pa.schema([(f.name, arrow_conform.VALUE_TYPES[f.dtype]) for f in features]),
         )
         return arrow_conform.conform(table, features)[0]
 
@@ -231,6 +232,3 @@ class ImagesFormat(InputFormat):
 
     def manifest_extras(self) -> dict[str, Any]:
         return {"label_vocabulary": self._vocabulary} if self._vocabulary else {}
-
-
-_ARROW = {"int64": pa.int64(), "float32": pa.float32(), "bytes": pa.binary()}

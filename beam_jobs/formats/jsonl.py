@@ -12,7 +12,7 @@ from __future__ import annotations
 import collections
 import io
 import json
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 import pyarrow as pa
@@ -77,11 +77,18 @@ def _parse_line(text: bytes) -> tuple[dict | None, str]:
 
 
 def _conform_rows(
-    table: pa.Table, lines: list, features: Sequence[FeatureSpec], path: str, on_bad_row: OnBadRow
+    table: pa.Table,
+    lines: Callable[[], list],
+    features: Sequence[FeatureSpec],
+    path: str,
+    on_bad_row: OnBadRow,
 ) -> pa.RecordBatch:
+    """Conforms parsed rows; `lines` (each row's line) is only worked out when one is bad."""
     batch, bad = arrow_conform.conform(table, features)
-    for index, reason in sorted(bad.items()):
-        on_bad_row(_bad(path, lines[index], reason))
+    if bad:
+        found = lines()
+        for index, reason in sorted(bad.items()):
+            on_bad_row(_bad(path, found[index], reason))
     return batch
 
 
@@ -96,28 +103,26 @@ def read_chunk(
     if table is not None:
         if not table.num_rows:
             return None
-        lines = _lines(chunk, offset)
-        return _conform_rows(table, lines, features, path, on_bad_row)
+        return _conform_rows(table, lambda: _lines(chunk, offset), features, path, on_bad_row)
     # The slow path, for a chunk pyarrow rejected: find the lines at fault one by one.
-    good_lines, rows = [], []
+    good_lines = []
     for line in _lines(chunk, offset):
         row, reason = _parse_line(line[2])
         if row is None:
             on_bad_row(_bad(path, line, reason))
         else:
             good_lines.append(line)
-            rows.append(row)
-    if not rows:
+    if not good_lines:
         return None
     try:
         table = _parse_fast(b"\n".join(line[2] for line in good_lines))
-        return _conform_rows(table, good_lines, features, path, on_bad_row)
+        return _conform_rows(table, lambda: good_lines, features, path, on_bad_row)
     except (pa.ArrowInvalid, UnicodeDecodeError):
         pass  # values of different types in one key across lines: row by row
     batches = []
     for line in good_lines:
         table = _parse_fast(line[2])
-        batch = _conform_rows(table, [line], features, path, on_bad_row)
+        batch = _conform_rows(table, lambda line=line: [line], features, path, on_bad_row)
         if batch.num_rows:
             batches.append(batch)
     return pa.Table.from_batches(batches).combine_chunks().to_batches()[0] if batches else None

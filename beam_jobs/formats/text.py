@@ -27,11 +27,9 @@ def complete_lines(head: bytes, is_whole_file: bool) -> bytes:
 
 def sample_head(f: InputFile, sample_bytes: int) -> tuple[bytes, float]:
     """A file's first whole lines and the stored input bytes they stand for."""
-    compression = compression_of(f.path)
-    head, stored_per_byte = read_content_head(f.path, sample_bytes, compression)
-    whole = (len(head) * stored_per_byte >= f.size) if compression else len(head) >= f.size
-    lines = complete_lines(head, whole)
-    return lines, len(lines) * stored_per_byte
+    head = read_content_head(f, sample_bytes, compression_of(f.path))
+    lines = complete_lines(head.content, head.is_whole_file)
+    return lines, len(lines) * head.stored_per_byte
 
 
 def piece_chunks(piece: Piece) -> Iterator[tuple[int, bytes]]:

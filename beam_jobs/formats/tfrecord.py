@@ -95,16 +95,17 @@ class TFRecordFormat(InputFormat):
         ]
 
     def sample(self, f: InputFile, sample_bytes: int) -> Sample:
-        head, stored_per_byte = read_content_head(f.path, sample_bytes, self._compression(f.path))
-        records, used = _complete_records(head)
-        if head and not records:
+        head = read_content_head(f, sample_bytes, self._compression(f.path))
+        records, used = _complete_records(head.content)
+        if head.content and not records:
             raise DataError(
-                f"{f.path}: no complete TFRecord record in the first {len(head)} bytes; is it "
+                f"{f.path}: no complete TFRecord record in the first {len(head.content)} bytes; "
+                "is it "
                 "a TFRecord file (and all of the record within --sample_bytes)?"
             )
         good = [table for _, table in _decode_each(records, lambda index, reason: None)]
         table = pa.Table.from_batches(good).combine_chunks() if good else pa.table({})
-        return Sample(f.path, table, used * stored_per_byte, data=records)
+        return Sample(f.path, table, used * head.stored_per_byte, data=records)
 
     def infer_features(
         self, samples: Sequence[Sample], overrides: Sequence[FeatureSpec]
