@@ -1,0 +1,72 @@
+"""checked_blocks: every record range of a shard, read back exactly, and every damage named."""
+
+from __future__ import annotations
+
+import pytest
+import tensorflow as tf
+
+from tfdata_reader.records import checked_blocks
+
+RECORDS = [f"record-{i:02d}".encode() * (1 + i % 3) for i in range(11)]
+BLOCK = 4
+
+
+def _write(path, records) -> str:
+    with tf.io.TFRecordWriter(str(path)) as writer:
+        for record in records:
+            writer.write(record)
+    return str(path)
+
+
+def _read(path: str, start: int, stop: int, listed: int = len(RECORDS)) -> list[list[bytes]]:
+    ds = checked_blocks(
+        tf.constant(path), *(tf.constant(v, tf.int64) for v in (start, stop, listed)), "", BLOCK
+    )
+    return [block.numpy().tolist() for block in ds]
+
+
+def test_every_range_yields_exactly_its_records_in_blocks(tmp_path):
+    path = _write(tmp_path / "shard", RECORDS)
+    for start in range(len(RECORDS)):
+        for stop in range(start + 1, len(RECORDS) + 1):
+            blocks = _read(path, start, stop)
+            assert blocks[-1] == [], (start, stop)  # the end marker
+            assert [r for b in blocks for r in b] == RECORDS[start:stop], (start, stop)
+            assert all(1 <= len(b) <= BLOCK for b in blocks[:-1]), (start, stop)
+
+
+def _damaged(tmp_path, how: str) -> str:
+    path = tmp_path / how
+    if how == "truncated":  # cut at a record boundary: TF's reader sees a clean end of file
+        _write(path, RECORDS[:-3])
+    elif how == "extra":
+        _write(path, RECORDS + RECORDS[:1])
+    else:  # a flipped bit in record 6: its checksum fails
+        _write(path, RECORDS)
+        data = bytearray(path.read_bytes())
+        offset = sum(len(r) + 16 for r in RECORDS[:6]) + 14
+        data[offset] ^= 0x10
+        path.write_bytes(bytes(data))
+    return str(path)
+
+
+@pytest.mark.parametrize("how", ["truncated", "extra", "bit_flip"])
+@pytest.mark.parametrize("start", [0, 1, 4, 5])
+def test_a_damaged_shard_read_to_its_end_names_the_file(tmp_path, how, start):
+    path = _damaged(tmp_path, how)
+    with pytest.raises(tf.errors.InvalidArgumentError) as e:
+        _read(path, start, len(RECORDS))
+    assert f"[shard] [{path}] [does not hold the] [11] [records its manifest lists" in str(e.value)
+
+
+@pytest.mark.parametrize("how", ["truncated", "extra"])
+def test_damage_past_a_range_does_not_concern_it(tmp_path, how):
+    path = _damaged(tmp_path, how)
+    assert [r for b in _read(path, 2, 7) for r in b] == RECORDS[2:7]
+
+
+def test_a_corrupt_record_inside_a_range_fails_it(tmp_path):
+    path = _damaged(tmp_path, "bit_flip")
+    assert [r for b in _read(path, 0, 6) for r in b] == RECORDS[:6]
+    with pytest.raises(tf.errors.InvalidArgumentError, match=r"lists \(read\] \[5\]"):
+        _read(path, 1, 8)
