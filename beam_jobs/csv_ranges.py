@@ -15,7 +15,6 @@ from typing import BinaryIO
 import numpy as np
 
 __all__ = [
-    "QuoteTable",
     "count_quotes",
     "first_record_start",
     "nonempty_record_starts",
@@ -24,8 +23,6 @@ __all__ = [
 ]
 
 # path -> {cut offset: number of quote bytes in the file before it}
-QuoteTable = dict[str, dict[int, int]]
-
 _QUOTE = ord('"')
 _NEWLINE = ord("\n")
 _SCAN_BLOCK = 1 << 20

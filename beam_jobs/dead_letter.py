@@ -24,10 +24,12 @@ class BadRow:
     row: int | None
     content: dict
     offset: int | None = None  # where the row starts in the file, when known
+    line: int | None = None  # the line it starts on (1 = the first), for line-based formats
 
     def to_json(self) -> dict:
         return {
             "file": self.path,
+            "line": self.line,
             "byte_offset": self.offset,
             "byte_range": [self.range_start, self.range_end],
             "row_in_range": self.row,

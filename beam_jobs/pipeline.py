@@ -9,15 +9,16 @@ import apache_beam as beam
 from apache_beam.io.filesystems import FileSystems
 
 from beam_jobs import shard_writer
+from beam_jobs.cut_counts import CutCounts, count_segment, segments_between_cuts
 from beam_jobs.options import ConvertConfig
 from beam_jobs.output_dir import TEMP_DIR_PREFIX
 from beam_jobs.planning import ConversionPlan
 from beam_jobs.publish import publish
 from beam_jobs.shard_plan import cut_points
 
-__all__ = ["LAUNCHER_QUOTE_COUNT_BYTES", "ConvertToShards"]
+__all__ = ["LAUNCHER_COUNT_BYTES", "ConvertToShards"]
 
-LAUNCHER_QUOTE_COUNT_BYTES = 256 << 20
+LAUNCHER_COUNT_BYTES = 256 << 20
 
 
 class ConvertToShards(beam.PTransform):
@@ -78,29 +79,27 @@ class ConvertToShards(beam.PTransform):
         )
 
     def _context(self, pbegin: beam.pvalue.PBegin) -> Any:
-        """What writers need beyond their piece: for CSV, the quote bytes before each cut.
+        """What writers of line-based formats need beyond their piece: `CutCounts`.
 
-        {path: {cut offset: quotes before it}} tells each writer where its first record starts.
-        Counting runs at about a GB/s, so for a small local input the launcher counts them
-        itself (one Beam stage less, which is seconds on a local run); otherwise (large or
-        remote inputs) a parallel stage does.
+        The quote bytes before each cut tell a CSV writer where its first record starts; the
+        newlines give bad rows their line numbers. Counting runs at about a GB/s, so for a small
+        local input the launcher counts itself (one Beam stage less, which is seconds on a
+        local run); otherwise (large or remote inputs) a parallel stage does.
         """
         segments = []
-        if self._plan.input_format.needs_quote_counts:
-            segments = shard_writer.quote_segments(cut_points(self._plan.shards))
+        if self._plan.input_format.needs_cut_counts:
+            segments = segments_between_cuts(cut_points(self._plan.shards))
         local = all(FileSystems.get_scheme(s.path) in (None, "file") for s in segments)
-        if local and sum(s.end - s.start for s in segments) <= LAUNCHER_QUOTE_COUNT_BYTES:
-            return shard_writer.quotes_before_cuts(
-                [shard_writer.count_segment_quotes(s) for s in segments]
-            )
-        quotes = (
+        if local and sum(s.end - s.start for s in segments) <= LAUNCHER_COUNT_BYTES:
+            return CutCounts.from_counted(count_segment(s) for s in segments)
+        counts = (
             pbegin
             | "ListSegments" >> beam.Create(segments)
-            | "CountQuotes" >> beam.Map(shard_writer.count_segment_quotes)
+            | "CountQuotesAndLines" >> beam.Map(count_segment)
             | "GatherCounts" >> beam.combiners.ToList()
-            | "QuotesBeforeCuts" >> beam.Map(shard_writer.quotes_before_cuts)
+            | "CountsBeforeCuts" >> beam.Map(CutCounts.from_counted)
         )
-        return beam.pvalue.AsSingleton(quotes)
+        return beam.pvalue.AsSingleton(counts)
 
     def _prefixes(self) -> list[str]:
         return [name for name, _ in self._plan.splits] or [self._config.shard_prefix]

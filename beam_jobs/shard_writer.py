@@ -1,6 +1,6 @@
-"""Beam steps that touch the data: counting quotes before cut points, and writing one shard.
+"""The Beam step that writes one shard.
 
-Both are deterministic functions of the plan: a retried bundle writes the same records in the
+It is a deterministic functions of the plan: a retried bundle writes the same records in the
 same order (tfx-bsl orders each Example's feature map arbitrarily, so not always the same
 bytes; the manifest records the checksum of the attempt that was published). A shard
 is written in one streaming pass (input -> Arrow batches -> Examples -> framed records -> file)
@@ -22,11 +22,12 @@ from apache_beam.io.filesystem import CompressionTypes
 from apache_beam.io.filesystems import FileSystems
 from apache_beam.metrics import Metrics
 
-from beam_jobs import csv_ranges, progress
+from beam_jobs import progress
 from beam_jobs.arrow_conform import missing_count
 from beam_jobs.dead_letter import BadRow, as_text
 from beam_jobs.example_encoding import ExampleEncoder
 from beam_jobs.formats import InputFormat
+from beam_jobs.line_numbers import with_line_numbers
 from beam_jobs.shard_plan import Piece, ShardSpec
 from beam_jobs.splits import assign_splits
 from beam_jobs.tfrecord_format import ShardFileWriter
@@ -34,58 +35,12 @@ from tfdata_reader.manifest import FeatureSpec, shard_name
 
 __all__ = [
     "METRICS_NAMESPACE",
-    "Segment",
     "SplitRule",
     "WriteShardFn",
     "WrittenShard",
-    "count_segment_quotes",
-    "quote_segments",
-    "quotes_before_cuts",
 ]
 
 METRICS_NAMESPACE = "tfrecord_etl"
-_READ_CHUNK = 8 << 20
-
-
-@dataclasses.dataclass(frozen=True)
-class Segment:
-    """Bytes [start, end) of a file whose quotes are counted; `end` is a cut point."""
-
-    path: str
-    start: int
-    end: int
-
-
-def quote_segments(cuts: dict[str, list[int]]) -> list[Segment]:
-    """The segments between consecutive cut points of each file, from its start."""
-    segments = []
-    for path, offsets in sorted(cuts.items()):
-        starts = [0, *offsets[:-1]]
-        segments.extend(Segment(path, s, e) for s, e in zip(starts, offsets))
-    return segments
-
-
-def count_segment_quotes(segment: Segment) -> tuple[Segment, int]:
-    """Counts the quote bytes in one segment."""
-    count, left = 0, segment.end - segment.start
-    with FileSystems.open(segment.path, compression_type=CompressionTypes.UNCOMPRESSED) as f:
-        f.seek(segment.start)
-        while left > 0:
-            chunk = f.read(min(_READ_CHUNK, left))
-            if not chunk:
-                break
-            count += csv_ranges.count_quotes(chunk)
-            left -= len(chunk)
-    return segment, count
-
-
-def quotes_before_cuts(counted: Sequence[tuple[Segment, int]]) -> csv_ranges.QuoteTable:
-    """Running sums of segment quote counts: the quotes before each cut of each file."""
-    table: csv_ranges.QuoteTable = {}
-    for segment, count in sorted(counted, key=lambda sc: (sc[0].path, sc[0].start)):
-        per_file = table.setdefault(segment.path, {})
-        per_file[segment.end] = per_file.get(segment.start, 0) + count
-    return table
 
 
 @dataclasses.dataclass(frozen=True)
@@ -174,6 +129,8 @@ class WriteShardFn(beam.DoFn):
                     writer.write_records(examples)
                     for feature in self._features:
                         null_counts[feature.name] += missing_count(batch.column(feature.name))
+        if bad_rows and self._format.needs_cut_counts:
+            bad_rows = with_line_numbers(bad_rows, shard.pieces, context)
         input_bytes = shard.input_bytes if primary else 0
         dead_letter = self._write_dead_letter(name, bad_rows) if bad_rows else None
         progress.write_note(self._temp_dir, name, writer.records, writer.bytes, input_bytes)

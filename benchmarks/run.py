@@ -28,8 +28,8 @@ sys.path.insert(0, str(HERE))
 from data import write_csv  # noqa: E402
 from measure import Measured, run_measured  # noqa: E402
 
+from beam_jobs.cut_counts import segments_between_cuts  # noqa: E402
 from beam_jobs.shard_plan import InputFile, choose_num_shards, cut_points, plan_shards  # noqa: E402
-from beam_jobs.shard_writer import quote_segments  # noqa: E402
 from tfdata_reader.manifest import Manifest  # noqa: E402
 
 PY = sys.executable
@@ -99,7 +99,7 @@ def _planner(ratio: float) -> dict:
     total = sum(f.size for f in files)
     count = choose_num_shards(total * ratio, 256 * 2**20, total / 100)
     shards = plan_shards(files, count)
-    segments = quote_segments(cut_points(shards))
+    segments = segments_between_cuts(cut_points(shards))
     seconds = time.perf_counter() - start
     _, peak = tracemalloc.get_traced_memory()
     tracemalloc.stop()

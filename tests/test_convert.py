@@ -69,7 +69,7 @@ def test_the_parallel_quote_count_stage_gives_the_same_records(sample_csv, tmp_p
     # Large or remote inputs have their quotes counted by a Beam stage instead of the launcher.
     import beam_jobs.pipeline
 
-    monkeypatch.setattr(beam_jobs.pipeline, "LAUNCHER_QUOTE_COUNT_BYTES", -1)
+    monkeypatch.setattr(beam_jobs.pipeline, "LAUNCHER_COUNT_BYTES", -1)
     manifest = convert(sample_csv, tmp_path / "out", f"--target_shard_bytes={TARGET}")
     rows = _records_in_shard_order(tmp_path / "out", manifest)
     _assert_same_values(rows, expected_rows(sample_csv), manifest)
@@ -212,6 +212,7 @@ def test_a_value_that_contradicts_the_sampled_type_goes_to_the_dead_letter(tmp_p
     assert [json.loads(line) for line in lines] == [
         {
             "file": str(path),
+            "line": 2002,
             "byte_offset": path.read_bytes().index(b"oops,y"),
             "byte_range": [0, path.stat().st_size],
             "row_in_range": 2000,

@@ -109,6 +109,7 @@ def test_read_range_sets_aside_malformed_rows_and_bad_utf8():
     assert [b.to_json() for b in bad] == [
         {
             "file": "in/a.csv",
+            "line": None,  # numbered by the writer, from the cut counts
             "byte_offset": 4,
             "byte_range": [0, 22],
             "row_in_range": None,
@@ -117,6 +118,7 @@ def test_read_range_sets_aside_malformed_rows_and_bad_utf8():
         },
         {
             "file": "in/a.csv",
+            "line": None,  # numbered by the writer, from the cut counts
             "byte_offset": 10,
             "byte_range": [0, 22],
             "row_in_range": 0,
@@ -125,6 +127,7 @@ def test_read_range_sets_aside_malformed_rows_and_bad_utf8():
         },
         {
             "file": "in/a.csv",
+            "line": None,  # numbered by the writer, from the cut counts
             "byte_offset": 15,
             "byte_range": [0, 22],
             "row_in_range": None,

@@ -72,6 +72,9 @@ def test_good_rows_are_converted_and_bad_rows_dead_lettered(dirty_csv, tmp_path)
         data.index(row) for row in (b"5000,", b"5001,", b"5002,", b"5003,")
     )
     assert all(data[offset:].startswith(text.encode()) for offset, text in starts.items())
+    # Header on line 1, row i on line i + 2, each bad row after the rows before it.
+    lines = {d.get("raw") or d["cells"]["id"]: d["line"] for d in letters}
+    assert lines == {"5000,1.5,extra,column": 103, "5001,2.5": 204, "5002": 305, "5003": 406}
     assert sorted(p.name for p in (out / "dead_letter").iterdir()) == sorted(
         name.split("/")[1] for name in manifest.dead_letter
     )
@@ -126,6 +129,7 @@ def test_records_over_max_record_bytes_are_dead_lettered(tmp_path):
     [letter] = _dead_letters(out, manifest.dead_letter)
     assert letter == {
         "file": str(path),
+        "line": None,
         "byte_offset": None,
         "byte_range": [0, path.stat().st_size],
         "row_in_range": None,
@@ -147,5 +151,40 @@ def test_an_unterminated_quote_is_dead_lettered_not_swallowed_silently(tmp_path)
     assert letter["reason"] == "unterminated quoted field: it runs to the end of the file"
     assert letter["cells"] == {"id": "300", "text": "never closed\n301,a\n302,b\n"}
     assert letter["byte_offset"] == path.read_bytes().index(b'300,"never')
+    assert letter["line"] == 302
     ids = sorted(i for b in make_dataset(str(out), 64) for i in b["id"].numpy().tolist())
     assert ids == list(range(300))
+
+
+@pytest.mark.parametrize("gzipped", [False, True])
+@pytest.mark.parametrize("counted_by", ["launcher", "beam_stage"])
+def test_line_numbers_are_physical_lines(tmp_path, monkeypatch, gzipped, counted_by):
+    # Quoted newlines and blank lines make line numbers differ from row numbers; 3 shards cut
+    # the plain file mid-way, so lines before each cut come from the cut counts.
+    import gzip
+
+    import beam_jobs.pipeline
+
+    if counted_by == "beam_stage":
+        monkeypatch.setattr(beam_jobs.pipeline, "LAUNCHER_COUNT_BYTES", -1)
+    text = ["id,note"]  # line 1
+    for i in range(600):
+        text.append(f'{i},"two\nlines"' if i % 3 == 0 else f"{i},one line")
+        if i % 50 == 0:
+            text.append("")  # a blank line
+        if i in (100, 450):
+            text.append(f"{9000 + i},bad,extra")
+    data = ("\n".join(text) + "\n").encode()
+    path = tmp_path / ("in.csv.gz" if gzipped else "in.csv")
+    path.write_bytes(gzip.compress(data) if gzipped else data)
+    out = tmp_path / "out"
+    manifest = convert([str(path)], out, "--num_shards=3", "--max_bad_fraction=0.01")
+    letters = _dead_letters(out, manifest.dead_letter)
+    # Rows 0..100 take 1 + 34 + 101 + 3 lines (header, quoted newlines of rows 0, 3, ..., 99,
+    # the rows, blank lines after rows 0, 50, 100): row 9100 is on line 140; rows 101..450
+    # add 350 + 117 + 7 + 1 (rows, quoted newlines, blank lines, row 9100) = 475 more.
+    assert sorted((d["raw"], d["line"]) for d in letters) == [
+        ("9100,bad,extra", 140),
+        ("9450,bad,extra", 615),
+    ]
+    assert all(data[d["byte_offset"] :].startswith(d["raw"].encode()) for d in letters)

@@ -124,6 +124,7 @@ def test_jsonl_bad_lines_go_to_the_dead_letter(tmp_path):
     )
     [utf8] = [b for b in bad if b["reason"].startswith("invalid UTF-8")]
     assert utf8["raw"] == {"base64": "eyJpZCI6IDQwLCAidiI6ICL/In0="}
+    assert sorted(b["line"] for b in bad) == [11, 21, 31, 41]  # lines[i] is line i + 1
 
 
 # --- Parquet -----------------------------------------------------------------------------------

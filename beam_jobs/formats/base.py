@@ -112,8 +112,10 @@ class InputFormat:
 
     name = ""
     extensions: tuple[str, ...] = ()
-    # True when writers need the quote bytes before each cut (CSV) as `read_piece`'s context.
-    needs_quote_counts = False
+    # Line-based formats with bad rows: their writers get `cut_counts.CutCounts` (quote and
+    # newline bytes before each cut) as `read_piece`'s context; CSV finds its first record by
+    # the quotes, and every bad row gets its line number from the newlines.
+    needs_cut_counts = False
 
     def list_files(self, files: Sequence[InputFile]) -> list[InputFile]:
         """The files of this format among the listed ones (default: all of them)."""

@@ -1,8 +1,8 @@
 """`--format csv`: CSV files with a header line (see `beam_jobs.csv_source`).
 
 Uncompressed files are cut anywhere: a Beam step counts the quote bytes before every cut (the
-`context` of `read_piece`), so a writer finds its first record exactly even when quoted fields
-hold newlines. A compressed file is read whole by one writer, from its start.
+`CutCounts` context of `read_piece`), so a writer finds its first record exactly even when
+quoted fields hold newlines. A compressed file is read whole by one writer, from its start.
 """
 
 from __future__ import annotations
@@ -14,6 +14,7 @@ from collections.abc import Iterator, Sequence
 import pyarrow as pa
 
 from beam_jobs import csv_ranges, csv_source
+from beam_jobs.cut_counts import CutCounts
 from beam_jobs.formats.base import InputFormat, OnBadRow, Sample, compression_of, open_input
 from beam_jobs.formats.base import read_head as read_content_head
 from beam_jobs.shard_plan import InputFile, Piece
@@ -25,7 +26,7 @@ __all__ = ["CsvFormat"]
 class CsvFormat(InputFormat):
     name = "csv"
     extensions = (".csv",)
-    needs_quote_counts = True
+    needs_cut_counts = True
 
     def sample(self, f: InputFile, sample_bytes: int) -> Sample:
         head = read_content_head(f, sample_bytes, compression_of(f.path))
@@ -50,7 +51,7 @@ class CsvFormat(InputFormat):
         piece: Piece,
         features: Sequence[FeatureSpec],
         on_bad_row: OnBadRow,
-        context: csv_ranges.QuoteTable | None = None,
+        context: CutCounts | None = None,
     ) -> Iterator[pa.RecordBatch]:
         compression = compression_of(piece.path)
         with open_input(piece.path, compression) as f:
@@ -59,13 +60,15 @@ class CsvFormat(InputFormat):
                     f, piece.path, 0, sys.maxsize, features, on_bad_row
                 )
                 return
-            quotes = (context or {}).get(piece.path, {})
+            counts = context or CutCounts()
             start, quotes_before = csv_ranges.record_start_at_or_after(
-                f, piece.start, quotes.get(piece.start, 0), piece.file_size
+                f, piece.start, counts.quotes_before(piece.path, piece.start), piece.file_size
             )
-            end, _ = csv_ranges.record_start_at_or_after(
-                f, piece.end, quotes.get(piece.end, 0), piece.file_size
-            )
+            end = piece.file_size
+            if piece.end < piece.file_size:
+                end, _ = csv_ranges.record_start_at_or_after(
+                    f, piece.end, counts.quotes_before(piece.path, piece.end), piece.file_size
+                )
             if end > start:
                 yield from csv_source.read_range(
                     f, piece.path, start, end, features, on_bad_row, quotes_before

@@ -174,6 +174,7 @@ def infer_from_rows(rows: Sequence[dict], path: str) -> list[FeatureSpec]:
 class JsonLinesFormat(InputFormat):
     name = "jsonl"
     extensions = (".jsonl", ".ndjson", ".json")
+    needs_cut_counts = True  # for the line numbers of bad lines
 
     def sample(self, f: InputFile, sample_bytes: int) -> Sample:
         lines, input_bytes = sample_head(f, sample_bytes)
