@@ -29,6 +29,7 @@ __all__ = [
     "ConvertOptions",
     "UsageError",
     "apply_local_runner_defaults",
+    "fill_date",
     "normalize_argv",
     "parse_splits",
 ]
@@ -79,7 +80,8 @@ class ConvertOptions(PipelineOptions):
         parser.add_argument(
             "--input",
             action="append",
-            help="Input file or glob pattern (local or gs://); repeat the flag for several.",
+            help="Input file or glob pattern (local or gs://); repeat the flag for several. "
+            "{date}, {yyyy}, {mm} and {dd} are replaced by --run_date.",
         )
         parser.add_argument("--output", help="Output directory for shards and manifest.json.")
         parser.add_argument(
@@ -146,8 +148,8 @@ class ConvertOptions(PipelineOptions):
         parser.add_argument(
             "--run_date",
             default=None,
-            help="YYYY-MM-DD substituted for {date} in --output, for daily partitions "
-            "(default: today, UTC).",
+            help="YYYY-MM-DD substituted for {date} ({yyyy}, {mm}, {dd}: its parts) in --input "
+            "and --output, for daily partitions (default: today, UTC).",
         )
         parser.add_argument(
             "--wait",
@@ -237,6 +239,9 @@ class ConvertConfig:
         view = options.view_as(ConvertOptions)
         run_date = view.run_date or datetime.datetime.now(datetime.timezone.utc).date().isoformat()
         try:
+            # fromisoformat alone would also take 20261201.
+            if len(run_date) != 10 or run_date[4] != "-":
+                raise ValueError(run_date)
             datetime.date.fromisoformat(run_date)
         except ValueError as e:
             raise UsageError(f"--run_date must be YYYY-MM-DD, got {run_date!r}") from e
@@ -246,7 +251,7 @@ class ConvertConfig:
             max_record = parse_size(view.max_record_bytes)
         except ValueError as e:
             raise UsageError(str(e)) from e
-        inputs = tuple(view.input or ())
+        inputs = tuple(fill_date(pattern, run_date) for pattern in view.input or ())
         format_name = view.format or guess_format(inputs)
         if format_name is None:
             raise UsageError(
@@ -255,7 +260,7 @@ class ConvertConfig:
             )
         return cls(
             inputs=inputs,
-            output=(view.output or "").replace("{date}", run_date).rstrip("/"),
+            output=fill_date(view.output or "", run_date).rstrip("/"),
             format=format_name,
             schema=view.schema,
             labels=view.image_labels,
@@ -284,6 +289,17 @@ class ConvertConfig:
         for how_to_run in ("overwrite", "dry_run", "run_date", "wait"):
             del options[how_to_run]
         return options
+
+
+def fill_date(template: str, run_date: str) -> str:
+    """Replaces {date} (YYYY-MM-DD) and its parts {yyyy}, {mm}, {dd} in a path or pattern.
+
+    A daily job reads `gs://raw/{date}/*.csv` or `raw/year={yyyy}/month={mm}/day={dd}/*`.
+    """
+    yyyy, mm, dd = run_date.split("-")
+    for name, value in (("date", run_date), ("yyyy", yyyy), ("mm", mm), ("dd", dd)):
+        template = template.replace("{" + name + "}", value)
+    return template
 
 
 def parse_splits(text: str) -> tuple[tuple[str, int], ...]:

@@ -7,6 +7,7 @@ import json
 from conftest import IN_PROCESS
 
 from beam_jobs.cli import main
+from beam_jobs.options import fill_date
 
 
 def _convert_argv(source: str, output, *flags: str) -> list[str]:
@@ -58,6 +59,39 @@ def test_errors_end_with_a_json_line_and_their_exit_code(tmp_path, capsys):
     assert _last_json(capsys.readouterr().out)["error"] == (
         "--run_date must be YYYY-MM-DD, got '12/01/2026'"
     )
+    assert main(["convert", "--input", "a", "--output", "o", "--run_date", "20261201"]) == 2
+    assert _last_json(capsys.readouterr().out)["error"] == (
+        "--run_date must be YYYY-MM-DD, got '20261201'"
+    )
+
+
+def test_fill_date_replaces_the_date_and_its_parts():
+    assert fill_date("gs://raw/{date}/*.csv", "2026-12-01") == "gs://raw/2026-12-01/*.csv"
+    assert fill_date("raw/year={yyyy}/month={mm}/day={dd}/*", "2026-03-09") == (
+        "raw/year=2026/month=03/day=09/*"
+    )
+    assert fill_date("raw/{other}/*.csv", "2026-12-01") == "raw/{other}/*.csv"
+
+
+def test_a_daily_job_reads_and_writes_its_dates_partition(sample_csv, tmp_path, capsys):
+    import shutil
+
+    for day in ("2026-11-30", "2026-12-01"):
+        (tmp_path / "raw" / day).mkdir(parents=True)
+    shutil.copy(sample_csv[0], tmp_path / "raw" / "2026-12-01" / "part.csv")
+    argv = _convert_argv(
+        str(tmp_path / "raw" / "{date}" / "*.csv"), tmp_path / "ds" / "{date}", "--num_shards=2"
+    )
+    assert main([*argv, "--run_date=2026-12-01"]) == 0
+    summary = _last_json(capsys.readouterr().out)
+    assert (summary["status"], summary["shards"]) == ("ok", 2)
+    manifest = json.loads((tmp_path / "ds" / "2026-12-01" / "manifest.json").read_text())
+    assert manifest["inputs"]["patterns"] == [str(tmp_path / "raw" / "2026-12-01" / "*.csv")]
+    # The day before has no files yet: a usage error naming that day's pattern, nothing written.
+    assert main([*argv, "--run_date=2026-11-30"]) == 2
+    error = _last_json(capsys.readouterr().out)["error"]
+    assert error == f"--input '{tmp_path}/raw/2026-11-30/*.csv' matches no files"
+    assert not (tmp_path / "ds" / "2026-11-30").exists()
 
 
 def test_wait_false_returns_after_submitting(sample_csv, tmp_path, capsys):

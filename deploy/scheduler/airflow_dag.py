@@ -1,8 +1,9 @@
 """Airflow alternative to Cloud Scheduler: one Flex Template launch per day, for that day.
 
 Needs apache-airflow-providers-google. Set the Airflow variables tfrecord_etl_project,
-tfrecord_etl_region, tfrecord_etl_bucket, tfrecord_etl_input and tfrecord_etl_output (the output
-with {date}). A rerun of a day is harmless: the job finds that day's complete manifest and exits 0.
+tfrecord_etl_region, tfrecord_etl_bucket, tfrecord_etl_input and tfrecord_etl_output (both may
+hold {date}, filled in with the DAG run's date). A rerun of a day is harmless: the job finds
+that day's complete manifest and exits 0.
 """
 
 import datetime
@@ -30,7 +31,9 @@ with DAG(
                 "jobName": "tfrecord-etl-{{ ds_nodash }}",
                 "containerSpecGcsPath": f"gs://{bucket}/templates/tfrecord-etl.json",
                 "parameters": {
-                    "input": Variable.get("tfrecord_etl_input", default_var="gs://b/raw/*.csv"),
+                    "input": Variable.get(
+                        "tfrecord_etl_input", default_var="gs://b/raw/{date}/*.csv"
+                    ),
                     "output": Variable.get("tfrecord_etl_output", default_var="gs://b/ds/{date}"),
                     "run_date": "{{ ds }}",
                 },
