@@ -1,6 +1,6 @@
 """The Beam step that writes one shard.
 
-It is a deterministic functions of the plan: a retried bundle writes the same records in the
+It is a deterministic function of the plan: a retried bundle writes the same records in the
 same order (tfx-bsl orders each Example's feature map arbitrarily, so not always the same
 bytes; the manifest records the checksum of the attempt that was published). A shard
 is written in one streaming pass (input -> Arrow batches -> Examples -> framed records -> file)
