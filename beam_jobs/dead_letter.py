@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import base64
 import dataclasses
+import json
 
-__all__ = ["BadRow", "as_text"]
+__all__ = ["BadRow", "as_text", "first_bad_rows"]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -46,3 +47,28 @@ def as_text(value: bytes | str | None) -> str | dict | None:
         return value.decode("utf-8")
     except UnicodeDecodeError:
         return {"base64": base64.b64encode(value).decode("ascii")}
+
+
+def first_bad_rows(dead_letter_dir: str, limit: int = 5) -> list[str]:
+    """The first `limit` bad rows of a run's dead letter, one line each: `file:line: reason`.
+
+    The file's byte offset stands in for the line where there is none (TFRecord records), and
+    the file alone for rows without either (oversized records, Parquet rows).
+    """
+    from apache_beam.io.filesystems import FileSystems
+
+    matched = FileSystems.match([FileSystems.join(dead_letter_dir, "*.jsonl")])[0]
+    found: list[str] = []
+    for path in sorted(m.path for m in matched.metadata_list):
+        with FileSystems.open(path) as f:
+            for raw in f:
+                if len(found) == limit:
+                    return found
+                row = json.loads(raw)
+                where = row["file"]
+                if row.get("line") is not None:
+                    where += f":{row['line']}"
+                elif row.get("byte_offset") is not None:
+                    where += f" (byte {row['byte_offset']})"
+                found.append(f"{where}: {row['reason']}")
+    return found

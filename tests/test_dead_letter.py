@@ -105,8 +105,18 @@ def test_cli_exit_code_and_summary(dirty_csv, tmp_path, capsys):
         "--direct_num_workers=1",
         "--sample_bytes=4096",
     ]
+    first_bad_rows = [
+        f"first bad rows (all of them are in {out}/dead_letter/):",
+        f"  {dirty_csv}:103: expected 3 columns, got 4",
+        f"  {dirty_csv}:204: expected 3 columns, got 2",
+        f"  {dirty_csv}:305: column 'score' (float32): Failed to parse string: 'not a number' "
+        "as a scalar of type double",
+        f"  {dirty_csv}:406: column 'name' (bytes): Invalid UTF8 payload",
+    ]
     assert main(base) == 1
-    assert "could not be converted, more than --max_bad_fraction 0.001" in capsys.readouterr().err
+    error = capsys.readouterr().err.splitlines()
+    assert "could not be converted, more than --max_bad_fraction 0.001" in error[0]
+    assert error[1:] == first_bad_rows
     assert main([*base, "--max_bad_fraction=0.5"]) == 0
     lines = capsys.readouterr().out.splitlines()
     assert [line.split()[-1] for line in lines if line.startswith(("records", "bad"))] == [
@@ -114,6 +124,7 @@ def test_cli_exit_code_and_summary(dirty_csv, tmp_path, capsys):
         "1,000",
         "4",
     ]
+    assert lines[-6:-1] == first_bad_rows  # before the JSON summary line
 
 
 def test_records_over_max_record_bytes_are_dead_lettered(tmp_path):
@@ -188,3 +199,23 @@ def test_line_numbers_are_physical_lines(tmp_path, monkeypatch, gzipped, counted
         ("9450,bad,extra", 615),
     ]
     assert all(data[d["byte_offset"] :].startswith(d["raw"].encode()) for d in letters)
+
+
+def test_first_bad_rows_say_where_each_row_is(tmp_path):
+    from beam_jobs.dead_letter import first_bad_rows
+
+    rows = [
+        {"file": "a.csv", "line": 7, "byte_offset": 90, "reason": "r1"},
+        {"file": "b.tfrecord", "line": None, "byte_offset": 1234, "reason": "r2"},
+        {"file": "c.parquet", "line": None, "byte_offset": None, "reason": "r3"},
+    ]
+    (tmp_path / "data-00000-of-00002.tfrecord.jsonl").write_text(
+        "".join(json.dumps(r) + "\n" for r in rows[:2])
+    )
+    (tmp_path / "data-00001-of-00002.tfrecord.jsonl").write_text(json.dumps(rows[2]) + "\n")
+    assert first_bad_rows(str(tmp_path)) == [
+        "a.csv:7: r1",
+        "b.tfrecord (byte 1234): r2",
+        "c.parquet: r3",
+    ]
+    assert first_bad_rows(str(tmp_path), limit=1) == ["a.csv:7: r1"]
