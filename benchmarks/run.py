@@ -215,7 +215,7 @@ def main() -> None:
     lines += [
         "",
         f"Shard planner, 1 TB over 20,000 input files (sizes only): {planner['shards']:,} shards, "
-        f"{planner['pieces']:,} pieces, {planner['segments']:,} quote-count segments, input bytes "
+        f"{planner['pieces']:,} pieces, {planner['segments']:,} cut-count segments, input bytes "
         f"per shard max/min {planner['balance']:.4f}, in {planner['seconds']:.2f} s and "
         f"{planner['peak_mb']:.0f} MiB peak traced memory.",
     ]
