@@ -10,14 +10,22 @@ counted in parallel (about a GB/s per core) and summed per file.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
+from typing import BinaryIO
 
 from apache_beam.io.filesystem import CompressionTypes
 from apache_beam.io.filesystems import FileSystems
 
 from beam_jobs.csv_ranges import count_quotes
 
-__all__ = ["CutCounts", "Segment", "count_lines_to", "count_segment", "segments_between_cuts"]
+__all__ = [
+    "CutCounts",
+    "Segment",
+    "count_lines_to",
+    "count_segment",
+    "read_chunks",
+    "segments_between_cuts",
+]
 
 _READ_CHUNK = 8 << 20
 
@@ -73,24 +81,26 @@ def segments_between_cuts(cuts: dict[str, list[int]]) -> list[Segment]:
     return segments
 
 
-def _chunks(path: str, start: int, end: int) -> Iterable[bytes]:
-    left = end - start
-    with FileSystems.open(path, compression_type=CompressionTypes.UNCOMPRESSED) as f:
+def read_chunks(f: BinaryIO, start: int, end: int) -> Iterator[bytes]:
+    """Bytes [start, end) of an open file (fewer at its end), in chunks of up to 8 MiB."""
+    if start:
         f.seek(start)
-        while left > 0:
-            chunk = f.read(min(_READ_CHUNK, left))
-            if not chunk:
-                break
-            left -= len(chunk)
-            yield chunk
+    left = end - start
+    while left > 0:
+        chunk = f.read(min(_READ_CHUNK, left))
+        if not chunk:
+            return
+        left -= len(chunk)
+        yield chunk
 
 
 def count_segment(segment: Segment) -> Counted:
     """Counts the quote and newline bytes in one segment."""
     quotes = newlines = 0
-    for chunk in _chunks(segment.path, segment.start, segment.end):
-        quotes += count_quotes(chunk)
-        newlines += chunk.count(b"\n")
+    with FileSystems.open(segment.path, compression_type=CompressionTypes.UNCOMPRESSED) as f:
+        for chunk in read_chunks(f, segment.start, segment.end):
+            quotes += count_quotes(chunk)
+            newlines += chunk.count(b"\n")
     return Counted(segment, quotes, newlines)
 
 

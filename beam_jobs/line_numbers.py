@@ -8,16 +8,14 @@ counted by reading the piece once more up to its last bad row, only when it had 
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 
-from beam_jobs.cut_counts import CutCounts, count_lines_to
+from beam_jobs.cut_counts import CutCounts, count_lines_to, read_chunks
 from beam_jobs.dead_letter import BadRow
 from beam_jobs.formats.base import compression_of, open_input
 from beam_jobs.shard_plan import Piece
 
 __all__ = ["with_line_numbers"]
-
-_READ_CHUNK = 8 << 20
 
 
 def with_line_numbers(
@@ -37,18 +35,12 @@ def with_line_numbers(
         if not offsets:
             continue
         before = counts.newlines_before(piece.path, piece.start)
-        found = count_lines_to(_read_from(piece), [o - piece.start for o in offsets])
+        # A compressed file is one piece from 0, and offsets are in its decompressed bytes.
+        with open_input(piece.path, compression_of(piece.path)) as f:
+            chunks = read_chunks(f, piece.start, offsets[-1])
+            found = count_lines_to(chunks, [o - piece.start for o in offsets])
         lines.update(((piece.path, o), before + n + 1) for o, n in zip(offsets, found))
     return [
         dataclasses.replace(r, line=lines[(r.path, r.offset)]) if (r.path, r.offset) in lines else r
         for r in rows
     ]
-
-
-def _read_from(piece: Piece) -> Iterator[bytes]:
-    """The piece's file from the piece's start to its end (decompressed, for a whole file)."""
-    with open_input(piece.path, compression_of(piece.path)) as f:
-        if piece.start:
-            f.seek(piece.start)
-        while chunk := f.read(_READ_CHUNK):
-            yield chunk
