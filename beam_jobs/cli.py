@@ -42,7 +42,7 @@ usage: tfrecord-etl {convert,inspect,verify} ...
 def _convert(argv: list[str]) -> int:
     from beam_jobs.convert import run
     from beam_jobs.publish import TooManyBadRecords
-    from beam_jobs.report import summarize_run
+    from beam_jobs.report import bad_rows_note, summarize_run
 
     if "-h" in argv or "--help" in argv:
         from beam_jobs.options import ConvertOptions
@@ -62,7 +62,8 @@ def _convert(argv: list[str]) -> int:
     try:
         result = run(argv)
     except TooManyBadRecords as e:
-        raise TooManyBadRecords("\n".join([str(e), *_bad_rows_note(_output_of(argv))])) from e
+        note = bad_rows_note(e.output) if e.output else []
+        raise TooManyBadRecords("\n".join([str(e), *note]), e.output) from e
     elapsed = time.monotonic() - started
     if result.plan is not None:
         from beam_jobs.report import describe_plan
@@ -82,7 +83,7 @@ def _convert(argv: list[str]) -> int:
     if result.converted:
         print(summarize_run(manifest, elapsed))
         if manifest.counts.get("bad_records", 0):
-            print("\n".join(_bad_rows_note(result.config.output)))
+            print("\n".join(bad_rows_note(result.config.output)))
     else:
         print(
             f"already converted: the output holds a complete manifest of these inputs and options "
@@ -100,28 +101,6 @@ def _convert(argv: list[str]) -> int:
         elapsed_seconds=round(elapsed, 3),
     )
     return EXIT_OK
-
-
-def _output_of(argv: list[str]) -> str:
-    from apache_beam.options.pipeline_options import PipelineOptions
-
-    from beam_jobs.options import ConvertConfig, normalize_argv
-
-    return ConvertConfig.from_options(PipelineOptions(normalize_argv(argv))).output
-
-
-def _bad_rows_note(output: str, limit: int = 5) -> list[str]:
-    """The first bad rows, where they are and why, so that nobody has to open the dead letter to
-    see what went wrong."""
-    from beam_jobs.dead_letter import first_bad_rows
-    from beam_jobs.output_dir import DEAD_LETTER_DIR
-
-    folder = f"{output}/{DEAD_LETTER_DIR}"
-    try:
-        rows = first_bad_rows(folder, limit)
-    except Exception as e:  # the note is a courtesy; the dead letter itself is published
-        return [f"(could not read {folder}/: {e})"]
-    return [f"first bad rows (all of them are in {folder}/):", *(f"  {r}" for r in rows)]
 
 
 def _summary_line(status: str, exit_code: int, **fields: object) -> None:

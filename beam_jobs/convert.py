@@ -89,6 +89,8 @@ def run(argv: Sequence[str]) -> ConvertResult:
     except Exception as e:
         _remove_quietly(transform.temp_dir)
         data_error = _data_error(e)
+        if isinstance(data_error, TooManyBadRecords):
+            data_error = TooManyBadRecords(str(data_error), config.output)
         if data_error:
             raise data_error from e
         raise

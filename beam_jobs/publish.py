@@ -94,7 +94,12 @@ def build_manifest(
 
 
 class TooManyBadRecords(DataError):
-    """More rows than `--max_bad_fraction` allows could not be converted."""
+    """More rows than `--max_bad_fraction` allows could not be converted; their dead letter is
+    published under `output` (when known: runners pass on only the message)."""
+
+    def __init__(self, message: str, output: str | None = None) -> None:
+        super().__init__(message)
+        self.output = output
 
 
 def dead_letter_name(shard: WrittenShard) -> str:
@@ -119,7 +124,8 @@ def _check_bad_fraction(written: Sequence[WrittenShard], output: str, limit: flo
         raise TooManyBadRecords(
             f"{bad:,} of {total:,} records ({bad / total:.3%}) could not be converted, more than "
             f"--max_bad_fraction {limit} allows; they are listed with their reasons in "
-            f"{FileSystems.join(output, DEAD_LETTER_DIR)}/; no manifest was published"
+            f"{FileSystems.join(output, DEAD_LETTER_DIR)}/; no manifest was published",
+            output,
         )
 
 

@@ -4,11 +4,13 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from beam_jobs.dead_letter import first_bad_rows
+from beam_jobs.output_dir import DEAD_LETTER_DIR
 from beam_jobs.planning import ConversionPlan
 from beam_jobs.units import format_size
 from tfdata_reader.manifest import Manifest
 
-__all__ = ["describe", "describe_plan", "format_table", "summarize_run"]
+__all__ = ["bad_rows_note", "describe", "describe_plan", "format_table", "summarize_run"]
 
 
 def format_table(header: Sequence[str], rows: Sequence[Sequence[object]]) -> str:
@@ -90,6 +92,17 @@ def summarize_run(manifest: Manifest, elapsed_seconds: float) -> str:
         ),
     ]
     return format_table(["conversion", "done"], rows)
+
+
+def bad_rows_note(output: str, limit: int = 5) -> list[str]:
+    """The first bad rows of a run, where they are and why, so that nobody has to open the dead
+    letter to see what went wrong."""
+    folder = f"{output}/{DEAD_LETTER_DIR}"
+    try:
+        rows = first_bad_rows(folder, limit)
+    except Exception as e:  # the note is a courtesy; the dead letter itself is published
+        return [f"(could not read {folder}/: {e})"]
+    return [f"first bad rows (all of them are in {folder}/):", *(f"  {r}" for r in rows)]
 
 
 def _planned_shards(plan: ConversionPlan, target_shard_bytes: int) -> str:
