@@ -65,7 +65,7 @@ def checked_blocks(
         expected = tf.clip_by_value(wanted - before, 0, length)
         # The plain Assert op: tf.debugging.Assert wraps it in a cond, which the inline
         # executor cannot run.
-        check = tf.raw_ops.Assert(
+        assertion = tf.raw_ops.Assert(
             condition=tf.equal(size, expected),
             data=[
                 "shard",
@@ -78,7 +78,7 @@ def checked_blocks(
             ],
             summarize=1,
         )
-        with tf.control_dependencies([check]):
+        with tf.control_dependencies([assertion]):
             return tf.identity(block)
 
     if _MapDataset is None:
