@@ -12,6 +12,7 @@ letter, and `max_bad_fraction` applies, as in `convert`.
 from __future__ import annotations
 
 import dataclasses
+import heapq
 import json
 import uuid
 from collections.abc import Iterator, Sequence
@@ -151,8 +152,28 @@ def _flat(element: Any) -> dict:
     return element if isinstance(element, dict) else {"batch_rows": element.num_rows}
 
 
-def _shard_of(record: bytes, num_shards: int) -> tuple[int, bytes]:
-    return google_crc32c.value(record) % num_shards, record
+class _PickShardFn(beam.DoFn):
+    """Sends each record to the shard that has the fewest bytes so far in this bundle.
+
+    A hash of each record balances shards only statistically: with about 550 records per shard,
+    one test run here put the largest shard 13% over its 48 KiB target (tfx-bsl encodes a
+    record's features in a different order each time, so its hash differs between runs).
+    Filling the lightest shard keeps a bundle's shards within one record of each other whatever
+    the data's order or periodicity. Ties go round the shards from an offset the bundle's first
+    record picks, so that many small bundles do not all begin with shard 0.
+    """
+
+    def start_bundle(self) -> None:
+        self._loads: list[tuple[int, int, int]] | None = None  # heap of (bytes, rank, shard)
+
+    def process(self, record: bytes, num_shards: int) -> Iterator[tuple[int, bytes]]:
+        if self._loads is None:
+            offset = google_crc32c.value(record) % num_shards
+            self._loads = [(0, (s - offset) % num_shards, s) for s in range(num_shards)]
+            heapq.heapify(self._loads)
+        load, rank, shard = self._loads[0]
+        heapq.heapreplace(self._loads, (load + _framed_size(record)[0], rank, shard))
+        yield shard, record
 
 
 class _WriteGroupFn(beam.DoFn):
@@ -297,7 +318,7 @@ class WriteShards(beam.PTransform):
         )
         written = (
             records
-            | "PickShard" >> beam.Map(_shard_of, num_shards=num_shards)
+            | "PickShard" >> beam.ParDo(_PickShardFn(), num_shards=num_shards)
             | "GroupByShard" >> beam.GroupByKey()
             | "WriteShards"
             >> beam.ParDo(
