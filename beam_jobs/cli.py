@@ -40,9 +40,9 @@ usage: tfrecord-etl {convert,inspect,verify} ...
 
 
 def _convert(argv: list[str]) -> int:
-    from beam_jobs.convert import run
-    from beam_jobs.publish import TooManyBadRecords
+    from beam_jobs.launcher import run
     from beam_jobs.report import bad_rows_note, summarize_run
+    from beam_jobs.sink.publish import TooManyBadRecords
 
     if "-h" in argv or "--help" in argv:
         from beam_jobs.options import ConvertOptions
@@ -140,7 +140,7 @@ def _inspect_inputs(args: argparse.Namespace) -> int:
     from apache_beam.options.pipeline_options import PipelineOptions
 
     from beam_jobs.options import ConvertConfig, normalize_argv
-    from beam_jobs.planning import make_plan
+    from beam_jobs.plan.conversion import make_plan
     from beam_jobs.report import describe_plan
     from tfdata_reader.manifest import schema_to_json
 

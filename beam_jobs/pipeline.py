@@ -8,13 +8,13 @@ from typing import Any
 import apache_beam as beam
 from apache_beam.io.filesystems import FileSystems
 
-from beam_jobs import shard_writer
-from beam_jobs.cut_counts import CutCounts, count_segment, segments_between_cuts
+from beam_jobs.formats.lines.cut_counts import CutCounts, count_segment, segments_between_cuts
 from beam_jobs.options import ConvertConfig
-from beam_jobs.output_dir import TEMP_DIR_PREFIX
-from beam_jobs.planning import ConversionPlan
-from beam_jobs.publish import publish
-from beam_jobs.shard_plan import cut_points
+from beam_jobs.plan.conversion import ConversionPlan
+from beam_jobs.plan.shards import cut_points
+from beam_jobs.sink import shard_writer
+from beam_jobs.sink.output_dir import TEMP_DIR_PREFIX
+from beam_jobs.sink.publish import publish
 
 __all__ = ["LAUNCHER_COUNT_BYTES", "ConvertToShards"]
 

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from beam_jobs.dead_letter import first_bad_rows
-from beam_jobs.output_dir import DEAD_LETTER_DIR
-from beam_jobs.planning import ConversionPlan
+from beam_jobs.plan.conversion import ConversionPlan
+from beam_jobs.sink.dead_letter import first_bad_rows
+from beam_jobs.sink.output_dir import DEAD_LETTER_DIR
 from beam_jobs.units import format_size
 from tfdata_reader.manifest import Manifest
 

@@ -16,7 +16,7 @@ import google_crc32c
 from apache_beam.io.filesystem import CompressionTypes
 from apache_beam.io.filesystems import FileSystems
 
-from beam_jobs.tfrecord_format import FramingError, count_records
+from beam_jobs.sink.tfrecord import FramingError, count_records
 from tfdata_reader.manifest import MANIFEST_NAME, Manifest, ManifestError, ShardInfo
 
 __all__ = ["ShardProblem", "load_manifest", "verify"]

@@ -24,17 +24,17 @@ import pyarrow as pa
 from apache_beam.io.filesystem import CompressionTypes
 from apache_beam.io.filesystems import FileSystems
 
-from beam_jobs import arrow_conform
-from beam_jobs.dead_letter import BadRow, as_text
 from beam_jobs.errors import DataError
-from beam_jobs.example_encoding import ExampleEncoder
 from beam_jobs.formats.jsonl import flatten_object, infer_from_rows
 from beam_jobs.options import DEFAULT_MAX_BAD_FRACTION
-from beam_jobs.output_dir import TEMP_DIR_PREFIX
-from beam_jobs.publish import publish
-from beam_jobs.shard_plan import choose_num_shards
-from beam_jobs.shard_writer import WrittenShard
-from beam_jobs.tfrecord_format import ShardFileWriter
+from beam_jobs.plan.shards import choose_num_shards
+from beam_jobs.schema import conform as arrow_conform
+from beam_jobs.sink.dead_letter import BadRow, as_text
+from beam_jobs.sink.encode import ExampleEncoder
+from beam_jobs.sink.output_dir import TEMP_DIR_PREFIX
+from beam_jobs.sink.publish import publish
+from beam_jobs.sink.shard_writer import WrittenShard
+from beam_jobs.sink.tfrecord import ShardFileWriter
 from beam_jobs.units import parse_size
 from beam_jobs.version import __version__
 from tfdata_reader.manifest import FeatureSpec, shard_name

@@ -28,8 +28,8 @@ sys.path.insert(0, str(HERE))
 from data import write_csv  # noqa: E402
 from measure import Measured, run_measured  # noqa: E402
 
-from beam_jobs.cut_counts import segments_between_cuts  # noqa: E402
-from beam_jobs.shard_plan import InputFile, choose_num_shards, cut_points, plan_shards  # noqa: E402
+from beam_jobs.formats.lines.cut_counts import segments_between_cuts  # noqa: E402
+from beam_jobs.plan.shards import InputFile, choose_num_shards, cut_points, plan_shards  # noqa: E402
 from tfdata_reader.manifest import Manifest  # noqa: E402
 
 PY = sys.executable

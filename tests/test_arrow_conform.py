@@ -1,6 +1,6 @@
 import pyarrow as pa
 
-from beam_jobs.arrow_conform import conform, infer_from_table, merge_features
+from beam_jobs.schema.conform import conform, infer_from_table, merge_features
 from tfdata_reader.manifest import FeatureSpec
 
 

@@ -5,7 +5,7 @@ import random
 import numpy as np
 import pytest
 
-from beam_jobs.csv_ranges import (
+from beam_jobs.formats.csv.record_starts import (
     count_quotes,
     first_record_start,
     record_start_at_or_after,
@@ -64,7 +64,7 @@ def test_record_start_at_or_after_every_offset_matches_csv_module():
 
 
 def test_record_start_scans_across_blocks(monkeypatch):
-    import beam_jobs.csv_ranges as csv_ranges
+    import beam_jobs.formats.csv.record_starts as csv_ranges
 
     monkeypatch.setattr(csv_ranges, "_SCAN_BLOCK", 4)
     data = b'h\n"aaaaaaaaa\nbbbbbbbbbb\ncc"\nnext\n'

@@ -2,8 +2,8 @@ import io
 
 import pytest
 
-from beam_jobs.csv_source import BadRow, infer_features, parse_sample, read_range
 from beam_jobs.errors import DataError
+from beam_jobs.formats.csv.source import BadRow, infer_features, parse_sample, read_range
 from tfdata_reader.manifest import FeatureSpec
 
 HEAD = (

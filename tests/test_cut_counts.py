@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from beam_jobs.cut_counts import (
+from beam_jobs.formats.lines.cut_counts import (
     CutCounts,
     count_lines_to,
     count_segment,

@@ -8,7 +8,7 @@ import pytest
 from conftest import convert
 
 from beam_jobs.cli import main
-from beam_jobs.publish import TooManyBadRecords
+from beam_jobs.sink.publish import TooManyBadRecords
 from tfdata_reader import make_dataset
 
 
@@ -202,7 +202,7 @@ def test_line_numbers_are_physical_lines(tmp_path, monkeypatch, gzipped, counted
 
 
 def test_first_bad_rows_say_where_each_row_is(tmp_path):
-    from beam_jobs.dead_letter import first_bad_rows
+    from beam_jobs.sink.dead_letter import first_bad_rows
 
     rows = [
         {"file": "a.csv", "line": 7, "byte_offset": 90, "reason": "r1"},

@@ -16,7 +16,7 @@ from apache_beam.options.pipeline_options import PipelineOptions
 
 from beam_jobs.options import ConvertConfig, ConvertOptions
 from beam_jobs.pipeline import ConvertToShards
-from beam_jobs.planning import make_plan
+from beam_jobs.plan.conversion import make_plan
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 DEPLOY = ROOT / "deploy"

@@ -1,6 +1,6 @@
 import re
 
-from beam_jobs.progress import ProgressReporter, write_note
+from beam_jobs.sink.progress import ProgressReporter, write_note
 
 
 def test_reporter_reads_notes_once_and_sums_them(tmp_path):

@@ -1,6 +1,6 @@
 import pytest
 
-from beam_jobs.shard_plan import InputFile, Piece, choose_num_shards, cut_points, plan_shards
+from beam_jobs.plan.shards import InputFile, Piece, choose_num_shards, cut_points, plan_shards
 
 
 @pytest.mark.parametrize(

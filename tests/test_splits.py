@@ -3,7 +3,7 @@ import pyarrow as pa
 import pytest
 
 from beam_jobs.options import UsageError, parse_splits
-from beam_jobs.splits import assign_splits
+from beam_jobs.schema.splits import assign_splits
 
 
 def test_assignment_depends_only_on_the_values():

@@ -3,7 +3,7 @@ import io
 
 import pytest
 
-from beam_jobs.tfrecord_format import (
+from beam_jobs.sink.tfrecord import (
     FramingError,
     ShardFileWriter,
     count_records,

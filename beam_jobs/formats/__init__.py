@@ -13,7 +13,7 @@ FORMAT_NAMES = ("csv", "jsonl", "parquet", "text", "images", "tfrecord")
 
 
 def _classes() -> dict[str, type[InputFormat]]:
-    from beam_jobs.formats.csv import CsvFormat
+    from beam_jobs.formats.csv.format import CsvFormat
     from beam_jobs.formats.images import ImagesFormat
     from beam_jobs.formats.jsonl import JsonLinesFormat
     from beam_jobs.formats.parquet import ParquetFormat

@@ -17,8 +17,8 @@ import pyarrow as pa
 from apache_beam.io.filesystem import CompressionTypes
 from apache_beam.io.filesystems import FileSystems
 
-from beam_jobs.dead_letter import BadRow
-from beam_jobs.shard_plan import InputFile, Piece
+from beam_jobs.plan.shards import InputFile, Piece
+from beam_jobs.sink.dead_letter import BadRow
 from tfdata_reader.manifest import FeatureSpec
 
 __all__ = [

@@ -18,11 +18,11 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.csv as pcsv
 
-from beam_jobs import arrow_conform
-from beam_jobs.dead_letter import BadRow
 from beam_jobs.errors import DataError
 from beam_jobs.formats.base import InputFormat, OnBadRow, Sample, open_input
-from beam_jobs.shard_plan import InputFile, Piece
+from beam_jobs.plan.shards import InputFile, Piece
+from beam_jobs.schema import conform as arrow_conform
+from beam_jobs.sink.dead_letter import BadRow
 from tfdata_reader.manifest import FeatureSpec
 
 __all__ = ["IMAGE_EXTENSIONS", "ImagesFormat", "image_root", "relative_name"]

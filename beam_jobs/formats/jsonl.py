@@ -18,13 +18,13 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.json as pj
 
-from beam_jobs import arrow_conform
-from beam_jobs.dead_letter import BadRow, as_text
 from beam_jobs.errors import DataError
 from beam_jobs.formats.base import InputFormat, OnBadRow, Sample
-from beam_jobs.formats.lines import line_offsets
+from beam_jobs.formats.lines.chunks import line_offsets
 from beam_jobs.formats.text import piece_chunks, sample_head
-from beam_jobs.shard_plan import InputFile, Piece
+from beam_jobs.plan.shards import InputFile, Piece
+from beam_jobs.schema import conform as arrow_conform
+from beam_jobs.sink.dead_letter import BadRow, as_text
 from tfdata_reader.manifest import FeatureSpec
 
 __all__ = ["JsonLinesFormat", "flatten_object", "infer_from_rows", "read_chunk"]

@@ -11,8 +11,8 @@ import pyarrow as pa
 from beam_jobs.errors import DataError
 from beam_jobs.formats.base import InputFormat, OnBadRow, Sample, compression_of, open_input
 from beam_jobs.formats.base import read_head as read_content_head
-from beam_jobs.formats.lines import line_chunks, split_lines
-from beam_jobs.shard_plan import InputFile, Piece
+from beam_jobs.formats.lines.chunks import line_chunks, split_lines
+from beam_jobs.plan.shards import InputFile, Piece
 from tfdata_reader.manifest import FeatureSpec
 
 __all__ = ["TextFormat", "complete_lines", "piece_chunks"]

@@ -17,13 +17,13 @@ from typing import Any
 
 import pyarrow as pa
 
-from beam_jobs import arrow_conform
-from beam_jobs.dead_letter import BadRow, as_text
 from beam_jobs.errors import DataError
 from beam_jobs.formats.base import InputFormat, OnBadRow, Sample, compression_of, open_input
 from beam_jobs.formats.base import read_head as read_content_head
-from beam_jobs.shard_plan import InputFile, Piece
-from beam_jobs.tfrecord_format import FramingError, find_record_start, read_records
+from beam_jobs.plan.shards import InputFile, Piece
+from beam_jobs.schema import conform as arrow_conform
+from beam_jobs.sink.dead_letter import BadRow, as_text
+from beam_jobs.sink.tfrecord import FramingError, find_record_start, read_records
 from tfdata_reader.manifest import FeatureSpec
 
 __all__ = ["TFRecordFormat"]

@@ -19,11 +19,11 @@ from apache_beam.io.filesystem import CompressionTypes
 from apache_beam.io.filesystems import FileSystems
 
 from beam_jobs.errors import DataError
-from beam_jobs.example_encoding import ExampleEncoder
 from beam_jobs.formats import InputFormat, Sample, make_format
 from beam_jobs.options import ConvertConfig, UsageError
-from beam_jobs.shard_plan import InputFile, ShardSpec, choose_num_shards, plan_shards
-from beam_jobs.tfrecord_format import GZIP_LEVEL, frame_records
+from beam_jobs.plan.shards import InputFile, ShardSpec, choose_num_shards, plan_shards
+from beam_jobs.sink.encode import ExampleEncoder
+from beam_jobs.sink.tfrecord import GZIP_LEVEL, frame_records
 from tfdata_reader.manifest import FeatureSpec, schema_from_json
 
 __all__ = ["ConversionPlan", "list_inputs", "make_plan"]

@@ -17,8 +17,8 @@ from apache_beam.io.filesystem import CompressionTypes
 from apache_beam.io.filesystems import FileSystems
 
 from beam_jobs.errors import DataError
-from beam_jobs.output_dir import DEAD_LETTER_DIR, remove_folder
-from beam_jobs.shard_writer import WrittenShard
+from beam_jobs.sink.output_dir import DEAD_LETTER_DIR, remove_folder
+from beam_jobs.sink.shard_writer import WrittenShard
 from tfdata_reader.manifest import (
     MANIFEST_NAME,
     FeatureSpec,

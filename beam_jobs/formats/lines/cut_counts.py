@@ -16,7 +16,7 @@ from typing import BinaryIO
 from apache_beam.io.filesystem import CompressionTypes
 from apache_beam.io.filesystems import FileSystems
 
-from beam_jobs.csv_ranges import count_quotes
+from beam_jobs.formats.csv.record_starts import count_quotes
 
 __all__ = [
     "CutCounts",

@@ -11,11 +11,11 @@ from apache_beam.options.pipeline_options import PipelineOptions
 
 from beam_jobs.errors import DataError
 from beam_jobs.options import ConvertConfig, apply_local_runner_defaults, normalize_argv
-from beam_jobs.output_dir import prepare_output, remove_folder
 from beam_jobs.pipeline import ConvertToShards
-from beam_jobs.planning import ConversionPlan, make_plan
-from beam_jobs.progress import ProgressReporter
-from beam_jobs.publish import TooManyBadRecords
+from beam_jobs.plan.conversion import ConversionPlan, make_plan
+from beam_jobs.sink.output_dir import prepare_output, remove_folder
+from beam_jobs.sink.progress import ProgressReporter
+from beam_jobs.sink.publish import TooManyBadRecords
 from beam_jobs.units import format_size
 from beam_jobs.verify import load_manifest
 from beam_jobs.version import __version__

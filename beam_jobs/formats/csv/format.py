@@ -1,4 +1,4 @@
-"""`--format csv`: CSV files with a header line (see `beam_jobs.csv_source`).
+"""`--format csv`: CSV files with a header line (see `beam_jobs.formats.csv.source`).
 
 Uncompressed files are cut anywhere: a Beam step counts the quote bytes before every cut (the
 `CutCounts` context of `read_piece`), so a writer finds its first record exactly even when
@@ -13,11 +13,12 @@ from collections.abc import Iterator, Sequence
 
 import pyarrow as pa
 
-from beam_jobs import csv_ranges, csv_source
-from beam_jobs.cut_counts import CutCounts
 from beam_jobs.formats.base import InputFormat, OnBadRow, Sample, compression_of, open_input
 from beam_jobs.formats.base import read_head as read_content_head
-from beam_jobs.shard_plan import InputFile, Piece
+from beam_jobs.formats.csv import record_starts as csv_ranges
+from beam_jobs.formats.csv import source as csv_source
+from beam_jobs.formats.lines.cut_counts import CutCounts
+from beam_jobs.plan.shards import InputFile, Piece
 from tfdata_reader.manifest import FeatureSpec
 
 __all__ = ["CsvFormat"]

@@ -13,7 +13,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from beam_jobs.arrow_conform import is_list
+from beam_jobs.schema.conform import is_list
 
 __all__ = ["assign_splits", "row_hashes"]
 

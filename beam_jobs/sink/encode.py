@@ -14,7 +14,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from beam_jobs.arrow_conform import VALUE_TYPES, is_list, list_parts
+from beam_jobs.schema.conform import VALUE_TYPES, is_list, list_parts
 from tfdata_reader.manifest import FeatureSpec
 
 __all__ = ["ExampleEncoder", "to_list_column"]

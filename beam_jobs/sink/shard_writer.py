@@ -22,15 +22,15 @@ from apache_beam.io.filesystem import CompressionTypes
 from apache_beam.io.filesystems import FileSystems
 from apache_beam.metrics import Metrics
 
-from beam_jobs import progress
-from beam_jobs.arrow_conform import missing_count
-from beam_jobs.dead_letter import BadRow, as_text
-from beam_jobs.example_encoding import ExampleEncoder
 from beam_jobs.formats import InputFormat
-from beam_jobs.line_numbers import with_line_numbers
-from beam_jobs.shard_plan import Piece, ShardSpec
-from beam_jobs.splits import assign_splits
-from beam_jobs.tfrecord_format import ShardFileWriter
+from beam_jobs.formats.lines.line_numbers import with_line_numbers
+from beam_jobs.plan.shards import Piece, ShardSpec
+from beam_jobs.schema.conform import missing_count
+from beam_jobs.schema.splits import assign_splits
+from beam_jobs.sink import progress
+from beam_jobs.sink.dead_letter import BadRow, as_text
+from beam_jobs.sink.encode import ExampleEncoder
+from beam_jobs.sink.tfrecord import ShardFileWriter
 from tfdata_reader.manifest import FeatureSpec, shard_name
 
 __all__ = [

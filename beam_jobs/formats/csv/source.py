@@ -18,9 +18,9 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.csv as pcsv
 
-from beam_jobs.csv_ranges import nonempty_record_starts, record_starts
-from beam_jobs.dead_letter import BadRow, as_text
 from beam_jobs.errors import DataError
+from beam_jobs.formats.csv.record_starts import nonempty_record_starts, record_starts
+from beam_jobs.sink.dead_letter import BadRow, as_text
 from tfdata_reader.manifest import FeatureSpec
 
 __all__ = ["BadRow", "CsvSample", "infer_features", "parse_sample", "read_range"]
