@@ -42,7 +42,6 @@ usage: tfrecord-etl {convert,inspect,verify} ...
 def _convert(argv: list[str]) -> int:
     from beam_jobs.launcher import run
     from beam_jobs.report import bad_rows_note, summarize_run
-    from beam_jobs.sink.publish import TooManyBadRecords
 
     if "-h" in argv or "--help" in argv:
         from beam_jobs.options import ConvertOptions
@@ -59,11 +58,7 @@ def _convert(argv: list[str]) -> int:
         parser.print_help()
         return EXIT_OK
     started = time.monotonic()
-    try:
-        result = run(argv)
-    except TooManyBadRecords as e:
-        note = bad_rows_note(e.output) if e.output else []
-        raise TooManyBadRecords("\n".join([str(e), *note]), e.output) from e
+    result = run(argv)
     elapsed = time.monotonic() - started
     if result.plan is not None:
         from beam_jobs.report import describe_plan
@@ -110,7 +105,7 @@ def _summary_line(status: str, exit_code: int, **fields: object) -> None:
 
 def _inspect(argv: list[str]) -> int:
     from beam_jobs.report import describe
-    from beam_jobs.verify import load_manifest
+    from beam_jobs.sink.output_dir import load_manifest
     from tfdata_reader.manifest import schema_to_json
 
     parser = argparse.ArgumentParser(
@@ -139,9 +134,10 @@ def _inspect_inputs(args: argparse.Namespace) -> int:
     """The spec `convert` would infer for raw inputs (and its plan, without --schema)."""
     from apache_beam.options.pipeline_options import PipelineOptions
 
-    from beam_jobs.options import ConvertConfig, normalize_argv
+    from beam_jobs.options import ConvertConfig
     from beam_jobs.plan.conversion import make_plan
     from beam_jobs.report import describe_plan
+    from beam_jobs.runner import normalize_argv
     from tfdata_reader.manifest import schema_to_json
 
     flags = [a for i in args.input for a in ("--input", i)] + ["--output", "(none)"]
@@ -197,14 +193,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     # Local worker processes relay every startup notice as a warning; errors still show.
     logging.getLogger("apache_beam.runners.portability.local_job_service").setLevel(logging.ERROR)
 
-    from beam_jobs.errors import DataError
-    from beam_jobs.options import UsageError
-    from tfdata_reader.manifest import ManifestError
+    from beam_jobs.errors import DataError, ManifestError, TooManyBadRecords, UsageError
 
     try:
         return command(argv[1:])
     except UsageError as e:
         return _fail(argv[0], EXIT_USAGE, e)
+    except TooManyBadRecords as e:
+        from beam_jobs.report import bad_rows_note
+
+        return _fail(argv[0], EXIT_DATA, e, bad_rows_note(e.output) if e.output else [])
     except (DataError, ManifestError) as e:
         return _fail(argv[0], EXIT_DATA, e)
     except Exception as e:
@@ -212,8 +210,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         return _fail(argv[0], EXIT_OTHER, e)
 
 
-def _fail(command: str, exit_code: int, error: BaseException) -> int:
-    print(f"error: {error}", file=sys.stderr)
+def _fail(command: str, exit_code: int, error: BaseException, note: Sequence[str] = ()) -> int:
+    message = str(error)
+    print("\n".join([f"error: {message}", *note]), file=sys.stderr)
     if command == "convert":
-        _summary_line("error", exit_code, error=str(error).splitlines()[0] if str(error) else "")
+        _summary_line("error", exit_code, error=message.splitlines()[0] if message else "")
     return exit_code

@@ -1,4 +1,5 @@
-"""`convert`: plan, run the Beam pipeline, and report what was published."""
+"""The launcher's side of `convert`: plan, check the output folder, run the pipeline, and
+return what was published."""
 
 from __future__ import annotations
 
@@ -9,15 +10,14 @@ from collections.abc import Sequence
 import apache_beam as beam
 from apache_beam.options.pipeline_options import PipelineOptions
 
-from beam_jobs.errors import DataError
-from beam_jobs.options import ConvertConfig, apply_local_runner_defaults, normalize_argv
+from beam_jobs.errors import recover
+from beam_jobs.options import ConvertConfig
 from beam_jobs.pipeline import ConvertToShards
 from beam_jobs.plan.conversion import ConversionPlan, make_plan
-from beam_jobs.sink.output_dir import prepare_output, remove_folder
+from beam_jobs.runner import choose_runner, normalize_argv
+from beam_jobs.sink.output_dir import load_manifest, prepare_output, remove_folder
 from beam_jobs.sink.progress import ProgressReporter
-from beam_jobs.sink.publish import TooManyBadRecords
 from beam_jobs.units import format_size
-from beam_jobs.verify import load_manifest
 from beam_jobs.version import __version__
 from tfdata_reader.manifest import Manifest
 
@@ -53,11 +53,10 @@ def run(argv: Sequence[str]) -> ConvertResult:
     options = PipelineOptions(argv)
     config = ConvertConfig.from_options(options)
     plan = make_plan(config)
-    apply_local_runner_defaults(options, argv, plan.input_bytes)
+    choose_runner(options, argv, plan.input_bytes)
     if config.dry_run:
         return ConvertResult(config, None, converted=False, plan=plan)
-    files = [{"path": f.path, "bytes": f.size} for f in plan.files]
-    if prepare_output(config, files):
+    if prepare_output(config, plan.files_json()):
         _log.info(
             "%s already holds this conversion (same input files and options); nothing to do "
             "(pass --overwrite to convert again)",
@@ -88,11 +87,9 @@ def run(argv: Sequence[str]) -> ConvertResult:
             _ = pipeline | "ConvertToShards" >> transform
     except Exception as e:
         _remove_quietly(transform.temp_dir)
-        data_error = _data_error(e)
-        if isinstance(data_error, TooManyBadRecords):
-            data_error = TooManyBadRecords(str(data_error), config.output)
-        if data_error:
-            raise data_error from e
+        ours = recover(e)  # a worker's DataError arrives as the runner's text
+        if ours is not None:
+            raise ours from e
         raise
     finally:
         reporter.stop()
@@ -102,19 +99,7 @@ def run(argv: Sequence[str]) -> ConvertResult:
 def _per_split(plan: ConversionPlan) -> str:
     if not plan.splits:
         return ""
-    counts = [f"{name} {sum(s.split == name for s in plan.shards)}" for name, _ in plan.splits]
-    return f" ({', '.join(counts)})"
-
-
-def _data_error(error: BaseException) -> DataError | None:
-    """The data error a worker raised, which runners re-raise wrapped in their own errors."""
-    text = str(error)
-    for kind in (TooManyBadRecords, DataError):  # the subclass first
-        marker = f"{kind.__name__}: "
-        if isinstance(error, kind) or marker in text:
-            tail = text[text.rindex(marker) + len(marker) :] if marker in text else text
-            return kind(tail.splitlines()[0].split(" [while running")[0])
-    return None
+    return f" ({', '.join(f'{name} {n}' for name, n in plan.shards_per_split().items())})"
 
 
 def _remove_quietly(path: str) -> None:

@@ -1,75 +1,32 @@
 """`convert`'s flags as Beam pipeline options, validated once into a typed `ConvertConfig`.
 
-Every standard Beam flag (`--runner`, `--direct_num_workers`, Dataflow's flags...) passes
-through untouched; without `--runner` the job runs on Beam's local FnApiRunner with one worker
-process per core, which never reaches for the network.
+The defaults and accepted values of every flag are defined here once; `WriteShards` takes the
+same defaults. Which runner runs the job, and how the raw argv is normalized first, is
+`beam_jobs.runner`'s business.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import datetime
-import logging
-import os
-from collections.abc import Sequence
 from typing import Any
 
-from apache_beam.options.pipeline_options import (
-    DirectOptions,
-    PipelineOptions,
-    StandardOptions,
-    TestOptions,
-)
+from apache_beam.options.pipeline_options import PipelineOptions, TestOptions
 
+from beam_jobs.errors import UsageError
 from beam_jobs.formats import FORMAT_NAMES, guess_format
 from beam_jobs.units import parse_size
+from tfdata_reader.manifest import COMPRESSIONS, NAME_RULE, is_valid_name
 
-__all__ = [
-    "ConvertConfig",
-    "ConvertOptions",
-    "UsageError",
-    "apply_local_runner_defaults",
-    "fill_date",
-    "normalize_argv",
-    "parse_splits",
-]
+__all__ = ["ConvertConfig", "ConvertOptions", "fill_date", "parse_splits"]
 
-
-def normalize_argv(argv: Sequence[str]) -> list[str]:
-    """Lets `--dry_run` stand alone (Beam's own --dry_run flag expects a value), and reads
-    `--labels FILE` as `--image_labels FILE`: Beam's Dataflow options own `--labels key=value`
-    (job labels), so only a value without '=' is taken as the image labels CSV."""
-    argv = ["--dry_run=true" if arg == "--dry_run" else arg for arg in argv]
-    normalized: list[str] = []
-    i = 0
-    while i < len(argv):
-        arg = argv[i]
-        if arg == "--labels" and i + 1 < len(argv) and _is_path(argv[i + 1]):
-            normalized.append(f"--image_labels={argv[i + 1]}")
-            i += 2
-            continue
-        if arg.startswith("--labels=") and _is_path(arg.split("=", 1)[1]):
-            arg = "--image_labels=" + arg.split("=", 1)[1]
-        normalized.append(arg)
-        i += 1
-    return normalized
-
-
-def _is_path(value: str) -> bool:
-    return "=" not in value and not value.lstrip().startswith("{")
-
-
-COMPRESSIONS = ("none", "gzip")
 MIN_TARGET_SHARD_BYTES = 1024
+MIN_SAMPLE_BYTES = 4096
 DEFAULT_TARGET_SHARD_BYTES = "256MiB"
-LOCAL_RUNNER = "FnApiRunner"
-LOCAL_THREADS_MAX_BYTES = 1 << 30
 DEFAULT_MAX_BAD_FRACTION = 0.001
 DEFAULT_MAX_RECORD_BYTES = "64MiB"
-
-
-class UsageError(ValueError):
-    """A flag has a bad value; the message says which, the value, and what is accepted."""
+DEFAULT_SAMPLE_BYTES = "1MiB"
+DEFAULT_SHARD_PREFIX = "data"
 
 
 class ConvertOptions(PipelineOptions):
@@ -126,10 +83,14 @@ class ConvertOptions(PipelineOptions):
             help="Write exactly this many shards instead of sizing them.",
         )
         parser.add_argument(
-            "--compression", default="none", help="Shard compression: none or gzip."
+            "--compression",
+            default="none",
+            help=f"Shard compression: {' or '.join(COMPRESSIONS)}.",
         )
         parser.add_argument(
-            "--shard_prefix", default="data", help="Shard file name prefix (default data)."
+            "--shard_prefix",
+            default=DEFAULT_SHARD_PREFIX,
+            help=f"Shard file name prefix, {NAME_RULE} (default {DEFAULT_SHARD_PREFIX}).",
         )
         parser.add_argument(
             "--max_bad_fraction",
@@ -167,7 +128,7 @@ class ConvertOptions(PipelineOptions):
         )
         parser.add_argument(
             "--sample_bytes",
-            default="1MiB",
+            default=DEFAULT_SAMPLE_BYTES,
             help="Bytes read from the head of each sampled file to infer types and sizes.",
         )
 
@@ -183,14 +144,14 @@ class ConvertConfig:
     labels: str | None = None
     splits: tuple[tuple[str, int], ...] = ()
     split_key: str | None = None
-    target_shard_bytes: int = 256 * 1024**2
+    target_shard_bytes: int = parse_size(DEFAULT_TARGET_SHARD_BYTES)
     num_shards: int | None = None
     compression: str = "none"
-    shard_prefix: str = "data"
-    sample_bytes: int = 1024**2
+    shard_prefix: str = DEFAULT_SHARD_PREFIX
+    sample_bytes: int = parse_size(DEFAULT_SAMPLE_BYTES)
     overwrite: bool = False
     max_bad_fraction: float = DEFAULT_MAX_BAD_FRACTION
-    max_record_bytes: int = 64 * 1024**2
+    max_record_bytes: int = parse_size(DEFAULT_MAX_RECORD_BYTES)
     run_date: str = ""
     dry_run: bool = False
     wait: bool = True
@@ -225,13 +186,12 @@ class ConvertConfig:
             )
         if self.max_record_bytes < 1:
             raise UsageError(f"--max_record_bytes must be at least 1, got {self.max_record_bytes}")
-        if self.sample_bytes < 4096:
-            raise UsageError(f"--sample_bytes must be at least 4096, got {self.sample_bytes}")
-        if not self.shard_prefix.replace("_", "").replace(".", "").isalnum():
+        if self.sample_bytes < MIN_SAMPLE_BYTES:
             raise UsageError(
-                "--shard_prefix may hold only letters, digits, '_' and '.', "
-                f"got {self.shard_prefix!r}"
+                f"--sample_bytes must be at least {MIN_SAMPLE_BYTES}, got {self.sample_bytes}"
             )
+        if not is_valid_name(self.shard_prefix):
+            raise UsageError(f"--shard_prefix may hold only {NAME_RULE}, got {self.shard_prefix!r}")
 
     @classmethod
     def from_options(cls, options: PipelineOptions) -> ConvertConfig:
@@ -307,10 +267,10 @@ def parse_splits(text: str) -> tuple[tuple[str, int], ...]:
     splits = []
     for part in text.split(","):
         name, _, weight = part.strip().partition("=")
-        if not name.replace("_", "").replace(".", "").isalnum() or not weight.isdigit():
+        if not is_valid_name(name) or not weight.isdigit():
             raise UsageError(
-                f"--splits must look like train=80,eval=20 (names of letters, digits, '_' and "
-                f"'.', positive integer weights), got {text!r}"
+                f"--splits must look like train=80,eval=20 (names of {NAME_RULE}, positive "
+                f"integer weights), got {text!r}"
             )
         splits.append((name, int(weight)))
     names = [n for n, _ in splits]
@@ -324,48 +284,3 @@ def _flag(value: str | bool, name: str) -> bool:
     if text not in ("true", "false", "1", "0", "yes", "no"):
         raise UsageError(f"{name} must be true or false, got {value!r}")
     return text in ("true", "1", "yes")
-
-
-def apply_local_runner_defaults(
-    options: PipelineOptions, argv: Sequence[str], input_bytes: int | None = None
-) -> str:
-    """Chooses the runner; returns a note for the user when it changed what they asked for.
-
-    No `--runner`: Beam's FnApiRunner with one worker per core, as threads of this process for
-    inputs up to `LOCAL_THREADS_MAX_BYTES` (starting worker processes costs seconds, and the
-    hot path is C++ that releases the GIL: 2M rows convert 10-25% faster here), as processes
-    for larger inputs, where they scale past the GIL.
-    `--runner DirectRunner`: the same, because Beam 2.77's DirectRunner first tries to download
-    the Prism runner binary, which an offline machine cannot; pass `--prism_location` to a local
-    Prism binary to keep DirectRunner. Any other runner is used as given.
-    """
-    standard = options.view_as(StandardOptions)
-    direct = options.view_as(DirectOptions)
-    note = ""
-    runner = standard.runner
-    wants_direct = runner in ("DirectRunner", "direct", "directrunner")
-    has_prism = any(a.startswith("--prism_location") for a in argv)
-    if runner is None or (wants_direct and not has_prism):
-        if wants_direct:
-            note = (
-                f"running on Beam's local {LOCAL_RUNNER} instead of DirectRunner, which would "
-                "first "
-                "try to download the Prism runner (pass --prism_location=BINARY to use Prism)"
-            )
-        standard.runner = LOCAL_RUNNER
-        if not any(a.startswith("--direct_running_mode") for a in argv):
-            small = input_bytes is not None and input_bytes <= LOCAL_THREADS_MAX_BYTES
-            direct.direct_running_mode = "multi_threading" if small else "multi_processing"
-        if not any(a.startswith("--direct_num_workers") for a in argv):
-            direct.direct_num_workers = os.cpu_count() or 1
-        logging.getLogger(__name__).info(
-            "local runner: %s with %d worker %s",
-            LOCAL_RUNNER,
-            direct.direct_num_workers,
-            {"multi_threading": "threads", "multi_processing": "processes"}.get(
-                direct.direct_running_mode, f"({direct.direct_running_mode})"
-            ),
-        )
-    if note:
-        logging.getLogger(__name__).warning(note)
-    return note

@@ -14,7 +14,7 @@ from beam_jobs.plan.conversion import ConversionPlan
 from beam_jobs.plan.shards import cut_points
 from beam_jobs.sink import shard_writer
 from beam_jobs.sink.output_dir import TEMP_DIR_PREFIX
-from beam_jobs.sink.publish import publish
+from beam_jobs.sink.publish import PublishShards, PublishSpec
 
 __all__ = ["LAUNCHER_COUNT_BYTES", "ConvertToShards"]
 
@@ -35,31 +35,14 @@ class ConvertToShards(beam.PTransform):
         self.temp_dir = FileSystems.join(config.output, TEMP_DIR_PREFIX + uuid.uuid4().hex[:12])
 
     def expand(self, pbegin: beam.pvalue.PBegin) -> beam.PCollection:
-        plan, config = self._plan, self._config
-        written = (
-            pbegin
-            # Create spreads its elements over workers itself (it ends with a Reshuffle).
-            | "ListShards" >> beam.Create(plan.shards)
-            | "WriteShards" >> beam.ParDo(self._writer(), context=self._context(pbegin))
-        )
         return (
-            written
-            | "GatherShards" >> beam.combiners.ToList()
-            | "Publish"
-            >> beam.Map(
-                publish,
-                output=config.output,
-                temp_dir=self.temp_dir,
-                prefixes=self._prefixes(),
-                max_bad_fraction=config.max_bad_fraction,
-                features=plan.features,
-                compression=config.compression,
-                inputs=self._inputs(),
-                options=self._options(),
-                tool_version=self._tool_version,
-                splits=dict(plan.splits),
-                extras=plan.input_format.manifest_extras(),
-            )
+            pbegin
+            # One element per planned shard (`ShardSpec`), spread over the workers.
+            | "ListShards" >> beam.Create(self._plan.shards)
+            # Each writer streams its pieces into one temporary shard: a `WrittenShard`.
+            | "WriteShards" >> beam.ParDo(self._writer(), context=self._context(pbegin))
+            # Final names, dead letters, then manifest.json: the published `Manifest`.
+            | "Publish" >> PublishShards(self._publish_spec())
         )
 
     def _writer(self) -> shard_writer.WriteShardFn:
@@ -101,20 +84,26 @@ class ConvertToShards(beam.PTransform):
         )
         return beam.pvalue.AsSingleton(counts)
 
-    def _prefixes(self) -> list[str]:
-        return [name for name, _ in self._plan.splits] or [self._config.shard_prefix]
-
-    def _inputs(self) -> dict[str, Any]:
-        return {
-            "patterns": list(self._config.inputs),
-            "files": [{"path": f.path, "bytes": f.size} for f in self._plan.files],
-            "total_bytes": self._plan.input_bytes,
-        }
-
-    def _options(self) -> dict[str, Any]:
-        return self._config.to_json() | {
-            "planned_shards": len(self._plan.shards),
-            "estimated_output_bytes_per_input_byte": round(
-                self._plan.output_bytes_per_input_byte, 6
-            ),
-        }
+    def _publish_spec(self) -> PublishSpec:
+        plan, config = self._plan, self._config
+        return PublishSpec(
+            output=config.output,
+            temp_dir=self.temp_dir,
+            prefixes=tuple(name for name, _ in plan.splits) or (config.shard_prefix,),
+            max_bad_fraction=config.max_bad_fraction,
+            compression=config.compression,
+            inputs={
+                "patterns": list(config.inputs),
+                "files": plan.files_json(),
+                "total_bytes": plan.input_bytes,
+            },
+            options=config.to_json()
+            | {
+                "planned_shards": len(plan.shards),
+                "estimated_output_bytes_per_input_byte": round(plan.output_bytes_per_input_byte, 6),
+            },
+            features=plan.features,
+            splits=plan.splits,
+            label_vocabulary=tuple(plan.input_format.manifest_extras().get("label_vocabulary", ())),
+            tool_version=self._tool_version,
+        )

@@ -5,8 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from beam_jobs.plan.conversion import ConversionPlan
-from beam_jobs.sink.dead_letter import first_bad_rows
-from beam_jobs.sink.output_dir import DEAD_LETTER_DIR
+from beam_jobs.sink.dead_letter import DEAD_LETTER_DIR, first_bad_rows
 from beam_jobs.units import format_size
 from tfdata_reader.manifest import Manifest
 
@@ -114,8 +113,9 @@ def _planned_shards(plan: ConversionPlan, target_shard_bytes: int) -> str:
         )
     total = sum(w for _, w in plan.splits)
     parts = []
+    counts = plan.shards_per_split()
     for name, weight in plan.splits:
-        count = sum(1 for s in plan.shards if s.split == name)
+        count = counts[name]
         size = plan.estimated_output_bytes * weight / total / count
         parts.append(f"{name} ({weight}/{total}): {count} of about {format_size(size)}")
     return f"shards       {'; '.join(parts)} (target {format_size(target_shard_bytes)})"

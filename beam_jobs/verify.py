@@ -16,10 +16,12 @@ import google_crc32c
 from apache_beam.io.filesystem import CompressionTypes
 from apache_beam.io.filesystems import FileSystems
 
-from beam_jobs.sink.tfrecord import FramingError, count_records
-from tfdata_reader.manifest import MANIFEST_NAME, Manifest, ManifestError, ShardInfo
+from beam_jobs.errors import FramingError
+from beam_jobs.sink.output_dir import load_manifest
+from beam_jobs.sink.tfrecord import count_records
+from tfdata_reader.manifest import Manifest, ShardInfo
 
-__all__ = ["ShardProblem", "load_manifest", "verify"]
+__all__ = ["ShardProblem", "verify"]
 
 _CHUNK = 8 << 20
 
@@ -30,21 +32,6 @@ class ShardProblem:
 
     path: str
     problem: str
-
-
-def load_manifest(output: str) -> Manifest:
-    """Reads `OUT/manifest.json` with Beam's file systems.
-
-    Raises:
-      ManifestError: when it is missing or malformed, naming the path.
-    """
-    path = FileSystems.join(output.rstrip("/"), MANIFEST_NAME)
-    if not FileSystems.exists(path):
-        raise ManifestError(
-            f"{path} does not exist: not a tfrecord-etl output, or the conversion did not finish"
-        )
-    with FileSystems.open(path, compression_type=CompressionTypes.UNCOMPRESSED) as f:
-        return Manifest.from_json(f.read(), source=path)
 
 
 class _Measured:

@@ -3,17 +3,15 @@
 For teams with their own Beam pipeline: the elements may be dicts (`{feature: value or list}`,
 nested dicts flattened to dotted names), Arrow `RecordBatch`es, or serialized `tf.train.Example`
 bytes. The feature spec is given or inferred from a sample; elements are batched, conformed and
-encoded by tfx-bsl; the total size decides the shard count; each record goes to the shard its
-CRC32C picks (deterministic and balanced); every shard is written under a temporary name and
-published with the same manifest `convert` writes. Rows that contradict the spec go to the dead
-letter, and `max_bad_fraction` applies, as in `convert`.
+encoded by tfx-bsl; the total size decides the shard count; each record goes to the shard that
+has the fewest bytes so far in its bundle; every shard is written under a temporary name and
+published by the same `PublishShards` step as `convert`. Rows that contradict the spec go to
+the dead letter, and `max_bad_fraction` applies, as in `convert`.
 """
 
 from __future__ import annotations
 
-import dataclasses
 import heapq
-import json
 import uuid
 from collections.abc import Iterator, Sequence
 from typing import Any
@@ -23,28 +21,31 @@ import google_crc32c
 import pyarrow as pa
 from apache_beam.io.filesystem import CompressionTypes
 from apache_beam.io.filesystems import FileSystems
+from apache_beam.metrics import Metrics
 
-from beam_jobs.errors import DataError
-from beam_jobs.formats.jsonl import flatten_object, infer_from_rows
-from beam_jobs.options import DEFAULT_MAX_BAD_FRACTION
+from beam_jobs.errors import DataError, UsageError
+from beam_jobs.options import (
+    DEFAULT_MAX_BAD_FRACTION,
+    DEFAULT_SHARD_PREFIX,
+    DEFAULT_TARGET_SHARD_BYTES,
+)
 from beam_jobs.plan.shards import choose_num_shards
 from beam_jobs.schema import conform as arrow_conform
-from beam_jobs.sink.dead_letter import BadRow, as_text
-from beam_jobs.sink.encode import ExampleEncoder
+from beam_jobs.schema.rows import flatten_object, infer_from_rows
+from beam_jobs.sink.dead_letter import BadRow, as_text, write_dead_letter
+from beam_jobs.sink.encode import ExampleEncoder, decode_examples
 from beam_jobs.sink.output_dir import TEMP_DIR_PREFIX
-from beam_jobs.sink.publish import publish
-from beam_jobs.sink.shard_writer import WrittenShard
-from beam_jobs.sink.tfrecord import ShardFileWriter
+from beam_jobs.sink.publish import PublishShards, PublishSpec, WrittenShard
+from beam_jobs.sink.shard_writer import METRICS_NAMESPACE
+from beam_jobs.sink.tfrecord import RECORD_OVERHEAD_BYTES, ShardFileWriter
 from beam_jobs.units import parse_size
-from beam_jobs.version import __version__
-from tfdata_reader.manifest import FeatureSpec, shard_name
+from tfdata_reader.manifest import COMPRESSIONS, NAME_RULE, FeatureSpec, is_valid_name, shard_name
 
 __all__ = ["WriteShards", "infer_spec"]
 
 SAMPLE_SIZE = 1000
-
-
 _SOURCE = "<pcollection>"
+_WRITE_CHUNK = 4096
 
 
 def _to_table(elements: Sequence[Any]) -> pa.Table:
@@ -62,12 +63,6 @@ def _to_table(elements: Sequence[Any]) -> pa.Table:
     return arrow_conform.flatten_structs(table)
 
 
-def _decode(records: Sequence[bytes]) -> pa.RecordBatch:
-    from tfx_bsl.coders.example_coder import ExamplesToRecordBatchDecoder
-
-    return ExamplesToRecordBatchDecoder().DecodeBatch(list(records))
-
-
 def infer_spec(sample: Sequence[Any]) -> list[FeatureSpec]:
     """The feature spec of sampled elements (dicts, record batches or serialized Examples).
 
@@ -78,7 +73,7 @@ def infer_spec(sample: Sequence[Any]) -> list[FeatureSpec]:
         raise DataError("WriteShards got an empty PCollection and no features to describe it")
     if isinstance(sample[0], bytes):
         return arrow_conform.infer_from_table(
-            pa.Table.from_batches([_decode(sample)]), scalar_lists=True
+            pa.Table.from_batches([decode_examples(sample)]), scalar_lists=True
         )
     if isinstance(sample[0], dict):
         # Like JSON lines: a key with values of several types takes the type most rows have.
@@ -93,6 +88,10 @@ def _cells(row: dict) -> dict:
     return {k: as_text(v) if isinstance(v, bytes) else v for k, v in row.items()}
 
 
+def _flat(element: Any) -> dict:
+    return element if isinstance(element, dict) else {"batch_rows": element.num_rows}
+
+
 class _EncodeFn(beam.DoFn):
     """Batches of elements -> serialized Examples; bad rows and missing-value counts aside."""
 
@@ -102,6 +101,7 @@ class _EncodeFn(beam.DoFn):
     def __init__(self, features: Sequence[FeatureSpec] | None) -> None:
         self._fixed = tuple(features) if features else None
         self._features: tuple[FeatureSpec, ...] = ()
+        self._bad_counter = Metrics.counter(METRICS_NAMESPACE, "records_dead_lettered")
 
     @staticmethod
     def _conform(
@@ -132,8 +132,7 @@ class _EncodeFn(beam.DoFn):
         if features != self._features:
             self._features, self._encoder = features, ExampleEncoder(features)
         if isinstance(elements[0], bytes):
-            table = _decode(elements)
-            batch, bad = arrow_conform.conform(table, features)
+            batch, bad = arrow_conform.conform(decode_examples(elements), features)
             rows = [{"raw": as_text(elements[i])} for i in sorted(bad)]
             records = [e for i, e in enumerate(elements) if i not in bad]
         else:
@@ -141,15 +140,21 @@ class _EncodeFn(beam.DoFn):
             rows = [{"cells": _cells(_flat(elements[i]))} for i in sorted(bad)]
             records = self._encoder.encode(batch)
         for (index, reason), content in zip(sorted(bad.items()), rows):
-            bad_row = BadRow(_SOURCE, 0, 0, reason, index, content)
-            yield beam.pvalue.TaggedOutput(self.BAD, bad_row.to_json())
+            yield beam.pvalue.TaggedOutput(
+                self.BAD, BadRow(_SOURCE, 0, 0, reason, index, content).to_json()
+            )
+        self._bad_counter.inc(len(bad))
         missing = {f.name: arrow_conform.missing_count(batch.column(f.name)) for f in features}
         yield beam.pvalue.TaggedOutput(self.MISSING, missing)
         yield from records
 
 
-def _flat(element: Any) -> dict:
-    return element if isinstance(element, dict) else {"batch_rows": element.num_rows}
+def _framed_size(record: bytes) -> tuple[int, int]:
+    return len(record) + RECORD_OVERHEAD_BYTES, 1
+
+
+def _shard_count(totals: tuple[int, int], target: int, forced: int | None) -> int:
+    return choose_num_shards(totals[0], target, totals[1], forced)
 
 
 class _PickShardFn(beam.DoFn):
@@ -176,78 +181,68 @@ class _PickShardFn(beam.DoFn):
         yield shard, record
 
 
+def _every_index(num_shards: int) -> Iterator[tuple[int, None]]:
+    """One empty marker per shard index, so that a shard no record chose is written too."""
+    return ((index, None) for index in range(num_shards))
+
+
 class _WriteGroupFn(beam.DoFn):
-    """Writes the records grouped under one shard index to a temporary file."""
+    """Writes the records grouped under one shard index to a temporary file.
+
+    Shard 0 also carries what is not any one shard's: the dead letter of every bad element and
+    the missing-value counts of all records.
+    """
 
     def __init__(self, temp_dir: str, prefix: str, compression: str) -> None:
         self._temp_dir, self._prefix, self._compression = temp_dir, prefix, compression
+        self._records = Metrics.counter(METRICS_NAMESPACE, "records_written")
+        self._bytes = Metrics.counter(METRICS_NAMESPACE, "bytes_written")
+        self._shards = Metrics.counter(METRICS_NAMESPACE, "shards_written")
 
-    def process(self, group: tuple[int, Any], num_shards: int) -> Iterator[WrittenShard]:
+    def process(
+        self,
+        group: tuple[int, Any],
+        num_shards: int,
+        bad_rows: list[dict],
+        missing: list[dict[str, int]],
+    ) -> Iterator[WrittenShard]:
         index, records = group
-        yield write_shard(
-            self._temp_dir, self._prefix, self._compression, index, num_shards, records
+        name = shard_name(self._prefix, index, num_shards, self._compression)
+        temp_path = FileSystems.join(self._temp_dir, f"{name}.{uuid.uuid4().hex}")
+        raw = FileSystems.create(temp_path, compression_type=CompressionTypes.UNCOMPRESSED)
+        with ShardFileWriter(raw, self._compression) as writer:
+            chunk: list[bytes] = []
+            for record in records:
+                if record is None:
+                    continue  # the marker of `_every_index`
+                chunk.append(record)
+                if len(chunk) == _WRITE_CHUNK:
+                    writer.write_records(chunk)
+                    chunk = []
+            writer.write_records(chunk)
+        first = index == 0
+        dead_letter = None
+        if first and bad_rows:
+            dead_letter = write_dead_letter(self._temp_dir, name, bad_rows)
+        self._records.inc(writer.records)
+        self._bytes.inc(writer.bytes)
+        self._shards.inc()
+        yield WrittenShard(
+            index=index,
+            temp_path=temp_path,
+            name=name,
+            records=writer.records,
+            bytes=writer.bytes,
+            crc32c=writer.crc32c,
+            input_bytes=0,
+            null_counts=_sum_counts(missing) if first else {},
+            bad_records=len(bad_rows) if first else 0,
+            dead_letter_temp_path=dead_letter,
+            num_shards=num_shards,
         )
 
 
-def write_shard(
-    temp_dir: str, prefix: str, compression: str, index: int, num_shards: int, records: Any
-) -> WrittenShard:
-    """Writes records to a temporary shard file; returns what it holds."""
-    name = shard_name(prefix, index, num_shards, compression)
-    temp_path = FileSystems.join(temp_dir, f"{name}.{uuid.uuid4().hex}")
-    raw = FileSystems.create(temp_path, compression_type=CompressionTypes.UNCOMPRESSED)
-    with ShardFileWriter(raw, compression) as writer:
-        chunk: list[bytes] = []
-        for record in records:
-            chunk.append(record)
-            if len(chunk) == 4096:
-                writer.write_records(chunk)
-                chunk = []
-        writer.write_records(chunk)
-    return WrittenShard(
-        index, temp_path, name, writer.records, writer.bytes, writer.crc32c, 0, {}, 0, None,
-        None, num_shards,
-    )  # fmt: skip
-
-
-def _framed_size(record: bytes) -> tuple[int, int]:
-    return len(record) + 16, 1
-
-
-def _shard_count(totals: tuple[int, int], target: int, forced: int | None) -> int:
-    return choose_num_shards(totals[0], target, totals[1], forced)
-
-
-def _complete(
-    written: list[WrittenShard],
-    num_shards: int,
-    bad_rows: list[dict],
-    missing: list[dict[str, int]],
-    temp_dir: str,
-    prefix: str,
-    compression: str,
-) -> list[WrittenShard]:
-    """Adds empty shards for indexes no record chose, and the dead letter to shard 0."""
-    have = {w.index for w in written}
-    written = written + [
-        write_shard(temp_dir, prefix, compression, i, num_shards, [])
-        for i in range(num_shards)
-        if i not in have
-    ]
-    written = sorted(written, key=lambda w: w.index)
-    first = dataclasses.replace(
-        written[0], null_counts=_sum_counts(missing), bad_records=len(bad_rows)
-    )
-    if bad_rows:
-        path = FileSystems.join(temp_dir, f"{first.name}.{uuid.uuid4().hex}.dead_letter.jsonl")
-        lines = "".join(json.dumps(row, ensure_ascii=False) + "\n" for row in bad_rows)
-        with FileSystems.create(path, compression_type=CompressionTypes.UNCOMPRESSED) as f:
-            f.write(lines.encode("utf-8"))
-        first = dataclasses.replace(first, dead_letter_temp_path=path)
-    return [first, *written[1:]]
-
-
-def _sum_counts(counts: Any) -> dict[str, int]:
+def _sum_counts(counts: Sequence[dict[str, int]]) -> dict[str, int]:
     total: dict[str, int] = {}
     for part in counts:
         for name, count in part.items():
@@ -267,9 +262,13 @@ class WriteShards(beam.PTransform):
         uncompressed records, so GZIP shards come out smaller.
       compression: "none" or "gzip".
       features: the feature spec; default: inferred from a sample of `sample_size` elements.
-      shard_prefix: shard file name prefix.
+      shard_prefix: shard file name prefix (ASCII letters, digits, '_' and '.').
       num_shards: write exactly this many shards instead of sizing them.
       max_bad_fraction: the largest share of rows that may fail to convert.
+
+    Raises:
+      UsageError: for a bad argument, at construction.
+
     Output: a PCollection holding the published `Manifest`.
     """
 
@@ -277,21 +276,32 @@ class WriteShards(beam.PTransform):
         self,
         output_dir: str,
         *,
-        target_shard_bytes: int | str = "256MiB",
+        target_shard_bytes: int | str = DEFAULT_TARGET_SHARD_BYTES,
         compression: str = "none",
         features: Sequence[FeatureSpec] | None = None,
-        shard_prefix: str = "data",
+        shard_prefix: str = DEFAULT_SHARD_PREFIX,
         num_shards: int | None = None,
         max_bad_fraction: float = DEFAULT_MAX_BAD_FRACTION,
         sample_size: int = SAMPLE_SIZE,
     ) -> None:
         super().__init__()
-        if compression not in ("none", "gzip"):
-            raise ValueError(f"compression must be none or gzip, got {compression!r}")
+        if compression not in COMPRESSIONS:
+            raise UsageError(
+                f"compression must be one of {', '.join(COMPRESSIONS)}, got {compression!r}"
+            )
+        if not is_valid_name(shard_prefix):
+            raise UsageError(f"shard_prefix may hold only {NAME_RULE}, got {shard_prefix!r}")
+        if num_shards is not None and num_shards < 1:
+            raise UsageError(f"num_shards must be at least 1, got {num_shards}")
+        if not 0.0 <= max_bad_fraction <= 1.0:
+            raise UsageError(f"max_bad_fraction must be between 0 and 1, got {max_bad_fraction}")
+        try:
+            self._target = parse_size(target_shard_bytes)
+        except ValueError as e:
+            raise UsageError(f"target_shard_bytes: {e}") from None
         self._output = output_dir.rstrip("/")
-        self._target = parse_size(str(target_shard_bytes))
         self._compression = compression
-        self._features = list(features) if features else None
+        self._features = tuple(features) if features else None
         self._prefix = shard_prefix
         self._num_shards = num_shards
         self._max_bad_fraction = max_bad_fraction
@@ -299,10 +309,11 @@ class WriteShards(beam.PTransform):
         self._temp_dir = FileSystems.join(self._output, TEMP_DIR_PREFIX + uuid.uuid4().hex[:12])
 
     def expand(self, pcoll: beam.PCollection) -> beam.PCollection:
-        spec = self._spec(pcoll)
+        spec = self._spec(pcoll)  # None when the features were given
         encoded = (
             pcoll
             | "Batch" >> beam.BatchElements(min_batch_size=64, max_batch_size=4096)
+            # Serialized Examples; tagged: bad rows' dead-letter objects, missing-value counts.
             | "Encode"
             >> beam.ParDo(_EncodeFn(self._features), spec=spec).with_outputs(
                 _EncodeFn.BAD, _EncodeFn.MISSING, main="records"
@@ -316,43 +327,25 @@ class WriteShards(beam.PTransform):
             | "ChooseShardCount"
             >> beam.Map(_shard_count, target=self._target, forced=self._num_shards)
         )
-        written = (
-            records
-            | "PickShard" >> beam.ParDo(_PickShardFn(), num_shards=num_shards)
+        markers = (
+            pcoll.pipeline
+            | "One" >> beam.Create([None])
+            | "EveryShardIndex" >> beam.FlatMap(lambda _, n: _every_index(n), n=num_shards)
+        )
+        picked = records | "PickShard" >> beam.ParDo(_PickShardFn(), num_shards=num_shards)
+        return (
+            (picked, markers)
+            | "WithEveryIndex" >> beam.Flatten()
             | "GroupByShard" >> beam.GroupByKey()
+            # One temporary shard per index: `WrittenShard`s.
             | "WriteShards"
             >> beam.ParDo(
                 _WriteGroupFn(self._temp_dir, self._prefix, self._compression),
                 num_shards=num_shards,
-            )
-        )
-        missing = encoded[_EncodeFn.MISSING] | "MissingValues" >> beam.combiners.ToList()
-        return (
-            written
-            | "GatherShards" >> beam.combiners.ToList()
-            | "AddEmptyShardsAndDeadLetter"
-            >> beam.Map(
-                _complete,
-                num_shards=num_shards,
                 bad_rows=beam.pvalue.AsList(encoded[_EncodeFn.BAD]),
-                missing=beam.pvalue.AsSingleton(missing),
-                temp_dir=self._temp_dir,
-                prefix=self._prefix,
-                compression=self._compression,
+                missing=beam.pvalue.AsList(encoded[_EncodeFn.MISSING]),
             )
-            | "Publish"
-            >> beam.Map(
-                publish,
-                output=self._output,
-                temp_dir=self._temp_dir,
-                prefixes=[self._prefix],
-                max_bad_fraction=self._max_bad_fraction,
-                features=spec if spec is not None else self._features,
-                compression=self._compression,
-                inputs={"source": "WriteShards"},
-                options=self._options(),
-                tool_version=__version__,
-            )
+            | "Publish" >> PublishShards(self._publish_spec(), features=spec)
         )
 
     def _spec(self, pcoll: beam.PCollection) -> Any:
@@ -364,11 +357,20 @@ class WriteShards(beam.PTransform):
             | "InferSpec" >> beam.Map(infer_spec)
         )
 
-    def _options(self) -> dict[str, Any]:
-        return {
-            "target_shard_bytes": self._target,
-            "compression": self._compression,
-            "shard_prefix": self._prefix,
-            "num_shards": self._num_shards,
-            "max_bad_fraction": self._max_bad_fraction,
-        }
+    def _publish_spec(self) -> PublishSpec:
+        return PublishSpec(
+            output=self._output,
+            temp_dir=self._temp_dir,
+            prefixes=(self._prefix,),
+            max_bad_fraction=self._max_bad_fraction,
+            compression=self._compression,
+            inputs={"source": "WriteShards"},
+            options={
+                "target_shard_bytes": self._target,
+                "compression": self._compression,
+                "shard_prefix": self._prefix,
+                "num_shards": self._num_shards,
+                "max_bad_fraction": self._max_bad_fraction,
+            },
+            features=self._features,
+        )

@@ -15,8 +15,7 @@ import pytest
 import tensorflow as tf
 from conftest import convert, expected_rows
 
-from beam_jobs.errors import DataError
-from beam_jobs.options import UsageError
+from beam_jobs.errors import DataError, UsageError
 from beam_jobs.verify import verify
 from tfdata_reader import make_dataset
 from tfdata_reader.dataset import parse_spec

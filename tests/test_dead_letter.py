@@ -8,7 +8,7 @@ import pytest
 from conftest import convert
 
 from beam_jobs.cli import main
-from beam_jobs.sink.publish import TooManyBadRecords
+from beam_jobs.errors import TooManyBadRecords
 from tfdata_reader import make_dataset
 
 

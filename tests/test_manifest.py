@@ -46,7 +46,7 @@ def test_shard_name(prefix, index, count, compression, expected):
 
 
 def test_shard_name_rejects_path_characters():
-    with pytest.raises(ValueError, match="shard prefix must match"):
+    with pytest.raises(ValueError, match="a shard prefix may hold only ASCII letters"):
         shard_name("../x", 0, 1, "none")
 
 

@@ -12,8 +12,8 @@ import time
 import pytest
 from conftest import IN_PROCESS, convert
 
+from beam_jobs.errors import UsageError
 from beam_jobs.launcher import run
-from beam_jobs.options import UsageError
 from beam_jobs.sink.output_dir import is_ours
 from beam_jobs.verify import verify
 

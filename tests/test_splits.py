@@ -2,7 +2,8 @@ import numpy as np
 import pyarrow as pa
 import pytest
 
-from beam_jobs.options import UsageError, parse_splits
+from beam_jobs.errors import UsageError
+from beam_jobs.options import parse_splits
 from beam_jobs.schema.splits import assign_splits
 
 

@@ -11,7 +11,8 @@ import google_crc32c
 import pytest
 
 from beam_jobs.cli import main
-from beam_jobs.options import ConvertConfig, apply_local_runner_defaults
+from beam_jobs.options import ConvertConfig
+from beam_jobs.runner import choose_runner
 from beam_jobs.verify import ShardProblem, verify
 
 
@@ -174,7 +175,7 @@ def test_runner_defaults(argv, runner, mode, workers, noted):
     input_bytes = sizes.get(argv[0]) if argv else None
     argv = [a for a in argv if a not in sizes]
     options = PipelineOptions(argv)
-    note = apply_local_runner_defaults(options, argv, input_bytes)
+    note = choose_runner(options, argv, input_bytes)
     assert options.view_as(StandardOptions).runner == runner
     assert options.view_as(DirectOptions).direct_running_mode == mode
     assert options.view_as(DirectOptions).direct_num_workers == workers
@@ -182,7 +183,7 @@ def test_runner_defaults(argv, runner, mode, workers, noted):
 
 
 def test_config_validation():
-    from beam_jobs.options import UsageError
+    from beam_jobs.errors import UsageError
 
     with pytest.raises(UsageError, match="--input is required"):
         ConvertConfig(inputs=(), output="o")

@@ -13,6 +13,7 @@ import re
 from typing import Any
 
 __all__ = [
+    "COMPRESSIONS",
     "DTYPES",
     "FORMAT_VERSION",
     "MANIFEST_NAME",
@@ -21,6 +22,7 @@ __all__ = [
     "Manifest",
     "ManifestError",
     "ShardInfo",
+    "is_valid_name",
     "schema_from_json",
     "schema_to_json",
     "shard_name",
@@ -33,8 +35,15 @@ DTYPES = ("int64", "float32", "bytes")
 COMPRESSIONS = ("none", "gzip")
 Compression = str  # one of COMPRESSIONS
 
-_SHARD_PREFIX_RE = re.compile(r"^[A-Za-z0-9_.]+$")
+# Shard prefixes and split names: ASCII, so every file system and URL takes them as they are.
+_NAME_RE = re.compile(r"^[A-Za-z0-9_.]+$")
+NAME_RULE = "ASCII letters, digits, '_' and '.'"
 _SHARD_NAME_RE = re.compile(r"^([A-Za-z0-9_.]+)-\d{5}-of-\d{5}\.tfrecord(\.gz)?$")
+
+
+def is_valid_name(name: str) -> bool:
+    """True for a shard prefix or split name: only ASCII letters, digits, '_' and '.'."""
+    return bool(_NAME_RE.match(name))
 
 
 def shard_prefix_of(name: str) -> str | None:
@@ -49,8 +58,8 @@ class ManifestError(ValueError):
 
 def shard_name(prefix: str, index: int, num_shards: int, compression: Compression) -> str:
     """Returns the file name of one shard, e.g. `data-00003-of-00012.tfrecord.gz`."""
-    if not _SHARD_PREFIX_RE.match(prefix):
-        raise ValueError(f"shard prefix must match {_SHARD_PREFIX_RE.pattern}, got {prefix!r}")
+    if not is_valid_name(prefix):
+        raise ValueError(f"a shard prefix may hold only {NAME_RULE}, got {prefix!r}")
     suffix = ".tfrecord.gz" if compression == "gzip" else ".tfrecord"
     return f"{prefix}-{index:05d}-of-{num_shards:05d}{suffix}"
 

@@ -9,7 +9,6 @@ another type than the feature's).
 
 from __future__ import annotations
 
-import collections
 import io
 import json
 from collections.abc import Callable, Iterator, Sequence
@@ -24,22 +23,11 @@ from beam_jobs.formats.lines.chunks import line_offsets
 from beam_jobs.formats.text import piece_chunks, sample_head
 from beam_jobs.plan.shards import InputFile, Piece
 from beam_jobs.schema import conform as arrow_conform
+from beam_jobs.schema.rows import flatten_object, infer_from_rows
 from beam_jobs.sink.dead_letter import BadRow, as_text
 from tfdata_reader.manifest import FeatureSpec
 
-__all__ = ["JsonLinesFormat", "flatten_object", "infer_from_rows", "read_chunk"]
-
-
-def flatten_object(obj: dict, prefix: str = "") -> dict[str, Any]:
-    """Nested objects as dotted keys; other values as they are."""
-    flat: dict[str, Any] = {}
-    for key, value in obj.items():
-        name = f"{prefix}{key}"
-        if isinstance(value, dict):
-            flat.update(flatten_object(value, f"{name}."))
-        else:
-            flat[name] = value
-    return flat
+__all__ = ["JsonLinesFormat", "read_chunk"]
 
 
 def _parse_fast(chunk: bytes) -> pa.Table:
@@ -126,49 +114,6 @@ def read_chunk(
         if batch.num_rows:
             batches.append(batch)
     return pa.Table.from_batches(batches).combine_chunks().to_batches()[0] if batches else None
-
-
-def _kind(value: Any) -> str:
-    if value is None:
-        return "null"
-    if isinstance(value, (str, bytes)):
-        return "str"
-    return "float" if isinstance(value, float) else "int"
-
-
-def infer_from_rows(rows: Sequence[dict], path: str) -> list[FeatureSpec]:
-    """Feature specs from parsed lines; a key whose values are text in some lines and numbers
-    in others takes the type most lines have (the others are dead-lettered when written)."""
-    counts: dict[str, collections.Counter] = {}
-    for row in rows:
-        for key, value in row.items():
-            found = counts.setdefault(key, collections.Counter())
-            if isinstance(value, list):
-                found["list"] += 1
-                kinds = {_kind(v) for v in value}
-                for v in value:
-                    if isinstance(v, (dict, list)):
-                        raise DataError(
-                            f"{path}: key {key!r} holds a list of {type(v).__name__}s, which no "
-                            "tf.train.Example feature can hold; flatten it upstream"
-                        )
-                found.update(kinds)
-            else:
-                found[_kind(value)] += 1
-    features = []
-    for key, found in counts.items():
-        numbers = found["int"] + found["float"]
-        if found["str"] and found["str"] >= numbers:
-            dtype = "bytes"
-        elif found["float"]:
-            dtype = "float32"
-        elif found["int"]:
-            dtype = "int64"
-        else:
-            dtype = "bytes"  # only nulls and empty lists so far
-        nullable = bool(found["null"]) or any(key not in row for row in rows)
-        features.append(FeatureSpec(key, dtype, None if found["list"] else [], nullable))
-    return features
 
 
 class JsonLinesFormat(InputFormat):

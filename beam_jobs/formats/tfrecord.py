@@ -17,13 +17,14 @@ from typing import Any
 
 import pyarrow as pa
 
-from beam_jobs.errors import DataError
+from beam_jobs.errors import DataError, FramingError
 from beam_jobs.formats.base import InputFormat, OnBadRow, Sample, compression_of, open_input
 from beam_jobs.formats.base import read_head as read_content_head
 from beam_jobs.plan.shards import InputFile, Piece
 from beam_jobs.schema import conform as arrow_conform
 from beam_jobs.sink.dead_letter import BadRow, as_text
-from beam_jobs.sink.tfrecord import FramingError, find_record_start, read_records
+from beam_jobs.sink.encode import decode_examples
+from beam_jobs.sink.tfrecord import RECORD_OVERHEAD_BYTES, find_record_start, read_records
 from tfdata_reader.manifest import FeatureSpec
 
 __all__ = ["TFRecordFormat"]
@@ -38,24 +39,18 @@ def _magic(path: str) -> bytes:
         return f.read(2)
 
 
-def _decode(records: Sequence[bytes]) -> pa.RecordBatch:
-    from tfx_bsl.coders.example_coder import ExamplesToRecordBatchDecoder
-
-    return ExamplesToRecordBatchDecoder().DecodeBatch(list(records))
-
-
 def _decode_each(
     records: list[bytes], on_bad: Callable[[int, str], None]
 ) -> list[tuple[list[int], pa.RecordBatch]]:
     """Decoded batches with the record indexes they hold; records that are not Examples go
     to `on_bad` (found one by one, only when the batch fails)."""
     try:
-        return [(list(range(len(records))), _decode(records))]
+        return [(list(range(len(records))), decode_examples(records))]
     except Exception:  # tfx-bsl raises RuntimeError(DATA_LOSS) or ValueError
         decoded = []
         for index, record in enumerate(records):
             try:
-                decoded.append(([index], _decode([record])))
+                decoded.append(([index], decode_examples([record])))
             except Exception as e:
                 on_bad(index, f"not a tf.train.Example: {e}")
         return decoded
@@ -67,7 +62,7 @@ def _complete_records(data: bytes) -> tuple[list[bytes], int]:
     try:
         for offset, record in read_records(io.BytesIO(data)):
             records.append(record)
-            used = offset + len(record) + 16
+            used = offset + len(record) + RECORD_OVERHEAD_BYTES
     except FramingError:
         pass  # the head ends inside a record
     return records, used
@@ -130,7 +125,7 @@ class TFRecordFormat(InputFormat):
             if on_bad_row is not None:
                 start = offsets[index]
                 raw = {"raw": as_text(records[index])}
-                end = start + len(records[index]) + 16
+                end = start + len(records[index]) + RECORD_OVERHEAD_BYTES
                 on_bad_row(BadRow(path, start, end, reason, None, raw, offset=start))
 
         for indexes, table in _decode_each(records, bad):

@@ -10,26 +10,25 @@ the sampled heads are read; the cost does not grow with the data.
 from __future__ import annotations
 
 import dataclasses
-import os
-import posixpath
 import zlib
 from collections.abc import Sequence
+from typing import Any
 
 from apache_beam.io.filesystem import CompressionTypes
 from apache_beam.io.filesystems import FileSystems
 
-from beam_jobs.errors import DataError
+from beam_jobs.errors import DataError, UsageError
 from beam_jobs.formats import InputFormat, Sample, make_format
-from beam_jobs.options import ConvertConfig, UsageError
+from beam_jobs.options import ConvertConfig
+from beam_jobs.plan.inputs import list_inputs
 from beam_jobs.plan.shards import InputFile, ShardSpec, choose_num_shards, plan_shards
 from beam_jobs.sink.encode import ExampleEncoder
 from beam_jobs.sink.tfrecord import GZIP_LEVEL, frame_records
 from tfdata_reader.manifest import FeatureSpec, schema_from_json
 
-__all__ = ["ConversionPlan", "list_inputs", "make_plan"]
+__all__ = ["ConversionPlan", "make_plan"]
 
 MAX_SAMPLED_FILES = 8
-_GLOB_CHARS = set("*?[")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -56,34 +55,16 @@ class ConversionPlan:
     def estimated_records(self) -> float:
         return self.input_bytes * self.records_per_input_byte
 
+    def files_json(self) -> list[dict[str, Any]]:
+        """The input files as the manifest records them (and rerun detection compares)."""
+        return [{"path": f.path, "bytes": f.size} for f in self.files]
 
-def _is_folder(pattern: str, matched: list) -> bool:
-    if _GLOB_CHARS & set(pattern):
-        return False
-    if not matched:
-        return True  # gs://bucket/folder matches no object of its own
-    return len(matched) == 1 and os.path.isdir(pattern)
-
-
-def list_inputs(patterns: Sequence[str]) -> list[InputFile]:
-    """Expands files, folders (all files below) and glob patterns into files sorted by path.
-
-    Hidden files (a name starting with '.') are left out. Every pattern must match something.
-
-    Raises:
-      UsageError: naming a pattern that matches no file.
-    """
-    files: dict[str, int] = {}
-    for pattern, result in zip(patterns, FileSystems.match(list(patterns))):
-        matched = result.metadata_list
-        if _is_folder(pattern, matched):
-            matched = FileSystems.match([pattern.rstrip("/") + "/**"])[0].metadata_list
-        matched = [m for m in matched if not posixpath.basename(m.path).startswith(".")]
-        if not matched:
-            raise UsageError(f"--input {pattern!r} matches no files")
-        for meta in matched:
-            files[meta.path] = meta.size_in_bytes
-    return [InputFile(path, size) for path, size in sorted(files.items())]
+    def shards_per_split(self) -> dict[str | None, int]:
+        """Planned shards of each split (None: the only key without splits), in split order."""
+        counts: dict[str | None, int] = {name: 0 for name, _ in self.splits} or {None: 0}
+        for shard in self.shards:
+            counts[shard.split] += 1
+        return counts
 
 
 def _spread(files: Sequence[InputFile], count: int) -> list[InputFile]:

@@ -1,12 +1,30 @@
-"""A row that is not converted goes to the dead letter with where it came from and why."""
+"""A row that is not converted goes to the dead letter with where it came from and why.
+
+Each shard's bad rows are written beside it, as JSON lines under a temporary name, by
+`write_dead_letter`; publishing moves them to `OUT/dead_letter/<shard name>.jsonl`.
+"""
 
 from __future__ import annotations
 
 import base64
 import dataclasses
 import json
+import uuid
+from collections.abc import Sequence
 
-__all__ = ["BadRow", "as_text", "first_bad_rows"]
+from apache_beam.io.filesystem import CompressionTypes
+from apache_beam.io.filesystems import FileSystems
+
+__all__ = [
+    "DEAD_LETTER_DIR",
+    "BadRow",
+    "as_text",
+    "dead_letter_name",
+    "first_bad_rows",
+    "write_dead_letter",
+]
+
+DEAD_LETTER_DIR = "dead_letter"  # in the output folder: one JSON-lines file per shard
 
 
 @dataclasses.dataclass(frozen=True)
@@ -49,14 +67,27 @@ def as_text(value: bytes | str | None) -> str | dict | None:
         return {"base64": base64.b64encode(value).decode("ascii")}
 
 
+def dead_letter_name(shard_name: str) -> str:
+    """Where a shard's bad rows are published, relative to the output folder."""
+    return f"{DEAD_LETTER_DIR}/{shard_name}.jsonl"
+
+
+def write_dead_letter(temp_dir: str, shard_name: str, rows: Sequence[dict]) -> str:
+    """Writes bad rows (their `BadRow.to_json()` objects) as JSON lines into `temp_dir`, under a
+    name unique to this attempt (a retried bundle writes its own); returns the path."""
+    path = FileSystems.join(temp_dir, f"{shard_name}.{uuid.uuid4().hex}.dead_letter.jsonl")
+    lines = "".join(json.dumps(row, ensure_ascii=False) + "\n" for row in rows)
+    with FileSystems.create(path, compression_type=CompressionTypes.UNCOMPRESSED) as f:
+        f.write(lines.encode("utf-8"))
+    return path
+
+
 def first_bad_rows(dead_letter_dir: str, limit: int = 5) -> list[str]:
     """The first `limit` bad rows of a run's dead letter, one line each: `file:line: reason`.
 
     The file's byte offset stands in for the line where there is none (TFRecord records), and
     the file alone for rows without either (oversized records, Parquet rows).
     """
-    from apache_beam.io.filesystems import FileSystems
-
     matched = FileSystems.match([FileSystems.join(dead_letter_dir, "*.jsonl")])[0]
     found: list[str] = []
     for path in sorted(m.path for m in matched.metadata_list):

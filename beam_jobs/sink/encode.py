@@ -1,4 +1,4 @@
-"""Arrow record batches to serialized `tf.train.Example`s, vectorized.
+"""Arrow record batches to serialized `tf.train.Example`s and back, vectorized with tfx-bsl.
 
 tfx-bsl's C++ encoder does the per-record work; it needs every column as a list array of
 int64, float32 or binary values. This module turns scalar columns into such lists: a value
@@ -17,7 +17,7 @@ import pyarrow.compute as pc
 from beam_jobs.schema.conform import VALUE_TYPES, is_list, list_parts
 from tfdata_reader.manifest import FeatureSpec
 
-__all__ = ["ExampleEncoder", "to_list_column"]
+__all__ = ["ExampleEncoder", "decode_examples", "to_list_column"]
 
 
 def to_list_column(column: pa.Array, dtype: str) -> pa.ListArray:
@@ -59,3 +59,14 @@ class ExampleEncoder:
         arrays = [to_list_column(batch.column(f.name), f.dtype) for f in self._features]
         names = [f.name for f in self._features]
         return self._encoder.encode(pa.RecordBatch.from_arrays(arrays, names))
+
+
+def decode_examples(records: Sequence[bytes]) -> pa.RecordBatch:
+    """Serialized Examples as one record batch of list columns (tfx-bsl's C++ decoder).
+
+    Raises:
+      RuntimeError or ValueError (tfx-bsl's): when a record is not a `tf.train.Example`.
+    """
+    from tfx_bsl.coders.example_coder import ExamplesToRecordBatchDecoder
+
+    return ExamplesToRecordBatchDecoder().DecodeBatch(list(records))

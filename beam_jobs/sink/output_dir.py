@@ -10,17 +10,33 @@ from __future__ import annotations
 
 import re
 
+from apache_beam.io.filesystem import CompressionTypes
 from apache_beam.io.filesystems import FileSystems
 
-from beam_jobs.options import ConvertConfig, UsageError
-from beam_jobs.verify import load_manifest
+from beam_jobs.errors import UsageError
+from beam_jobs.options import ConvertConfig
+from beam_jobs.sink.dead_letter import DEAD_LETTER_DIR
 from tfdata_reader.manifest import MANIFEST_NAME, Manifest, ManifestError, shard_prefix_of
 
-__all__ = ["DEAD_LETTER_DIR", "TEMP_DIR_PREFIX", "is_ours", "prepare_output", "remove_folder"]
+__all__ = ["TEMP_DIR_PREFIX", "is_ours", "load_manifest", "prepare_output", "remove_folder"]
 
-DEAD_LETTER_DIR = "dead_letter"  # bad rows, one JSON-lines file per shard
 TEMP_DIR_PREFIX = ".tfrecord-etl-tmp-"  # + a run id; where shards are written before publishing
 _TEMP_DIR_RE = re.compile(rf"^{re.escape(TEMP_DIR_PREFIX)}[0-9a-f]+$")
+
+
+def load_manifest(output: str) -> Manifest:
+    """Reads `OUT/manifest.json` with Beam's file systems (local or gs://).
+
+    Raises:
+      ManifestError: when it is missing or malformed, naming the path.
+    """
+    path = FileSystems.join(output.rstrip("/"), MANIFEST_NAME)
+    if not FileSystems.exists(path):
+        raise ManifestError(
+            f"{path} does not exist: not a tfrecord-etl output, or the conversion did not finish"
+        )
+    with FileSystems.open(path, compression_type=CompressionTypes.UNCOMPRESSED) as f:
+        return Manifest.from_json(f.read(), source=path)
 
 
 def remove_folder(path: str) -> None:

@@ -1,4 +1,8 @@
-"""Publishing a finished conversion: final shard names, then `manifest.json`, written last.
+"""Publishing written shards: final shard names, then `manifest.json`, written last.
+
+`PublishShards` is the one publish path of both `ConvertToShards` and `WriteShards`: the
+shards written under temporary names are gathered in one place, checked (every planned index
+present, bad rows within `--max_bad_fraction`), and published.
 
 Order matters. The old manifest (if any) goes first, so no manifest ever lists a shard that is
 being replaced; then temporary shards get their final names; then the new manifest is written
@@ -13,12 +17,14 @@ import datetime
 from collections.abc import Sequence
 from typing import Any
 
+import apache_beam as beam
 from apache_beam.io.filesystem import CompressionTypes
 from apache_beam.io.filesystems import FileSystems
 
-from beam_jobs.errors import DataError
-from beam_jobs.sink.output_dir import DEAD_LETTER_DIR, remove_folder
-from beam_jobs.sink.shard_writer import WrittenShard
+from beam_jobs.errors import TooManyBadRecords, raised_for_launcher
+from beam_jobs.sink.dead_letter import DEAD_LETTER_DIR, dead_letter_name
+from beam_jobs.sink.output_dir import remove_folder
+from beam_jobs.version import __version__
 from tfdata_reader.manifest import (
     MANIFEST_NAME,
     FeatureSpec,
@@ -29,9 +35,10 @@ from tfdata_reader.manifest import (
 
 __all__ = [
     "TOOL_NAME",
-    "TooManyBadRecords",
+    "PublishShards",
+    "PublishSpec",
+    "WrittenShard",
     "build_manifest",
-    "dead_letter_name",
     "publish",
     "write_text_atomically",
 ]
@@ -39,26 +46,67 @@ __all__ = [
 TOOL_NAME = "tfrecord-etl"
 
 
+@dataclasses.dataclass(frozen=True)
+class WrittenShard:
+    """A shard written under its temporary path, with what it holds."""
+
+    index: int
+    temp_path: str
+    name: str
+    records: int
+    bytes: int
+    crc32c: str
+    input_bytes: int
+    null_counts: dict[str, int]
+    bad_records: int = 0
+    dead_letter_temp_path: str | None = None  # JSON lines, one per bad row, when there are any
+    split: str | None = None
+    num_shards: int = 0
+
+
+@dataclasses.dataclass(frozen=True)
+class PublishSpec:
+    """What publishing needs besides the written shards.
+
+    Attributes:
+      output: the output folder.
+      temp_dir: the run's temporary folder, where the shards are; removed at the end.
+      prefixes: the shard name prefixes (one per split), to find shards of earlier runs.
+      max_bad_fraction: the largest share of bad rows that still publishes.
+      compression: "none" or "gzip", as recorded in the manifest.
+      inputs: the manifest's `inputs` section.
+      options: the manifest's `options` section.
+      features: the feature spec (None when it comes to `PublishShards` as a side input).
+      splits: with splits, each split's name and weight, in order.
+      label_vocabulary: label id -> name, for formats with a label vocabulary.
+      tool_version: recorded in the manifest.
+    """
+
+    output: str
+    temp_dir: str
+    prefixes: tuple[str, ...]
+    max_bad_fraction: float
+    compression: str
+    inputs: dict[str, Any]
+    options: dict[str, Any]
+    features: tuple[FeatureSpec, ...] | None = None
+    splits: tuple[tuple[str, int], ...] = ()
+    label_vocabulary: tuple[str, ...] = ()
+    tool_version: str = __version__
+
+
 def build_manifest(
-    written: Sequence[WrittenShard],
-    features: Sequence[FeatureSpec],
-    compression: str,
-    inputs: dict[str, Any],
-    options: dict[str, Any],
-    tool_version: str,
-    splits: dict[str, int] | None = None,
-    extras: dict[str, Any] | None = None,
+    written: Sequence[WrittenShard], spec: PublishSpec, features: Sequence[FeatureSpec]
 ) -> Manifest:
     """The manifest for shards that were all written; features become nullable if any was null.
 
-    Args:
-      splits: with --splits, each split's weight, in order; shards are listed split by split.
-      extras: format-specific entries (`label_vocabulary`).
+    Shards are listed split by split (in the splits' order), by index within a split.
 
     Raises:
       RuntimeError: when a shard index is missing or repeated (never publish a partial set).
     """
-    order = {name: i for i, name in enumerate(splits or {})}
+    splits = dict(spec.splits)
+    order = {name: i for i, name in enumerate(splits)}
     ordered = sorted(written, key=lambda w: (order.get(w.split, -1), w.index))
     for split in splits or [None]:
         indexes = [w.index for w in ordered if w.split == split]
@@ -75,9 +123,9 @@ def build_manifest(
         features=[
             dataclasses.replace(f, nullable=f.nullable or nulls[f.name] > 0) for f in features
         ],
-        compression=compression,
-        inputs=inputs,
-        options=options,
+        compression=spec.compression,
+        inputs=spec.inputs,
+        options=spec.options,
         counts={
             "records_read": records + bad,
             "records_written": records,
@@ -85,32 +133,18 @@ def build_manifest(
             "input_bytes_read": sum(w.input_bytes for w in written),
             "null_values": nulls,
         },
-        dead_letter=[dead_letter_name(w) for w in ordered if w.dead_letter_temp_path],
+        dead_letter=[dead_letter_name(w.name) for w in ordered if w.dead_letter_temp_path],
         created=datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
-        tool={"name": TOOL_NAME, "version": tool_version},
-        splits=dict(splits or {}),
-        label_vocabulary=list((extras or {}).get("label_vocabulary", [])),
+        tool={"name": TOOL_NAME, "version": spec.tool_version},
+        splits=splits,
+        label_vocabulary=list(spec.label_vocabulary),
     )
-
-
-class TooManyBadRecords(DataError):
-    """More rows than `--max_bad_fraction` allows could not be converted; their dead letter is
-    published under `output` (when known: runners pass on only the message)."""
-
-    def __init__(self, message: str, output: str | None = None) -> None:
-        super().__init__(message)
-        self.output = output
-
-
-def dead_letter_name(shard: WrittenShard) -> str:
-    """Where a shard's bad rows are published, relative to the output directory."""
-    return f"{DEAD_LETTER_DIR}/{shard.name}.jsonl"
 
 
 def _publish_dead_letters(written: Sequence[WrittenShard], output: str) -> None:
     folder = FileSystems.join(output, DEAD_LETTER_DIR)
     remove_folder(folder)  # an earlier run's; ours replaces it whole
-    moves = [(w.dead_letter_temp_path, dead_letter_name(w)) for w in written]
+    moves = [(w.dead_letter_temp_path, dead_letter_name(w.name)) for w in written]
     moves = [(src, FileSystems.join(output, dst)) for src, dst in moves if src]
     if moves:
         FileSystems.mkdirs(folder)
@@ -125,7 +159,7 @@ def _check_bad_fraction(written: Sequence[WrittenShard], output: str, limit: flo
             f"{bad:,} of {total:,} records ({bad / total:.3%}) could not be converted, more than "
             f"--max_bad_fraction {limit} allows; they are listed with their reasons in "
             f"{FileSystems.join(output, DEAD_LETTER_DIR)}/; no manifest was published",
-            output,
+            output=output,
         )
 
 
@@ -150,28 +184,24 @@ def _stale_shards(output: str, prefixes: Sequence[str], keep: set[str]) -> list[
 
 def publish(
     written: Sequence[WrittenShard],
-    output: str,
-    temp_dir: str,
-    prefixes: Sequence[str],
-    max_bad_fraction: float,
-    **manifest_fields: Any,
+    spec: PublishSpec,
+    features: Sequence[FeatureSpec] | None = None,
 ) -> Manifest:
-    """Renames the shards into `output` and writes `manifest.json` last.
+    """Renames the shards into `spec.output` and writes `manifest.json` last.
 
     Args:
       written: every shard of the plan, written under temporary paths.
-      output: the output directory.
-      temp_dir: the temporary folder the shards are in; removed at the end.
-      prefixes: the shard name prefixes (one per split), to find shards of earlier runs.
-      max_bad_fraction: the largest share of bad rows that still publishes.
-      **manifest_fields: the other arguments of `build_manifest`.
+      spec: where and how to publish.
+      features: the feature spec when `spec.features` is None.
 
     Raises:
       TooManyBadRecords: after publishing the dead letters alone.
     """
-    manifest = build_manifest(written, **manifest_fields)
+    features = spec.features if spec.features is not None else features
+    manifest = build_manifest(written, spec, features or ())
+    output = spec.output
     try:
-        _check_bad_fraction(written, output, max_bad_fraction)
+        _check_bad_fraction(written, output, spec.max_bad_fraction)
     except TooManyBadRecords:
         _publish_dead_letters(written, output)
         raise
@@ -183,8 +213,42 @@ def publish(
     )
     _publish_dead_letters(written, output)
     write_text_atomically(manifest_path, manifest.to_json())
-    stale = _stale_shards(output, prefixes, {s.path for s in manifest.shards})
+    stale = _stale_shards(output, spec.prefixes, {s.path for s in manifest.shards})
     if stale:
         FileSystems.delete(stale)
-    remove_folder(temp_dir)
+    remove_folder(spec.temp_dir)
     return manifest
+
+
+def _publish_in_worker(
+    written: Sequence[WrittenShard],
+    spec: PublishSpec,
+    features: Sequence[FeatureSpec] | None = None,
+) -> Manifest:
+    with raised_for_launcher():
+        return publish(written, spec, features)
+
+
+class PublishShards(beam.PTransform):
+    """Written shards (`WrittenShard`s) -> the published `Manifest`, a single element.
+
+    Args:
+      spec: where and how to publish.
+      features: a side input with the feature spec, when `spec.features` is None (the spec is
+        inferred inside the pipeline).
+    """
+
+    def __init__(self, spec: PublishSpec, features: Any = None) -> None:
+        super().__init__()
+        if spec.features is None and features is None:
+            raise ValueError("PublishShards needs the features in its spec or as a side input")
+        self._spec = spec
+        self._features = features
+
+    def expand(self, written: beam.PCollection) -> beam.PCollection:
+        return (
+            written
+            # Publishing needs every shard at once: one list, on one worker.
+            | "GatherShards" >> beam.combiners.ToList()
+            | "Publish" >> beam.Map(_publish_in_worker, spec=self._spec, features=self._features)
+        )

@@ -10,7 +10,6 @@ under a temporary name unique to the attempt; only the publish step gives it its
 from __future__ import annotations
 
 import dataclasses
-import json
 import uuid
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any
@@ -28,8 +27,9 @@ from beam_jobs.plan.shards import Piece, ShardSpec
 from beam_jobs.schema.conform import missing_count
 from beam_jobs.schema.splits import assign_splits
 from beam_jobs.sink import progress
-from beam_jobs.sink.dead_letter import BadRow, as_text
+from beam_jobs.sink.dead_letter import BadRow, as_text, write_dead_letter
 from beam_jobs.sink.encode import ExampleEncoder
+from beam_jobs.sink.publish import WrittenShard
 from beam_jobs.sink.tfrecord import ShardFileWriter
 from tfdata_reader.manifest import FeatureSpec, shard_name
 
@@ -41,24 +41,6 @@ __all__ = [
 ]
 
 METRICS_NAMESPACE = "tfrecord_etl"
-
-
-@dataclasses.dataclass(frozen=True)
-class WrittenShard:
-    """A shard written under its temporary path, with what it holds."""
-
-    index: int
-    temp_path: str
-    name: str
-    records: int
-    bytes: int
-    crc32c: str
-    input_bytes: int
-    null_counts: dict[str, int]
-    bad_records: int = 0
-    dead_letter_temp_path: str | None = None  # JSON lines, one per bad row, when there are any
-    split: str | None = None
-    num_shards: int = 0
 
 
 @dataclasses.dataclass(frozen=True)
@@ -132,7 +114,9 @@ class WriteShardFn(beam.DoFn):
         if bad_rows and self._format.needs_cut_counts:
             bad_rows = with_line_numbers(bad_rows, shard.pieces, context)
         input_bytes = shard.input_bytes if primary else 0
-        dead_letter = self._write_dead_letter(name, bad_rows) if bad_rows else None
+        dead_letter = None
+        if bad_rows:
+            dead_letter = write_dead_letter(self._temp_dir, name, [r.to_json() for r in bad_rows])
         progress.write_note(self._temp_dir, name, writer.records, writer.bytes, input_bytes)
         self._bad.inc(len(bad_rows))
         self._records.inc(writer.records)
@@ -173,14 +157,6 @@ class WriteShardFn(beam.DoFn):
             on_bad_row(BadRow(piece.path, piece.start, piece.end, reason, None, {"cells": cells}))
         keep = sizes <= limit
         return batch.filter(pa.array(keep)), [e for e, k in zip(examples, keep) if k]
-
-    def _write_dead_letter(self, name: str, bad_rows: list[BadRow]) -> str:
-        """One JSON line per bad row, beside the shard, under a name unique to this attempt."""
-        path = FileSystems.join(self._temp_dir, f"{name}.{uuid.uuid4().hex}.dead_letter.jsonl")
-        lines = "".join(json.dumps(row.to_json(), ensure_ascii=False) + "\n" for row in bad_rows)
-        with FileSystems.create(path, compression_type=CompressionTypes.UNCOMPRESSED) as f:
-            f.write(lines.encode("utf-8"))
-        return path
 
 
 def _ignore(row: BadRow) -> None:

@@ -17,9 +17,11 @@ from typing import BinaryIO
 import google_crc32c
 import numpy as np
 
+from beam_jobs.errors import FramingError
+
 __all__ = [
     "GZIP_LEVEL",
-    "FramingError",
+    "RECORD_OVERHEAD_BYTES",
     "ShardFileWriter",
     "count_records",
     "find_record_start",
@@ -31,6 +33,8 @@ __all__ = [
 _MASK_DELTA = 0xA282EAD8
 _U64 = struct.Struct("<Q")
 _U32 = struct.Struct("<I")
+# Framing bytes around each record's data: length (8), its checksum (4), data checksum (4).
+RECORD_OVERHEAD_BYTES = 16
 # zlib's default, which is also what TensorFlow's GZIP writer uses.
 GZIP_LEVEL = 6
 _SCAN_WINDOW = 1 << 20
@@ -124,10 +128,6 @@ class ShardFileWriter:
         self.close()
 
 
-class FramingError(ValueError):
-    """A TFRecord stream is cut short or a record's checksum does not match."""
-
-
 def _read_exact(stream: BinaryIO, size: int) -> bytes:
     parts, left = [], size
     while left > 0:
@@ -168,7 +168,7 @@ def read_records(stream: BinaryIO, offset: int = 0) -> Iterator[tuple[int, bytes
         if masked_crc32c(data) != _U32.unpack_from(body, length)[0]:
             raise FramingError(f"{where}: data fails its checksum")
         yield offset, data
-        offset += length + 16
+        offset += length + RECORD_OVERHEAD_BYTES
         index += 1
 
 
@@ -190,13 +190,13 @@ def find_record_start(stream: BinaryIO, offset: int, size: int) -> int | None:
     starts in [offset, size).
     """
     position = offset
-    while position + 16 <= size:
+    while position + RECORD_OVERHEAD_BYTES <= size:
         stream.seek(position)
         window = stream.read(_SCAN_WINDOW + 12)
         for i in range(max(0, min(len(window) - 11, _SCAN_WINDOW))):
             (length,) = _U64.unpack_from(window, i)
             start = position + i
-            if start + 16 + length > size:
+            if start + RECORD_OVERHEAD_BYTES + length > size:
                 continue
             if masked_crc32c(window[i : i + 8]) != _U32.unpack_from(window, i + 8)[0]:
                 continue
