@@ -75,6 +75,22 @@ def test_a_corrupt_record_inside_a_range_fails_it(tmp_path):
 def test_the_check_runs_inline_on_this_tensorflow():
     # Without TF's private map dataset the check falls back to `Dataset.map`, correct but about
     # 100 us per block slower; a TF upgrade that moves it should fail here, not slow down quietly.
-    from tfdata_reader import records
+    from tfdata_reader import _compat
 
-    assert records._MapDataset is not None
+    assert _compat.HAS_INLINE_MAP
+    ds = _compat.inline_map(tf.data.Dataset.range(3), lambda x: x * 2)
+    assert type(ds).__name__ == "_MapDataset" and list(ds.as_numpy_iterator()) == [0, 2, 4]
+
+
+@pytest.mark.parametrize("how", ["truncated", "bit_flip"])
+def test_the_fallback_without_the_private_class_reads_and_checks_the_same(
+    tmp_path, monkeypatch, how
+):
+    from tfdata_reader import _compat
+
+    monkeypatch.setattr(_compat, "_MapDataset", None)
+    path = _write(tmp_path / "shard", RECORDS)
+    assert [r for b in _read(path, 3, 9) for r in b] == RECORDS[3:9]
+    damaged = _damaged(tmp_path, how)
+    with pytest.raises(tf.errors.InvalidArgumentError, match="does not hold the"):
+        _read(damaged, 0, len(RECORDS))

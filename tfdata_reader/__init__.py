@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-__all__ = ["distribute", "make_dataset", "read_manifest"]
+__all__ = ["ReadOptions", "distribute", "make_dataset", "read_manifest"]
 
 
 def __getattr__(name: str) -> Any:
@@ -17,6 +17,10 @@ def __getattr__(name: str) -> Any:
         from tfdata_reader.distributed import distribute
 
         return distribute
+    if name == "ReadOptions":
+        from tfdata_reader.options import ReadOptions
+
+        return ReadOptions
     if name in __all__:
         from tfdata_reader import dataset
 

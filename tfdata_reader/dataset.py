@@ -13,26 +13,25 @@ lets one C++ call decode a whole batch, several times faster than parsing record
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import posixpath
 import random
 from collections.abc import Sequence
+from typing import Any
 
 import tensorflow as tf
 
 from tfdata_reader.integrity import shard_problem
 from tfdata_reader.manifest import MANIFEST_NAME, FeatureSpec, Manifest, ManifestError
+from tfdata_reader.options import DEFAULT_CYCLE_LENGTH, ReadOptions
 from tfdata_reader.records import checked_blocks
 from tfdata_reader.sharding import BY_FILE, FileRange, plan_reads
 
-__all__ = ["make_dataset", "parse_spec", "read_manifest", "shard_paths"]
+__all__ = ["ReadOptions", "make_dataset", "parse_spec", "read_manifest", "shard_paths"]
 
 _TF_DTYPES = {"int64": tf.int64, "float32": tf.float32, "bytes": tf.string}
 _log = logging.getLogger(__name__)
-DEFAULT_CYCLE_LENGTH = 16
-DEFAULT_SHUFFLE_BUFFER = 10_000
-DEFAULT_BLOCK_LENGTH = 64
-DEFAULT_SHUFFLE_WINDOW = 4096
 
 
 def _manifest_path(path: str) -> str:
@@ -128,63 +127,20 @@ def _without_corrupt_shards(
 def make_dataset(
     path: str,
     batch_size: int,
+    options: ReadOptions | None = None,
     *,
-    shuffle: bool = True,
-    seed: int | None = None,
-    num_epochs: int | None = 1,
     input_context: tf.distribute.InputContext | None = None,
-    cycle_length: int | None = None,
-    block_length: int = DEFAULT_BLOCK_LENGTH,
-    num_parallel_calls: int = tf.data.AUTOTUNE,
-    deterministic: bool | None = None,
-    drop_remainder: bool = False,
-    features: Sequence[str] | None = None,
-    label_key: str | None = None,
-    cache: bool | str | None = None,
-    shuffle_buffer_size: int = DEFAULT_SHUFFLE_BUFFER,
-    shuffle_window: int = DEFAULT_SHUFFLE_WINDOW,
-    skip_corrupt_shards: bool = False,
-    split: str | None = None,
-    decode_images: bool = False,
-    image_size: tuple[int, int] | None = None,
-    image_channels: int = 3,
+    **overrides: Any,
 ) -> tf.data.Dataset:
     """Reads a converted dataset as batches of `{feature name: tensor}`.
 
     Args:
       path: the dataset directory (holding manifest.json) or the manifest itself; local or gs://.
       batch_size: records per batch (per replica when used under `tf.distribute`).
-      shuffle: shuffle the shard order, the blocks read (through a buffer of about
-        `shuffle_buffer_size` records), and the records within each window of `shuffle_window`
-        consecutive records (one permutation of the whole window at once).
-      seed: seed for the shuffles; each epoch still gets a fresh order derived from it.
-      num_epochs: passes over the data; None repeats forever.
+      options: how to read (`ReadOptions`); default `ReadOptions()`.
       input_context: from `tf.distribute`; this pipeline reads only its part of the records
         (whole shards when there are at least as many shards as pipelines, else a record range).
-      cycle_length: shards read in parallel (default min(16, shards read)).
-      block_length: consecutive records taken from one shard before moving to the next
-        (default 64: interleaving blocks is several times faster than single records).
-      num_parallel_calls: parallelism of reading and parsing (default AUTOTUNE).
-      deterministic: force (True) or relax (False) element order; None relaxes it when
-        shuffling without a seed (the order is random anyway, and tf.data may then hand out
-        whichever block or batch is ready first) and keeps tf.data's default otherwise.
-      drop_remainder: drop a last batch smaller than `batch_size`.
-      features: names of the features to parse (default all).
-      label_key: return `(features, label)` tuples with this feature as the label, for Keras.
-      cache: True to cache records in memory after the first epoch, or a file path prefix.
-      shuffle_buffer_size: records held for shuffling, as blocks of `block_length`.
-      shuffle_window: records permuted together after the block shuffle; a batch draws from
-        about `shuffle_window / block_length` different blocks.
-      skip_corrupt_shards: check this pipeline's shards against the manifest (size and CRC32C,
-        one extra read) before reading, and leave out the bad ones with a logged warning that
-        names each and says why, instead of failing when reading reaches them.
-      split: read only this split of a dataset converted with `--splits` (e.g. "train").
-      decode_images: decode the `image` feature (JPEG, PNG, GIF, BMP) into uint8 tensors of
-        `image_channels` channels: a `tf.RaggedTensor` [batch, None, None, channels] of each
-        image's own size, or dense [batch, height, width, channels] with `image_size`.
-      image_size: (height, width) every decoded image is resized to (bilinear), so they batch
-        densely.
-      image_channels: channels of decoded images (1 grayscale, 3 RGB, 4 RGBA).
+      **overrides: `ReadOptions` fields to change, e.g. `shuffle=False, seed=1`.
 
     Returns:
       A dataset of dicts (or `(dict, label)` with `label_key`), whose cardinality is known.
@@ -195,28 +151,56 @@ def make_dataset(
 
     Raises:
       ManifestError: when the manifest is missing or malformed.
-      ValueError: for bad arguments or unknown feature names.
+      ValueError: for bad options, unknown feature names, or nothing to read.
     """
     if batch_size < 1:
         raise ValueError(f"batch_size must be at least 1, got {batch_size}")
-    if num_epochs is not None and num_epochs < 1:
-        raise ValueError(f"num_epochs must be at least 1 or None (forever), got {num_epochs}")
-    if deterministic is None and shuffle and seed is None:
-        deterministic = False
-    if image_size is not None and not decode_images:
-        raise ValueError("image_size needs decode_images=True")
+    options = dataclasses.replace(options or ReadOptions(), **overrides)
+    manifest, paths = _shards_to_read(path, options)
+    spec = parse_spec(_select(manifest, options.parsed_features()))
+    ranges = _this_pipelines_ranges(path, manifest, paths, input_context, options)
+    records = sum(r.records for r in ranges)
+    ds = _files(paths, ranges, options)
+    ds = _blocks(ds, ranges, manifest.compression, options)
+    if options.cache:
+        ds = ds.cache("" if options.cache is True else options.cache)
+    if options.shuffle:
+        ds = _shuffle_blocks(ds, options)
+    if options.num_epochs != 1:
+        ds = ds.repeat(options.num_epochs)
+    ds = ds.rebatch(batch_size, drop_remainder=options.drop_remainder)
+    ds = ds.map(
+        _parser(spec, options, "image" in spec),
+        num_parallel_calls=options.num_parallel_calls,
+        deterministic=options.element_order_deterministic,
+    )
+    ds = ds.apply(tf.data.experimental.assert_cardinality(_batches(records, batch_size, options)))
+    return _finish(ds, input_context)
+
+
+def _shards_to_read(path: str, options: ReadOptions) -> tuple[Manifest, list[str]]:
+    """The manifest (of one split, with `split`) and its shards' full paths."""
     manifest = read_manifest(path)
     paths = shard_paths(path, manifest)
-    if split is not None:
-        keep = [i for i, s in enumerate(manifest.shards) if s.split == split]
-        manifest = manifest.split(split)
+    if options.split is not None:
+        keep = [i for i, s in enumerate(manifest.shards) if s.split == options.split]
+        manifest = manifest.split(options.split)
         paths = [paths[i] for i in keep]
-    if decode_images and "image" not in {f.name for f in manifest.features}:
+    if options.decode_images and "image" not in {f.name for f in manifest.features}:
         raise ValueError("decode_images=True needs an 'image' feature (a --format images dataset)")
-    selected = _select(manifest, features if label_key is None else _with(features, label_key))
-    spec = parse_spec(selected)
+    return manifest, paths
+
+
+def _this_pipelines_ranges(
+    path: str,
+    manifest: Manifest,
+    paths: list[str],
+    input_context: tf.distribute.InputContext | None,
+    options: ReadOptions,
+) -> list[FileRange]:
+    """The record ranges this input pipeline reads, less corrupt shards when asked."""
     ranges = _reads(manifest, input_context)
-    if skip_corrupt_shards:
+    if options.skip_corrupt_shards:
         ranges = _without_corrupt_shards(ranges, paths, manifest)
     if not ranges:
         who = (
@@ -226,12 +210,15 @@ def make_dataset(
             else "the reader"
         )
         raise ValueError(
-            f"{who} has no records to read: {path} holds {manifest.total_records} records in "
-            f"{len(manifest.shards)} shards"
-            + (" and its corrupt shards were skipped" if skip_corrupt_shards else "")
+            f"{who} has no records to read: {path} holds "
+            f"{manifest.total_records} records in {len(manifest.shards)} shards"
+            + (" and its corrupt shards were skipped" if options.skip_corrupt_shards else "")
         )
-    compression = "GZIP" if manifest.compression == "gzip" else ""
+    return ranges
 
+
+def _files(paths: list[str], ranges: list[FileRange], options: ReadOptions) -> tf.data.Dataset:
+    """One element per range to read (path, start, stop, shard records), seeded shuffle."""
     ds = tf.data.Dataset.from_tensor_slices(
         (
             [paths[r.shard_index] for r in ranges],
@@ -240,37 +227,29 @@ def make_dataset(
             tf.constant([r.shard_records for r in ranges], tf.int64),
         )
     )
-    if shuffle:
-        ds = ds.shuffle(len(ranges), seed=seed, reshuffle_each_iteration=True)
-    ds = ds.interleave(
+    if options.shuffle:
+        ds = ds.shuffle(len(ranges), seed=options.seed, reshuffle_each_iteration=True)
+    return ds
+
+
+def _blocks(
+    ds: tf.data.Dataset, ranges: list[FileRange], compression: str, options: ReadOptions
+) -> tf.data.Dataset:
+    """Count-checked blocks of records, read from several shards at once."""
+    compression_type = "GZIP" if compression == "gzip" else ""
+    return ds.interleave(
         lambda p, start, stop, total: checked_blocks(
-            p, start, stop, total, compression, block_length
+            p, start, stop, total, compression_type, options.block_length
         ),
-        cycle_length=cycle_length or min(DEFAULT_CYCLE_LENGTH, len(ranges)),
-        num_parallel_calls=num_parallel_calls,
-        deterministic=deterministic,
+        cycle_length=options.cycle_length or min(DEFAULT_CYCLE_LENGTH, len(ranges)),
+        num_parallel_calls=options.num_parallel_calls,
+        deterministic=options.element_order_deterministic,
     )
-    if cache:
-        ds = ds.cache("" if cache is True else cache)
-    if shuffle:
-        ds = _shuffle_blocks(ds, shuffle_buffer_size, block_length, shuffle_window, seed)
-    if num_epochs != 1:
-        ds = ds.repeat(num_epochs)
-    ds = ds.rebatch(batch_size, drop_remainder=drop_remainder)
-    images = None
-    if decode_images and any(f.name == "image" for f in selected):
-        images = (image_size, image_channels)
-    ds = ds.map(
-        _parser(spec, label_key, images),
-        num_parallel_calls=num_parallel_calls,
-        deterministic=deterministic,
-    )
-    records = sum(r.records for r in ranges)
-    ds = ds.apply(
-        tf.data.experimental.assert_cardinality(
-            _batches(records, batch_size, num_epochs, drop_remainder)
-        )
-    )
+
+
+def _finish(
+    ds: tf.data.Dataset, input_context: tf.distribute.InputContext | None
+) -> tf.data.Dataset:
     options = tf.data.Options()
     if input_context is not None:
         # We shard by file ourselves; TF's auto-sharding would shard again (and warn).
@@ -278,25 +257,24 @@ def make_dataset(
     return ds.with_options(options).prefetch(tf.data.AUTOTUNE)
 
 
-def _batches(records: int, batch_size: int, num_epochs: int | None, drop: bool) -> int:
-    if num_epochs is None:
+def _batches(records: int, batch_size: int, options: ReadOptions) -> int:
+    if options.num_epochs is None:
         return tf.data.INFINITE_CARDINALITY
-    total = records * num_epochs
-    return total // batch_size if drop else -(-total // batch_size)
+    total = records * options.num_epochs
+    return total // batch_size if options.drop_remainder else -(-total // batch_size)
 
 
-def _shuffle_blocks(
-    ds: tf.data.Dataset, buffer_records: int, block_length: int, window: int, seed: int | None
-) -> tf.data.Dataset:
+def _shuffle_blocks(ds: tf.data.Dataset, options: ReadOptions) -> tf.data.Dataset:
     """Shuffles blocks through a buffer, then permutes each window of records in one op.
 
     The window permutation is stateless, keyed by the seed and the window's index, so a
     checkpointed iterator resumes with exactly the order it would have had.
     """
-    ds = ds.shuffle(max(1, buffer_records // block_length), seed=seed)
+    seed = options.seed
+    ds = ds.shuffle(max(1, options.shuffle_buffer_size // options.block_length), seed=seed)
     key = seed if seed is not None else random.SystemRandom().randrange(1 << 62)
     return (
-        ds.rebatch(window)
+        ds.rebatch(options.shuffle_window)
         .enumerate()
         .map(
             lambda index, records: tf.random.experimental.stateless_shuffle(
@@ -305,12 +283,6 @@ def _shuffle_blocks(
             num_parallel_calls=tf.data.AUTOTUNE,
         )
     )
-
-
-def _with(features: Sequence[str] | None, label_key: str) -> Sequence[str] | None:
-    if features is None or label_key in features:
-        return features
-    return [*features, label_key]
 
 
 def _image_decoder(size: tuple[int, int] | None, channels: int):
@@ -334,8 +306,12 @@ def _image_decoder(size: tuple[int, int] | None, channels: int):
     return decode
 
 
-def _parser(spec: dict, label_key: str | None, images: tuple | None = None):
-    decode = _image_decoder(*images) if images else None
+def _parser(spec: dict, options: ReadOptions, has_image: bool):
+    """Batches of serialized records -> parsed features (images decoded), label split off."""
+    label_key = options.label_key
+    decode = None
+    if options.decode_images and has_image:
+        decode = _image_decoder(options.image_size, options.image_channels)
 
     def parse(records: tf.Tensor):
         parsed = tf.io.parse_example(records, spec)

@@ -15,14 +15,11 @@ from __future__ import annotations
 
 import tensorflow as tf
 
+from tfdata_reader._compat import inline_map
+
 __all__ = ["READ_BUFFER_BYTES", "checked_blocks"]
 
 READ_BUFFER_BYTES = 8 << 20
-
-try:  # TF's own map dataset, with the switch `Dataset.map` does not expose.
-    from tensorflow.python.data.ops.map_op import _MapDataset
-except ImportError:  # pragma: no cover - a TF without it runs the check the slower way
-    _MapDataset = None
 
 
 def checked_blocks(
@@ -81,6 +78,4 @@ def checked_blocks(
         with tf.control_dependencies([assertion]):
             return tf.identity(block)
 
-    if _MapDataset is None:
-        return blocks.map(check)
-    return _MapDataset(blocks, check, use_inter_op_parallelism=False, preserve_cardinality=True)
+    return inline_map(blocks, check)

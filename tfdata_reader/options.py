@@ -1,0 +1,121 @@
+"""`ReadOptions`: how `make_dataset` reads a dataset, validated once (like `tfds.ReadConfig`).
+
+Pure Python: no TensorFlow import, so options can be built and checked anywhere.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Sequence
+
+__all__ = ["AUTOTUNE", "ReadOptions"]
+
+AUTOTUNE = -1  # tf.data.AUTOTUNE's value
+DEFAULT_CYCLE_LENGTH = 16
+DEFAULT_SHUFFLE_BUFFER = 10_000
+DEFAULT_BLOCK_LENGTH = 64
+DEFAULT_SHUFFLE_WINDOW = 4096
+_IMAGE_CHANNELS = (1, 3, 4)
+
+
+@dataclasses.dataclass(frozen=True)
+class ReadOptions:
+    """Everything `make_dataset` takes besides the path and the batch size.
+
+    Attributes:
+      shuffle: shuffle the shard order, the blocks read (through a buffer of about
+        `shuffle_buffer_size` records), and the records within each window of `shuffle_window`
+        consecutive records (one permutation of the whole window at once).
+      seed: seed for the shuffles; each epoch still gets a fresh order derived from it.
+      num_epochs: passes over the data; None repeats forever.
+      cycle_length: shards read in parallel (default min(16, shards read)).
+      block_length: consecutive records taken from one shard before moving to the next
+        (default 64: interleaving blocks is several times faster than single records).
+      num_parallel_calls: parallelism of reading and parsing (default AUTOTUNE).
+      deterministic: force (True) or relax (False) element order; None relaxes it when
+        shuffling without a seed (the order is random anyway, and tf.data may then hand out
+        whichever block or batch is ready first) and keeps tf.data's default otherwise.
+      drop_remainder: drop a last batch smaller than the batch size.
+      features: names of the features to parse (default all).
+      label_key: return `(features, label)` tuples with this feature as the label, for Keras.
+      cache: True to cache records in memory after the first epoch, or a file path prefix.
+      shuffle_buffer_size: records held for shuffling, as blocks of `block_length`.
+      shuffle_window: records permuted together after the block shuffle; a batch draws from
+        about `shuffle_window / block_length` different blocks.
+      skip_corrupt_shards: check this pipeline's shards against the manifest (size and CRC32C,
+        one extra read) before reading, and leave out the bad ones with a logged warning that
+        names each and says why, instead of failing when reading reaches them.
+      split: read only this split of a dataset converted with `--splits` (e.g. "train").
+      decode_images: decode the `image` feature (JPEG, PNG, GIF, BMP) into uint8 tensors of
+        `image_channels` channels: a `tf.RaggedTensor` [batch, None, None, channels] of each
+        image's own size, or dense [batch, height, width, channels] with `image_size`.
+      image_size: (height, width) every decoded image is resized to (bilinear), so they batch
+        densely.
+      image_channels: channels of decoded images (1 grayscale, 3 RGB, 4 RGBA).
+
+    Raises:
+      ValueError: naming the bad option, its value and what is accepted.
+    """
+
+    shuffle: bool = True
+    seed: int | None = None
+    num_epochs: int | None = 1
+    cycle_length: int | None = None
+    block_length: int = DEFAULT_BLOCK_LENGTH
+    num_parallel_calls: int = AUTOTUNE
+    deterministic: bool | None = None
+    drop_remainder: bool = False
+    features: tuple[str, ...] | None = None
+    label_key: str | None = None
+    cache: bool | str | None = None
+    shuffle_buffer_size: int = DEFAULT_SHUFFLE_BUFFER
+    shuffle_window: int = DEFAULT_SHUFFLE_WINDOW
+    skip_corrupt_shards: bool = False
+    split: str | None = None
+    decode_images: bool = False
+    image_size: tuple[int, int] | None = None
+    image_channels: int = 3
+
+    def __post_init__(self) -> None:
+        if self.features is not None:
+            if isinstance(self.features, str):
+                raise ValueError(
+                    f"features must be a list of names, got the string {self.features!r}"
+                )
+            object.__setattr__(self, "features", tuple(self.features))
+        if self.image_size is not None:
+            object.__setattr__(self, "image_size", tuple(self.image_size))
+        if self.num_epochs is not None and self.num_epochs < 1:
+            raise ValueError(
+                f"num_epochs must be at least 1 or None (forever), got {self.num_epochs}"
+            )
+        for name in ("block_length", "shuffle_buffer_size", "shuffle_window"):
+            if getattr(self, name) < 1:
+                raise ValueError(f"{name} must be at least 1, got {getattr(self, name)}")
+        if self.cycle_length is not None and self.cycle_length < 1:
+            raise ValueError(f"cycle_length must be at least 1 or None, got {self.cycle_length}")
+        if self.num_parallel_calls != AUTOTUNE and self.num_parallel_calls < 1:
+            raise ValueError(
+                f"num_parallel_calls must be at least 1 or AUTOTUNE, got {self.num_parallel_calls}"
+            )
+        if self.image_size is not None and not self.decode_images:
+            raise ValueError("image_size needs decode_images=True")
+        if self.image_size is not None and (len(self.image_size) != 2 or min(self.image_size) < 1):
+            raise ValueError(f"image_size must be (height, width) >= 1, got {self.image_size}")
+        if self.image_channels not in _IMAGE_CHANNELS:
+            raise ValueError(
+                f"image_channels must be one of {_IMAGE_CHANNELS}, got {self.image_channels}"
+            )
+
+    @property
+    def element_order_deterministic(self) -> bool | None:
+        """`deterministic` as tf.data gets it: relaxed when shuffling without a seed."""
+        if self.deterministic is None and self.shuffle and self.seed is None:
+            return False
+        return self.deterministic
+
+    def parsed_features(self) -> Sequence[str] | None:
+        """The features to parse: `features` plus the label (None: all of them)."""
+        if self.features is None or self.label_key is None or self.label_key in self.features:
+            return self.features
+        return (*self.features, self.label_key)
