@@ -1,15 +1,22 @@
 """tfrecord-etl: raw files to size-targeted TFRecord shards with Beam, read back with tf.data."""
 
 import pathlib
+import re
 
 from setuptools import find_packages, setup
 
+HERE = pathlib.Path(__file__).parent
+# The version is defined once, in beam_jobs/version.py (recorded in every manifest).
+VERSION = re.search(
+    r'^__version__ = "([^"]+)"', (HERE / "beam_jobs" / "version.py").read_text(), re.M
+).group(1)
+
 setup(
     name="tfrecord-etl",
-    version="0.1.0",
+    version=VERSION,
     description="Convert raw files into size-targeted TFRecord shards with Apache Beam, "
     "and read them with tf.data under tf.distribute.",
-    long_description=pathlib.Path(__file__).with_name("README.md").read_text(encoding="utf-8"),
+    long_description=(HERE / "README.md").read_text(encoding="utf-8"),
     long_description_content_type="text/markdown",
     python_requires=">=3.10",
     packages=find_packages(

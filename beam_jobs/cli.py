@@ -140,15 +140,15 @@ def _inspect_inputs(args: argparse.Namespace) -> int:
     from beam_jobs.runner import normalize_argv
     from tfdata_reader.manifest import schema_to_json
 
-    flags = [a for i in args.input for a in ("--input", i)] + ["--output", "(none)"]
+    flags = [a for i in args.input for a in ("--input", i)]
     flags += [f"--format={args.format}"] if args.format else []
     flags += ["--labels", args.labels] if args.labels else []
-    config = ConvertConfig.from_options(PipelineOptions(normalize_argv(flags)))
+    config = ConvertConfig.from_options(PipelineOptions(normalize_argv(flags)), plan_only=True)
     plan = make_plan(config)
     if args.schema:
         print(schema_to_json(list(plan.features)), end="")
     else:
-        print(describe_plan(plan, "(inspect only)", config.target_shard_bytes))
+        print(describe_plan(plan, None, config.target_shard_bytes))
     return EXIT_OK
 
 
@@ -202,7 +202,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except TooManyBadRecords as e:
         from beam_jobs.report import bad_rows_note
 
-        return _fail(argv[0], EXIT_DATA, e, bad_rows_note(e.output) if e.output else [])
+        return _fail(argv[0], EXIT_DATA, e, bad_rows_note(e.output))
     except (DataError, ManifestError) as e:
         return _fail(argv[0], EXIT_DATA, e)
     except Exception as e:

@@ -58,12 +58,15 @@ class DataError(ToolError, ValueError):
 
 
 class TooManyBadRecords(DataError):
-    """More rows than `--max_bad_fraction` allows could not be converted. `details["output"]`
-    is the output folder whose `dead_letter/` lists them."""
+    """More rows than `--max_bad_fraction` allows could not be converted; `output` is the output
+    folder whose `dead_letter/` lists them."""
+
+    def __init__(self, message: str, *, output: str) -> None:
+        super().__init__(message, output=output)
 
     @property
-    def output(self) -> str | None:
-        return self.details.get("output")
+    def output(self) -> str:
+        return self.details["output"]
 
 
 class FramingError(ValueError):

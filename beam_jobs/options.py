@@ -155,11 +155,12 @@ class ConvertConfig:
     run_date: str = ""
     dry_run: bool = False
     wait: bool = True
+    plan_only: bool = False  # `inspect --input`: no output folder to check or write
 
     def __post_init__(self) -> None:
         if not self.inputs:
             raise UsageError("--input is required: a file or glob pattern, e.g. 'data/*.csv'")
-        if not self.output:
+        if not self.output and not self.plan_only:
             raise UsageError("--output is required: the directory for shards and manifest.json")
         if self.format not in FORMAT_NAMES:
             raise UsageError(
@@ -194,8 +195,11 @@ class ConvertConfig:
             raise UsageError(f"--shard_prefix may hold only {NAME_RULE}, got {self.shard_prefix!r}")
 
     @classmethod
-    def from_options(cls, options: PipelineOptions) -> ConvertConfig:
-        """Validates the parsed flags; raises `UsageError` naming the bad flag."""
+    def from_options(cls, options: PipelineOptions, plan_only: bool = False) -> ConvertConfig:
+        """Validates the parsed flags; raises `UsageError` naming the bad flag.
+
+        `plan_only` (for `inspect --input`) takes the flags without an `--output`.
+        """
         view = options.view_as(ConvertOptions)
         run_date = view.run_date or datetime.datetime.now(datetime.timezone.utc).date().isoformat()
         try:
@@ -238,6 +242,7 @@ class ConvertConfig:
             wait=_flag(view.wait, "--wait"),
             # Beam already defines --dry_run (TestOptions, with a value); for us: plan only.
             dry_run=str(options.view_as(TestOptions).dry_run).lower() in ("true", "1", "yes"),
+            plan_only=plan_only,
         )
 
     def to_json(self) -> dict[str, Any]:
@@ -246,7 +251,7 @@ class ConvertConfig:
             "inputs": list(self.inputs),
             "splits": [list(split) for split in self.splits],
         }
-        for how_to_run in ("overwrite", "dry_run", "run_date", "wait"):
+        for how_to_run in ("overwrite", "dry_run", "run_date", "wait", "plan_only"):
             del options[how_to_run]
         return options
 

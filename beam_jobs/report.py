@@ -7,9 +7,16 @@ from collections.abc import Sequence
 from beam_jobs.plan.conversion import ConversionPlan
 from beam_jobs.sink.dead_letter import DEAD_LETTER_DIR, first_bad_rows
 from beam_jobs.units import format_size
-from tfdata_reader.manifest import Manifest
+from tfdata_reader.manifest import FeatureSpec, Manifest
 
-__all__ = ["bad_rows_note", "describe", "describe_plan", "format_table", "summarize_run"]
+__all__ = [
+    "bad_rows_note",
+    "describe",
+    "describe_plan",
+    "feature_table",
+    "format_table",
+    "summarize_run",
+]
 
 
 def format_table(header: Sequence[str], rows: Sequence[Sequence[object]]) -> str:
@@ -25,6 +32,14 @@ def format_table(header: Sequence[str], rows: Sequence[Sequence[object]]) -> str
 
 def _shape(shape: list[int] | None) -> str:
     return "variable" if shape is None else str(shape)
+
+
+def feature_table(features: Sequence[FeatureSpec]) -> str:
+    """One row per feature: name, dtype, shape, nullable."""
+    return format_table(
+        ["feature", "dtype", "shape", "nullable"],
+        [(f.name, f.dtype, _shape(f.shape), "yes" if f.nullable else "no") for f in features],
+    )
 
 
 def describe(manifest: Manifest, location: str) -> str:
@@ -60,13 +75,7 @@ def describe(manifest: Manifest, location: str) -> str:
             [(s.path, f"{s.records:,}", format_size(s.bytes), s.crc32c) for s in manifest.shards],
         ),
         "",
-        format_table(
-            ["feature", "dtype", "shape", "nullable"],
-            [
-                (f.name, f.dtype, _shape(f.shape), "yes" if f.nullable else "no")
-                for f in manifest.features
-            ],
-        ),
+        feature_table(manifest.features),
     ]
     return "\n".join(lines)
 
@@ -121,24 +130,19 @@ def _planned_shards(plan: ConversionPlan, target_shard_bytes: int) -> str:
     return f"shards       {'; '.join(parts)} (target {format_size(target_shard_bytes)})"
 
 
-def describe_plan(plan: ConversionPlan, output: str, target_shard_bytes: int) -> str:
-    """What `convert --dry_run` prints: inputs, features, and the planned shards."""
+def describe_plan(plan: ConversionPlan, output: str | None, target_shard_bytes: int) -> str:
+    """What `convert --dry_run` (and `inspect --input`, without an output) prints: inputs,
+    features, and the planned shards."""
     lines = [
-        f"dry run: nothing written to {output}",
-        f"format       {plan.input_format.name if plan.input_format else '?'}",
+        f"dry run: nothing written to {output}" if output else "plan (nothing is written)",
+        f"format       {plan.input_format.name}",
         f"inputs       {len(plan.files)} files, {format_size(plan.input_bytes)}",
         f"estimate     {plan.estimated_records:,.0f} records, "
         f"{format_size(plan.estimated_output_bytes)} of shards "
         f"({plan.output_bytes_per_input_byte:.3f} output bytes per input byte, from samples)",
         _planned_shards(plan, target_shard_bytes),
         "",
-        format_table(
-            ["feature", "dtype", "shape", "nullable"],
-            [
-                (f.name, f.dtype, _shape(f.shape), "yes" if f.nullable else "no")
-                for f in plan.features
-            ],
-        ),
+        feature_table(plan.features),
         "",
         format_table(
             ["shard", "input bytes", "pieces", "first input"],

@@ -1,39 +1,18 @@
-"""Shared fixtures: sample CSV files, a conversion runner, and an oracle for expected values."""
+"""Shared fixtures: sample CSV files and their conversion (helpers live in tests/support)."""
 
 from __future__ import annotations
 
-import csv
 import os
-import pathlib
 import sys
 
 import pytest
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-ROOT = pathlib.Path(__file__).resolve().parents[1]
+from support.datasets import ROOT, convert
+
 sys.path.insert(0, str(ROOT / "examples"))
 
-from make_sample_csv import write_sample_csv  # noqa: E402
-
-# In-process runner for speed; the multi-process default is covered by its own slow test.
-IN_PROCESS = ["--direct_running_mode=in_memory", "--direct_num_workers=1"]
-
-
-def convert(inputs: list[str], output: pathlib.Path, *flags: str, in_process: bool = True):
-    """Runs the real conversion pipeline; returns the published manifest."""
-    from beam_jobs.launcher import run
-
-    argv = [a for i in inputs for a in ("--input", i)] + ["--output", str(output), *flags]
-    return run(argv + (IN_PROCESS if in_process else [])).manifest
-
-
-def expected_rows(paths: list[str]) -> list[dict[str, str]]:
-    """Rows of CSV files as parsed by Python's csv module: the independent oracle."""
-    rows = []
-    for path in sorted(paths):
-        with open(path, newline="", encoding="utf-8") as f:
-            rows.extend(csv.DictReader(f))
-    return rows
+from make_sample_csv import write_sample_csv
 
 
 @pytest.fixture(scope="session")

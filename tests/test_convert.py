@@ -13,7 +13,7 @@ import google_crc32c
 import numpy as np
 import pytest
 import tensorflow as tf
-from conftest import convert, expected_rows
+from support.datasets import convert, expected_rows
 
 from beam_jobs.errors import DataError, UsageError
 from beam_jobs.verify import verify

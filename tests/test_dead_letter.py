@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 
 import pytest
-from conftest import convert
+from support.datasets import convert
 
 from beam_jobs.cli import main
 from beam_jobs.errors import TooManyBadRecords

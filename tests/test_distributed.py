@@ -10,7 +10,7 @@ import subprocess
 import sys
 
 import pytest
-from conftest import ROOT, convert
+from support.datasets import ROOT, SUPPORT, convert
 from train_multiworker import free_ports
 
 ALL_IDS = list(range(12_000))
@@ -44,7 +44,7 @@ def _run_two_workers(dataset, tmp_path) -> list[dict]:
             subprocess.Popen(
                 [
                     sys.executable,
-                    str(ROOT / "tests" / "mwms_read_ids.py"),
+                    str(SUPPORT / "mwms_read_ids.py"),
                     str(dataset),
                     str(tmp_path / f"ids{index}.json"),
                 ],

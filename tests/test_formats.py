@@ -15,29 +15,13 @@ import pyarrow.parquet as pq
 import pytest
 import tensorflow as tf
 import zstandard
-from conftest import convert, expected_rows
+from support.datasets import convert, expected_rows, read_all
 
 from beam_jobs.errors import DataError
 from beam_jobs.verify import verify
 from tfdata_reader import make_dataset
 
 TARGET = 32 * 1024
-
-
-def _py(value):
-    if isinstance(value, tf.RaggedTensor):
-        return value.to_list()
-    return value.numpy().tolist()
-
-
-def read_all(out, **options) -> list[dict]:
-    """Every record of a dataset, as {feature: python value}, in the order read."""
-    ds = make_dataset(str(out), 1 << 20, shuffle=False, **options)
-    rows = []
-    for batch in ds:
-        columns = {k: _py(v) for k, v in batch.items()}
-        rows.extend(dict(zip(columns, values)) for values in zip(*columns.values()))
-    return rows
 
 
 def _as_list(value) -> list:

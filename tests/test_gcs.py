@@ -14,11 +14,10 @@ import sys
 
 import google_crc32c
 import pytest
-from conftest import ROOT
-from gcs_support import BUCKET, TlsProxy, beam_env, storage_emulator, tensorflow_env
+from support.datasets import SUPPORT
+from support.gcs import BUCKET, TlsProxy, beam_env, storage_emulator, tensorflow_env
 
 pytestmark = pytest.mark.slow
-TESTS = ROOT / "tests"
 
 
 @pytest.fixture(scope="module")
@@ -42,7 +41,7 @@ def gcs(tmp_path_factory, sample_csv):
 
 def cli(emulator: str, *args: str) -> subprocess.CompletedProcess:
     return subprocess.run(
-        [sys.executable, str(TESTS / "emulated_gcs_main.py"), *args],
+        [sys.executable, str(SUPPORT / "emulated_gcs_main.py"), *args],
         env=beam_env(emulator),
         capture_output=True,
         text=True,
@@ -60,7 +59,7 @@ def names(client, prefix: str) -> list[str]:
 
 def read_ids(proxy: TlsProxy, path: str, *split: str) -> list[int]:
     result = subprocess.run(
-        [sys.executable, str(TESTS / "read_gs_ids.py"), path, *split],
+        [sys.executable, str(SUPPORT / "read_gs_ids.py"), path, *split],
         env=tensorflow_env(proxy),
         capture_output=True,
         text=True,

@@ -10,7 +10,7 @@ import sys
 import time
 
 import pytest
-from conftest import IN_PROCESS, convert
+from support.datasets import IN_PROCESS, convert
 
 from beam_jobs.errors import UsageError
 from beam_jobs.launcher import run

@@ -36,7 +36,7 @@ def test_one_epoch_reads_every_record_once(converted):
 
 @pytest.fixture(scope="module")
 def three_shards(sample_csv, tmp_path_factory):
-    from conftest import convert
+    from support.datasets import convert
 
     out = tmp_path_factory.mktemp("three") / "ds"
     convert(sample_csv, out, "--num_shards=3", "--compression=gzip")
@@ -112,7 +112,7 @@ def test_cache_keeps_every_record(converted, tmp_path, cache):
 
 
 def test_values_match_the_csv(converted, sample_csv):
-    from conftest import expected_rows
+    from support.datasets import expected_rows
 
     out, _ = converted
     want = {int(r["id"]): r for r in expected_rows(sample_csv)}

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-from conftest import IN_PROCESS
+from support.datasets import IN_PROCESS
 
 from beam_jobs.cli import main
 from beam_jobs.options import fill_date

@@ -8,7 +8,7 @@ import apache_beam as beam
 import numpy as np
 import pyarrow as pa
 import tensorflow as tf
-from test_formats import read_all
+from support.datasets import read_all
 
 from beam_jobs import WriteShards
 from beam_jobs.verify import verify

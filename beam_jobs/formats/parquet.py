@@ -91,10 +91,12 @@ class ParquetFormat(InputFormat):
     def infer_features(
         self, samples: Sequence[Sample], overrides: Sequence[FeatureSpec]
     ) -> list[FeatureSpec]:
-        try:
-            per_sample = [arrow_conform.infer_from_table(s.table) for s in samples]
-        except DataError as e:
-            raise DataError(f"{samples[0].path}: {e}") from None
+        per_sample = []
+        for sample in samples:
+            try:
+                per_sample.append(arrow_conform.infer_from_table(sample.table))
+            except DataError as e:
+                raise DataError(f"{sample.path}: {e}") from None
         return arrow_conform.merge_features(per_sample, overrides)
 
     def sample_batches(

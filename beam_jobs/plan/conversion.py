@@ -40,7 +40,7 @@ class ConversionPlan:
     shards: tuple[ShardSpec, ...]
     output_bytes_per_input_byte: float
     records_per_input_byte: float
-    input_format: InputFormat | None = None
+    input_format: InputFormat
     splits: tuple[tuple[str, int], ...] = ()
 
     @property

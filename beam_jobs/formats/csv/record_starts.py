@@ -22,7 +22,6 @@ __all__ = [
     "record_starts",
 ]
 
-# path -> {cut offset: number of quote bytes in the file before it}
 _QUOTE = ord('"')
 _NEWLINE = ord("\n")
 _SCAN_BLOCK = 1 << 20
@@ -102,14 +101,12 @@ def nonempty_record_starts(f: BinaryIO, start: int, end: int, quotes_before: int
     to place bad rows, which pyarrow reports by record number, at their exact byte offset.
     """
     f.seek(start)
-    blocks, ends, position, quotes = [], [], start, quotes_before
+    ends, position, quotes = [], start, quotes_before
     while position < end:
         block = f.read(min(_SCAN_BLOCK, end - position))
         if not block:
             break
-        arr = np.frombuffer(block, dtype=np.uint8)
         ends.append(record_starts(block, quotes) + position)
-        blocks.append((position, arr))
         quotes += count_quotes(block)
         position += len(block)
     starts = np.concatenate([[start], *ends]).astype(np.int64)

@@ -1,7 +1,7 @@
 """One MultiWorkerMirroredStrategy worker: reads one epoch through `distribute`, saves the ids.
 
 Run by tests/test_distributed.py as two processes with TF_CONFIG set.
-    python tests/mwms_read_ids.py DATASET OUT_JSON
+    python tests/support/mwms_read_ids.py DATASET OUT_JSON
 """
 
 import json

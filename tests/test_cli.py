@@ -1,0 +1,86 @@
+"""The command line: inspect, usage errors, help, and the installed console script."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+import pytest
+
+from beam_jobs.cli import main
+
+
+def test_cli_inspect(converted, capsys):
+    out, manifest = converted
+    assert main(["inspect", str(out)]) == 0
+    text = capsys.readouterr().out
+    assert "records      12,000\n" in text
+    assert f"shards       {len(manifest.shards)} (" in text
+    assert "score    float32     []       yes" in text
+    assert main(["inspect", str(out), "--schema"]) == 0
+    assert '"name": "score"' in capsys.readouterr().out
+
+
+def test_cli_usage_errors(tmp_path, capsys):
+    assert main(["convert", "--input", str(tmp_path / "x*.csv"), "--output", str(tmp_path)]) == 2
+    assert "matches no files" in capsys.readouterr().err
+    assert main(["convert", "--input", "a.csv", "--output", "b", "--target_shard_bytes", "12"]) == 2
+    assert capsys.readouterr().err == (
+        "error: --target_shard_bytes must be at least 1024 bytes, got 12\n"
+    )
+    assert main(["convert", "--input", "a.csv", "--output", "b", "--compression", "zip"]) == 2
+    assert "--compression must be one of none, gzip" in capsys.readouterr().err
+    assert main(["convert", "--input", "a", "--output", "b"]) == 2
+    assert capsys.readouterr().err == (
+        "error: cannot tell the input format from ['a']; pass --format (csv, jsonl, parquet, "
+        "text, images, tfrecord)\n"
+    )
+    assert main(["bogus"]) == 2
+    assert main(["inspect", str(tmp_path)]) == 1
+    assert "manifest.json does not exist" in capsys.readouterr().err
+
+
+def test_convert_help_lists_our_flags(capsys):
+    assert main(["convert", "--help"]) == 0
+    text = capsys.readouterr().out
+    for flag in (
+        "--input",
+        "--output",
+        "--target_shard_bytes",
+        "--num_shards",
+        "--compression",
+        "--schema",
+        "--shard_prefix",
+    ):
+        assert flag in text
+
+
+@pytest.mark.slow
+def test_console_script_end_to_end(sample_csv, tmp_path):
+    """The installed `tfrecord-etl` command, run as a user would, with the default runner."""
+    exe = os.path.join(os.path.dirname(sys.executable), "tfrecord-etl")
+    out = tmp_path / "cli"
+    result = subprocess.run(
+        [
+            exe,
+            "convert",
+            "--input",
+            sample_csv[0],
+            "--input",
+            sample_csv[1],
+            "--output",
+            str(out),
+            "--target_shard_bytes",
+            "100KB",
+            "--compression",
+            "gzip",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert result.returncode == 0, result.stderr
+    assert ["records", "written", "8,000"] in [line.split() for line in result.stdout.splitlines()]
+    check = subprocess.run([exe, "verify", str(out)], capture_output=True, text=True, timeout=120)
+    assert check.returncode == 0 and check.stdout.startswith("verify ok: ")

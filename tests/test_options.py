@@ -1,0 +1,18 @@
+"""ConvertConfig: every flag validated once, with messages that name the flag."""
+
+from __future__ import annotations
+
+import pytest
+
+from beam_jobs.options import ConvertConfig
+
+
+def test_config_validation():
+    from beam_jobs.errors import UsageError
+
+    with pytest.raises(UsageError, match="--input is required"):
+        ConvertConfig(inputs=(), output="o")
+    with pytest.raises(UsageError, match="--num_shards must be at least 1, got 0"):
+        ConvertConfig(inputs=("a",), output="o", num_shards=0)
+    with pytest.raises(UsageError, match="--shard_prefix may hold only"):
+        ConvertConfig(inputs=("a",), output="o", shard_prefix="a/b")

@@ -1,0 +1,103 @@
+"""`verify` names every kind of damage to a dataset, and its CLI exit codes."""
+
+from __future__ import annotations
+
+import os
+import shutil
+
+import google_crc32c
+import pytest
+
+from beam_jobs.cli import main
+from beam_jobs.verify import ShardProblem, verify
+
+
+@pytest.fixture()
+def dataset(converted, tmp_path):
+    """A private copy of the converted sample, free to damage."""
+    out, manifest = converted
+    copy = tmp_path / "ds"
+    shutil.copytree(out, copy)
+    return copy, manifest
+
+
+def _flip_bit(path, offset):
+    data = bytearray(path.read_bytes())
+    data[offset] ^= 0x04
+    path.write_bytes(bytes(data))
+
+
+def test_bit_flip(dataset):
+    out, manifest = dataset
+    shard = manifest.shards[1]
+    _flip_bit(out / shard.path, 1000)
+    data = (out / shard.path).read_bytes()
+    crc = google_crc32c.value(data)
+    starts = [0]
+    for _ in range(5):
+        starts.append(starts[-1] + int.from_bytes(data[starts[-1] : starts[-1] + 8], "little") + 16)
+    assert (
+        starts[5]
+        <= 1000
+        < starts[5] + 12 + int.from_bytes(data[starts[5] : starts[5] + 8], "little")
+    )
+    assert verify(str(out))[1] == [
+        ShardProblem(
+            shard.path, f"bad record framing: record 5 (byte {starts[5]}): data fails its checksum"
+        ),
+        ShardProblem(shard.path, f"crc32c is {crc:08x}, manifest says {shard.crc32c}"),
+    ]
+
+
+def test_truncation_at_a_record_boundary(dataset):
+    out, manifest = dataset
+    import tensorflow as tf
+
+    shard = manifest.shards[0]
+    path = out / shard.path
+    records = [r.numpy() for r in tf.data.TFRecordDataset(str(path))]
+    keep = sum(len(r) + 16 for r in records[:-3])
+    path.write_bytes(path.read_bytes()[:keep])
+    crc = google_crc32c.value(path.read_bytes())
+    assert [p.problem for p in verify(str(out))[1]] == [
+        f"size is {keep} bytes, manifest says {shard.bytes}",
+        f"crc32c is {crc:08x}, manifest says {shard.crc32c}",
+        f"holds {shard.records - 3} records, manifest says {shard.records}",
+    ]
+
+
+def test_trailing_garbage_missing_and_extra_files(dataset):
+    out, manifest = dataset
+    with open(out / manifest.shards[0].path, "ab") as f:
+        f.write(b"junk")
+    os.remove(out / manifest.shards[2].path)
+    shutil.copy(out / manifest.shards[3].path, out / "data-00099-of-00100.tfrecord")
+    problems = verify(str(out))[1]
+    by_path = {}
+    for p in problems:
+        by_path.setdefault(p.path, []).append(p.problem)
+    assert (
+        by_path[manifest.shards[0].path][0]
+        == f"bad record framing: record {manifest.shards[0].records} (byte "
+        f"{manifest.shards[0].bytes}): stream ends inside the record header"
+    )
+    assert by_path[manifest.shards[2].path] == ["missing"]
+    assert by_path["data-00099-of-00100.tfrecord"] == ["not listed in the manifest"]
+    assert set(by_path) == {
+        manifest.shards[0].path,
+        manifest.shards[2].path,
+        "data-00099-of-00100.tfrecord",
+    }
+
+
+def test_cli_verify_exit_codes(dataset, capsys):
+    out, manifest = dataset
+    assert main(["verify", str(out)]) == 0
+    assert capsys.readouterr().out == (
+        f"verify ok: {len(manifest.shards)} shards, 12,000 records match {out}/manifest.json\n"
+    )
+    os.remove(out / manifest.shards[0].path)
+    assert main(["verify", str(out)]) == 1
+    assert capsys.readouterr().out == (
+        f"BAD {manifest.shards[0].path}: missing\nverify failed: 1 bad file(s) in {out}\n"
+    )
