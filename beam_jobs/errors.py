@@ -75,6 +75,7 @@ class FramingError(ValueError):
 
 _MARKER = "TFRECORD_ETL_ERROR"
 _MARKER_RE = re.compile(_MARKER + r"\[([A-Za-z0-9+/=]+)\]")
+_RUNNING_RE = re.compile(r" \[while running '[^']*'\]")  # what Beam appends to a DoFn's error
 
 
 def _kinds() -> dict[str, type[ToolError]]:
@@ -124,5 +125,6 @@ def recover(error: BaseException) -> ToolError | None:
             return cls(payload["message"], **payload.get("details", {}))
     for exc in seen:
         if isinstance(exc, ToolError):
-            return type(exc)(_MARKER_RE.sub("", exc.message).rstrip(), **exc.details)
+            message = _RUNNING_RE.sub("", _MARKER_RE.sub("", exc.message)).rstrip()
+            return type(exc)(message, **exc.details)
     return None

@@ -24,7 +24,7 @@ def test_plan_shards_spans_files_in_equal_ranges():
     shards = plan_shards(files, 3)
     assert [s.pieces for s in shards] == [
         (Piece("a", 0, 5, 10),),
-        (Piece("a", 5, 10, 10),),
+        (Piece("a", 5, 10, 10), Piece("b", 0, 0, 0)),  # empty: a piece, so its format sees it
         (Piece("c", 0, 5, 5),),
     ]
     assert [(s.index, s.num_shards, s.input_bytes) for s in shards] == [
@@ -94,3 +94,13 @@ def test_cuts_snap_to_the_nearest_allowed_offset():
         (Piece("p", 70, 100, 100),),
     ]
     assert {s.split for s in shards} == {"train"}
+
+
+def test_every_empty_file_gets_one_zero_length_piece():
+    files = [InputFile("e1", 0), InputFile("a", 10), InputFile("e2", 0), InputFile("e3", 0)]
+    shards = plan_shards(files, 2)
+    assert [s.pieces for s in shards] == [
+        (Piece("e1", 0, 0, 0), Piece("a", 0, 5, 10)),
+        (Piece("a", 5, 10, 10), Piece("e2", 0, 0, 0), Piece("e3", 0, 0, 0)),
+    ]
+    assert [s.pieces for s in plan_shards([InputFile("e", 0)], 1)] == [(Piece("e", 0, 0, 0),)]

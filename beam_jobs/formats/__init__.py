@@ -5,7 +5,8 @@ from __future__ import annotations
 import posixpath
 from collections.abc import Sequence
 
-from beam_jobs.formats.base import COMPRESSED_SUFFIXES, InputFormat, Sample
+from beam_jobs.formats.base import InputFormat, Sample
+from beam_jobs.formats.compressed import COMPRESSED_SUFFIXES
 
 __all__ = ["FORMAT_NAMES", "InputFormat", "Sample", "guess_format", "make_format"]
 

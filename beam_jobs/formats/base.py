@@ -7,90 +7,20 @@ batches already conformed to that spec. Bad records go to `on_bad_row`, never to
 
 from __future__ import annotations
 
-import bz2
 import dataclasses
-import zlib
 from collections.abc import Callable, Iterator, Sequence
-from typing import Any, BinaryIO
+from typing import Any
 
 import pyarrow as pa
-from apache_beam.io.filesystem import CompressionTypes
-from apache_beam.io.filesystems import FileSystems
 
+from beam_jobs.formats.compressed import compression_of
 from beam_jobs.plan.shards import InputFile, Piece
 from beam_jobs.sink.dead_letter import BadRow
 from tfdata_reader.manifest import FeatureSpec
 
-__all__ = [
-    "COMPRESSED_SUFFIXES",
-    "Head",
-    "InputFormat",
-    "OnBadRow",
-    "Sample",
-    "compression_of",
-    "open_input",
-    "read_head",
-]
+__all__ = ["InputFormat", "OnBadRow", "Sample"]
 
 OnBadRow = Callable[[BadRow], None]
-COMPRESSED_SUFFIXES = {".gz": "gzip", ".bz2": "bzip2", ".zst": "zstd"}
-_BEAM_COMPRESSION = {
-    "gzip": CompressionTypes.GZIP,
-    "bzip2": CompressionTypes.BZIP2,
-    "zstd": CompressionTypes.ZSTD,
-    None: CompressionTypes.UNCOMPRESSED,
-}
-
-
-def compression_of(path: str) -> str | None:
-    """'gzip', 'bzip2' or 'zstd' from the file name's suffix; None for an uncompressed file."""
-    for suffix, kind in COMPRESSED_SUFFIXES.items():
-        if path.lower().endswith(suffix):
-            return kind
-    return None
-
-
-def open_input(path: str, compression: str | None = None) -> BinaryIO:
-    """Opens an input (local or gs://) for reading, decompressing on the fly when asked."""
-    return FileSystems.open(path, compression_type=_BEAM_COMPRESSION[compression])
-
-
-def _decompressor(kind: str):
-    if kind == "gzip":
-        return zlib.decompressobj(wbits=47)  # gzip or zlib header, detected
-    if kind == "bzip2":
-        return bz2.BZ2Decompressor()
-    import zstandard
-
-    return zstandard.ZstdDecompressor().decompressobj()
-
-
-@dataclasses.dataclass(frozen=True)
-class Head:
-    """The first bytes of a file's content, how many stored bytes one content byte takes, and
-    whether they are the whole file."""
-
-    content: bytes
-    stored_per_byte: float
-    is_whole_file: bool
-
-
-def read_head(f: InputFile, num_bytes: int, compression: str | None = None) -> Head:
-    """Reads `num_bytes` stored bytes of a file; a compressed file's are decompressed as far as
-    they go, so the ratio measures the file's own compression."""
-    path = f.path
-    with open_input(path) as stream:
-        stored = stream.read(num_bytes)
-    whole = len(stored) >= f.size
-    if compression is None or not stored:
-        return Head(stored, 1.0, whole)
-    try:
-        content = _decompressor(compression).decompress(stored)
-    except Exception as e:  # zlib.error, OSError, zstandard.ZstdError: all "not this format"
-        from beam_jobs.errors import DataError
-
-        raise DataError(f"{path}: not a valid {compression} file: {e}") from e
-    return Head(content, len(stored) / max(1, len(content)), whole)
 
 
 @dataclasses.dataclass(frozen=True)

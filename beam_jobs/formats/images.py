@@ -19,7 +19,8 @@ import pyarrow as pa
 import pyarrow.csv as pcsv
 
 from beam_jobs.errors import DataError
-from beam_jobs.formats.base import InputFormat, OnBadRow, Sample, open_input
+from beam_jobs.formats.base import InputFormat, OnBadRow, Sample
+from beam_jobs.formats.compressed import open_input
 from beam_jobs.plan.shards import InputFile, Piece
 from beam_jobs.schema import conform as arrow_conform
 from beam_jobs.sink.dead_letter import BadRow

@@ -16,7 +16,8 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from beam_jobs.errors import DataError
-from beam_jobs.formats.base import InputFormat, OnBadRow, Sample, open_input
+from beam_jobs.formats.base import InputFormat, OnBadRow, Sample
+from beam_jobs.formats.compressed import open_input
 from beam_jobs.plan.shards import InputFile, Piece
 from beam_jobs.schema import conform as arrow_conform
 from beam_jobs.sink.dead_letter import BadRow
@@ -53,7 +54,7 @@ def data_end(metadata: pq.FileMetaData, file_size: int) -> int:
 def _open(path: str):
     try:
         return pq.ParquetFile(open_input(path))
-    except (pa.ArrowInvalid, OSError) as e:
+    except pa.ArrowInvalid as e:
         raise DataError(f"{path}: not a Parquet file: {e}") from e
 
 

@@ -8,9 +8,9 @@ from typing import Any
 
 import pyarrow as pa
 
-from beam_jobs.errors import DataError
-from beam_jobs.formats.base import InputFormat, OnBadRow, Sample, compression_of, open_input
-from beam_jobs.formats.base import read_head as read_content_head
+from beam_jobs.formats.base import InputFormat, OnBadRow, Sample
+from beam_jobs.formats.compressed import compression_of, open_input
+from beam_jobs.formats.compressed import read_head as read_content_head
 from beam_jobs.formats.lines.chunks import line_chunks, split_lines
 from beam_jobs.plan.shards import InputFile, Piece
 from tfdata_reader.manifest import FeatureSpec
@@ -36,11 +36,8 @@ def piece_chunks(piece: Piece) -> Iterator[tuple[int, bytes]]:
     """The line chunks a piece owns; a compressed file is read whole by its one piece."""
     compression = compression_of(piece.path)
     start, end = (0, sys.maxsize) if compression else (piece.start, piece.end)
-    try:
-        with open_input(piece.path, compression) as f:
-            yield from line_chunks(f, start, end)
-    except (OSError, EOFError) as e:  # a truncated or corrupt compressed stream
-        raise DataError(f"{piece.path}: cannot read as {compression or 'text'}: {e}") from e
+    with open_input(piece.path, compression) as f:  # damage: DataError from the decompressor
+        yield from line_chunks(f, start, end)
 
 
 class TextFormat(InputFormat):

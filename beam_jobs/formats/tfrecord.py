@@ -18,8 +18,9 @@ from typing import Any
 import pyarrow as pa
 
 from beam_jobs.errors import DataError, FramingError
-from beam_jobs.formats.base import InputFormat, OnBadRow, Sample, compression_of, open_input
-from beam_jobs.formats.base import read_head as read_content_head
+from beam_jobs.formats.base import InputFormat, OnBadRow, Sample
+from beam_jobs.formats.compressed import compression_of, open_input
+from beam_jobs.formats.compressed import read_head as read_content_head
 from beam_jobs.plan.shards import InputFile, Piece
 from beam_jobs.schema import conform as arrow_conform
 from beam_jobs.sink.dead_letter import BadRow, as_text

@@ -115,7 +115,7 @@ def plan_shards(
       split: the split these shards write (with --splits), or None.
 
     Returns:
-      `ShardSpec`s in index order. Empty files contribute no pieces.
+      `ShardSpec`s in index order. An empty file is a piece (0, 0) of the shard at its offset.
     """
     if num_shards < 1:
         raise ValueError(f"num_shards must be at least 1, got {num_shards}")
@@ -131,10 +131,15 @@ def plan_shards(
     for index in range(count):
         lo, hi = bounds[index], bounds[index + 1]
         pieces: list[Piece] = []
-        while file_index < len(files) and lo < hi:
+        # An empty file gets a piece of its own too, so its format can report it (an empty
+        # image is a bad record); the last shard takes the empty files at the end.
+        last = index == count - 1
+        while file_index < len(files) and (
+            lo < hi or (files[file_index].size == 0 and (lo < total or last))
+        ):
             f = files[file_index]
             start, end = lo - file_base, min(hi - file_base, f.size)
-            if end > start:
+            if end > start or f.size == 0:
                 pieces.append(Piece(f.path, start, end, f.size))
             lo = file_base + end
             if end >= f.size:

@@ -21,7 +21,9 @@ from apache_beam.io.filesystem import CompressionTypes
 from apache_beam.io.filesystems import FileSystems
 from apache_beam.metrics import Metrics
 
+from beam_jobs.errors import DataError, raised_for_launcher
 from beam_jobs.formats import InputFormat
+from beam_jobs.formats.base import OnBadRow
 from beam_jobs.formats.lines.line_numbers import with_line_numbers
 from beam_jobs.plan.shards import Piece, ShardSpec
 from beam_jobs.schema.conform import missing_count
@@ -90,6 +92,10 @@ class WriteShardFn(beam.DoFn):
         self._encoder = ExampleEncoder(self._features)
 
     def process(self, shard: ShardSpec, context: Any = None) -> Iterator[WrittenShard]:
+        with raised_for_launcher():
+            yield self._write(shard, context)
+
+    def _write(self, shard: ShardSpec, context: Any) -> WrittenShard:
         prefix = shard.split or self._prefix
         name = shard_name(prefix, shard.index, shard.num_shards, self._compression)
         temp_path = FileSystems.join(self._temp_dir, f"{name}.{uuid.uuid4().hex}")
@@ -100,7 +106,7 @@ class WriteShardFn(beam.DoFn):
         raw = FileSystems.create(temp_path, compression_type=CompressionTypes.UNCOMPRESSED)
         with ShardFileWriter(raw, self._compression) as writer:
             for piece in shard.pieces:
-                for batch in self._format.read_piece(piece, self._features, on_bad_row, context):
+                for batch in self._read(piece, on_bad_row, context):
                     if shard.split is not None:
                         batch = self._splits.keep(batch, shard.split)
                     examples = self._encoder.encode(batch)
@@ -123,7 +129,7 @@ class WriteShardFn(beam.DoFn):
         self._bytes.inc(writer.bytes)
         self._input_bytes.inc(input_bytes)
         self._shards.inc()
-        yield WrittenShard(
+        return WrittenShard(
             index=shard.index,
             temp_path=temp_path,
             name=name,
@@ -137,6 +143,18 @@ class WriteShardFn(beam.DoFn):
             split=shard.split,
             num_shards=shard.num_shards,
         )
+
+    def _read(self, piece: Piece, on_bad_row: OnBadRow, context: Any) -> Iterator[pa.RecordBatch]:
+        """The piece's batches; an input that vanished since planning is a data error."""
+        try:
+            yield from self._format.read_piece(piece, self._features, on_bad_row, context)
+        except OSError as e:
+            if FileSystems.exists(piece.path):
+                raise  # a storage error, for the runner to retry
+            raise DataError(
+                f"{piece.path}: the input file is gone: it was listed when the conversion was "
+                f"planned and deleted or moved while it ran ({e})"
+            ) from e
 
     def _set_aside_oversized(
         self,

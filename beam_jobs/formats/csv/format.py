@@ -13,8 +13,9 @@ from collections.abc import Iterator, Sequence
 
 import pyarrow as pa
 
-from beam_jobs.formats.base import InputFormat, OnBadRow, Sample, compression_of, open_input
-from beam_jobs.formats.base import read_head as read_content_head
+from beam_jobs.formats.base import InputFormat, OnBadRow, Sample
+from beam_jobs.formats.compressed import compression_of, open_input
+from beam_jobs.formats.compressed import read_head as read_content_head
 from beam_jobs.formats.csv import record_starts as csv_ranges
 from beam_jobs.formats.csv import source as csv_source
 from beam_jobs.formats.lines.cut_counts import CutCounts

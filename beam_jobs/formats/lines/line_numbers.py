@@ -10,7 +10,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Sequence
 
-from beam_jobs.formats.base import compression_of, open_input
+from beam_jobs.formats.compressed import compression_of, open_input
 from beam_jobs.formats.lines.cut_counts import CutCounts, count_lines_to, read_chunks
 from beam_jobs.plan.shards import Piece
 from beam_jobs.sink.dead_letter import BadRow

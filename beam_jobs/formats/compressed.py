@@ -1,0 +1,213 @@
+"""Opening inputs, compressed or not, and reading their heads with bounded memory.
+
+`.gz`, `.bz2` and `.zst` inputs are decompressed on the fly. The stream must end properly:
+a file cut short (no end-of-stream marker) or with garbage after its end is a `DataError`
+naming the file, not a silently shorter input. Concatenated members (as `cat a.gz b.gz` makes)
+are read one after another, as gzip, bzip2 and zstd tools do. Each decompression step yields at
+most a few MiB, so a decompression bomb costs time, not memory.
+"""
+
+from __future__ import annotations
+
+import bz2
+import dataclasses
+import io
+import zlib
+from collections.abc import Iterator
+from typing import Any, BinaryIO
+
+from apache_beam.io.filesystem import CompressionTypes
+from apache_beam.io.filesystems import FileSystems
+
+from beam_jobs.errors import DataError
+from beam_jobs.plan.shards import InputFile
+
+__all__ = ["COMPRESSED_SUFFIXES", "Head", "compression_of", "open_input", "read_head"]
+
+COMPRESSED_SUFFIXES = {".gz": "gzip", ".bz2": "bzip2", ".zst": "zstd"}
+_STEP_OUTPUT = 4 << 20  # largest output of one decompression step (zlib, bzip2)
+# Stored bytes per read. zstd cannot bound one step's output, so it gets small inputs (a
+# 32 KiB step of a pathological zstd file could still give about 1 GiB; real files: ~150 KiB).
+_RAW_READ = {"gzip": 1 << 20, "bzip2": 1 << 20, "zstd": 8 << 10}
+_BUFFER = 1 << 20
+_HEAD_RAW_READ = 64 << 10
+
+
+def compression_of(path: str) -> str | None:
+    """'gzip', 'bzip2' or 'zstd' from the file name's suffix; None for an uncompressed file."""
+    for suffix, kind in COMPRESSED_SUFFIXES.items():
+        if path.lower().endswith(suffix):
+            return kind
+    return None
+
+
+def _new_decompressor(kind: str) -> Any:
+    if kind == "gzip":
+        return zlib.decompressobj(wbits=47)  # gzip or zlib header, detected
+    if kind == "bzip2":
+        return bz2.BZ2Decompressor()
+    import zstandard
+
+    return zstandard.ZstdDecompressor().decompressobj()
+
+
+def _step(kind: str, decompressor: Any, data: bytes) -> tuple[bytes, bytes, bool]:
+    """One bounded decompression step over `data`.
+
+    Returns (output, input left for later steps or the next member, whether this decompressor
+    may have more output without new input).
+    """
+    if kind == "gzip":
+        out = decompressor.decompress(data, _STEP_OUTPUT)
+        rest = decompressor.unused_data if decompressor.eof else decompressor.unconsumed_tail
+        return out, rest, len(out) == _STEP_OUTPUT
+    if kind == "bzip2":
+        # The decompressor keeps input it has not used yet; b"" asks for more of its output.
+        out = decompressor.decompress(data, _STEP_OUTPUT)
+        if decompressor.eof:
+            return out, decompressor.unused_data, False
+        return out, b"", not decompressor.needs_input
+    out = decompressor.decompress(data)
+    return out, decompressor.unused_data if decompressor.eof else b"", False
+
+
+class _Members:
+    """The decompressed content of a stored stream, member after member, in bounded steps."""
+
+    def __init__(self, raw: BinaryIO, kind: str, path: str, raw_read: int | None = None) -> None:
+        self._raw, self._kind, self._path = raw, kind, path
+        self._raw_read = raw_read or _RAW_READ[kind]
+        self.stored_bytes = 0  # stored bytes read so far
+        # Stored bytes the decompressor has taken in, and content bytes it gave for them (to
+        # measure the compression ratio of a file's head; bzip2 may hold one read unreported).
+        self.consumed = 0
+        self.produced = 0
+
+    def _fail(self, problem: str) -> DataError:
+        return DataError(
+            f"{self._path}: {problem} (at stored byte {self.stored_bytes:,}); the file is "
+            f"damaged or not {self._kind}: fix or remove it"
+        )
+
+    def __iter__(self) -> Iterator[bytes]:
+        kind = self._kind
+        decompressor, fed = _new_decompressor(kind), False
+        while data := self._raw.read(self._raw_read):
+            self.stored_bytes += len(data)
+            while True:
+                if decompressor.eof:
+                    if not data.strip(b"\0"):
+                        break  # nothing, or zero padding, after a member
+                    decompressor, fed = _new_decompressor(kind), False  # the next member
+                try:
+                    before = len(data)
+                    out, data, more = _step(kind, decompressor, data)
+                except Exception as e:  # zlib.error, OSError, zstandard.ZstdError
+                    raise self._fail(f"cannot decompress: {e}") from None
+                fed = True
+                self.consumed += before - len(data)
+                self.produced += len(out)
+                if out:
+                    yield out
+                if not decompressor.eof and not data and not more:
+                    break  # needs the next stored bytes
+        if fed and not decompressor.eof:
+            raise self._fail(f"the {kind} stream ends before its end marker: it is truncated")
+
+
+class _DecompressedFile(io.RawIOBase):
+    """A compressed file's content as a readable, seekable stream (seeking back restarts)."""
+
+    def __init__(self, path: str, kind: str, raw_read: int | None = None) -> None:
+        self._path, self._kind, self._raw_read = path, kind, raw_read
+        self._raw: BinaryIO | None = None
+        self._restart()
+
+    def _restart(self) -> None:
+        if self._raw is not None:
+            self._raw.close()
+        self._raw = FileSystems.open(self._path, compression_type=CompressionTypes.UNCOMPRESSED)
+        self.members = _Members(self._raw, self._kind, self._path, self._raw_read)
+        self._chunks = iter(self.members)
+        self._pending = memoryview(b"")
+        self._position = 0
+
+    def readable(self) -> bool:
+        return True
+
+    def seekable(self) -> bool:
+        return True
+
+    def tell(self) -> int:
+        return self._position
+
+    def readinto(self, buffer: Any) -> int:
+        while not self._pending:
+            chunk = next(self._chunks, None)
+            if chunk is None:
+                return 0
+            self._pending = memoryview(chunk)
+        n = min(len(buffer), len(self._pending))
+        buffer[:n] = self._pending[:n]
+        self._pending = self._pending[n:]
+        self._position += n
+        return n
+
+    def seek(self, offset: int, whence: int = io.SEEK_SET) -> int:
+        target = offset if whence == io.SEEK_SET else self._position + offset
+        if whence not in (io.SEEK_SET, io.SEEK_CUR) or target < 0:
+            raise io.UnsupportedOperation("a compressed input seeks from its start or forward")
+        if target < self._position:
+            self._restart()
+        scratch = bytearray(min(_BUFFER, max(1, target - self._position)))
+        while self._position < target:
+            view = memoryview(scratch)[: target - self._position]
+            if not self.readinto(view):
+                break
+        return self._position
+
+    def close(self) -> None:
+        if self._raw is not None:
+            self._raw.close()
+        super().close()
+
+
+def open_input(path: str, compression: str | None = None) -> BinaryIO:
+    """Opens an input (local or gs://) for reading, decompressing on the fly when asked.
+
+    A compressed stream that is cut short or damaged raises `DataError` naming the file when
+    reading reaches the damage.
+    """
+    if compression is None:
+        return FileSystems.open(path, compression_type=CompressionTypes.UNCOMPRESSED)
+    return io.BufferedReader(_DecompressedFile(path, compression), buffer_size=_BUFFER)
+
+
+@dataclasses.dataclass(frozen=True)
+class Head:
+    """The first bytes of a file's content, how many stored bytes one content byte takes, and
+    whether they are the whole file."""
+
+    content: bytes
+    stored_per_byte: float
+    is_whole_file: bool
+
+
+def read_head(f: InputFile, num_bytes: int, compression: str | None = None) -> Head:
+    """Reads up to `num_bytes` bytes of a file's content (decompressed: memory stays bounded
+    whatever the compression ratio); the ratio of stored to content bytes is measured on them.
+    """
+    if compression is None:
+        with open_input(f.path) as stream:
+            stored = stream.read(num_bytes)
+        return Head(stored, 1.0, len(stored) >= f.size)
+    # Small stored reads, so that the ratio is measured on about the bytes the head took.
+    raw = _DecompressedFile(f.path, compression, raw_read=_HEAD_RAW_READ)
+    try:
+        content = io.BufferedReader(raw, buffer_size=_HEAD_RAW_READ).read(num_bytes + 1)
+    finally:
+        raw.close()
+    whole = len(content) <= num_bytes
+    members = raw.members
+    ratio = (f.size if whole else members.consumed) / max(1, members.produced)
+    return Head(content[:num_bytes], ratio, whole)

@@ -1,0 +1,117 @@
+"""Every format, the three reader cases: a missing file, an empty file, a corrupt file.
+
+Each either fails with a `DataError` that names the file (exit code 1) or, where a single
+record is at fault (an undecodable image), dead-letters it; none converts silently.
+"""
+
+from __future__ import annotations
+
+import gzip
+import os
+
+import pytest
+from support.datasets import convert
+from support.inputs import write_input
+
+from beam_jobs import launcher
+from beam_jobs.errors import DataError, TooManyBadRecords
+
+FORMATS = ["csv", "jsonl", "parquet", "text", "tfrecord", "images"]
+
+
+def _one_file(path) -> str:
+    """The input file itself (for images: one image of the folder)."""
+    if path.is_dir():
+        return str(sorted(p for p in path.rglob("*.png"))[0])
+    return str(path)
+
+
+@pytest.mark.parametrize("fmt", FORMATS)
+def test_a_file_that_disappears_after_planning_is_a_data_error_naming_it(
+    tmp_path, monkeypatch, fmt
+):
+    path, flags = write_input(tmp_path / "in", fmt)
+    victim = _one_file(path)
+    make_plan = launcher.make_plan
+
+    def plan_then_delete(config):
+        plan = make_plan(config)
+        os.remove(victim)
+        return plan
+
+    monkeypatch.setattr(launcher, "make_plan", plan_then_delete)
+    with pytest.raises(DataError) as e:
+        convert([str(path)], tmp_path / "out", *flags)
+    assert str(e.value).startswith(f"{victim}: the input file is gone")
+    assert not (tmp_path / "out" / "manifest.json").exists()
+
+
+@pytest.mark.parametrize("fmt", ["csv", "jsonl", "parquet", "text", "tfrecord"])
+def test_an_empty_file_is_a_data_error_naming_it(tmp_path, fmt):
+    path, flags = write_input(tmp_path / "in", fmt)
+    empty = path.with_name("empty" + path.suffix)
+    empty.write_bytes(b"")
+    with pytest.raises(DataError, match=rf"1 input file\(s\) are empty \(0 bytes\): {empty}"):
+        convert([str(path), str(empty)], tmp_path / "out", *flags)
+
+
+def test_an_empty_image_is_dead_lettered(tmp_path):
+    path, flags = write_input(tmp_path / "in", "images")
+    (path / "c0" / "empty.png").write_bytes(b"")
+    with pytest.raises(TooManyBadRecords):
+        convert([str(path)], tmp_path / "out", *flags)
+    manifest = convert([str(path)], tmp_path / "out2", *flags, "--max_bad_fraction=0.5")
+    assert (manifest.total_records, manifest.counts["bad_records"]) == (10, 1)
+    dead = (tmp_path / "out2" / manifest.dead_letter[0]).read_text()
+    assert "empty.png" in dead and "not a decodable image" in dead
+
+
+def _garbage(n: int = 5000) -> bytes:
+    return bytes((i * 7919 + 13) % 256 for i in range(n))
+
+
+@pytest.mark.parametrize(
+    "fmt, message",
+    [
+        ("csv", r"CSV parse error"),
+        ("jsonl", r"no JSON object among the sampled lines"),
+        ("parquet", r"not a Parquet file"),
+        ("tfrecord", r"no complete TFRecord record in the first"),
+    ],
+)
+def test_a_file_that_is_not_of_its_format_is_a_data_error_naming_it(tmp_path, fmt, message):
+    path, flags = write_input(tmp_path / "in", fmt)
+    path.write_bytes(_garbage())
+    with pytest.raises(DataError, match=rf"^{path}: .*{message}"):
+        convert([str(path)], tmp_path / "out", *flags)
+
+
+def test_a_corrupt_tfrecord_past_the_sample_names_the_file_and_offset(tmp_path):
+    path, flags = write_input(tmp_path / "in", "tfrecord", rows=2000)
+    data = bytearray(path.read_bytes())
+    data[len(data) * 3 // 4] ^= 0x01
+    path.write_bytes(bytes(data))
+    with pytest.raises(
+        DataError, match=rf"^{path}: corrupt TFRecord file: record \d+ \(byte \d+\)"
+    ):
+        convert([str(path)], tmp_path / "out", *flags, "--sample_bytes=4096")
+
+
+@pytest.mark.parametrize("fmt", ["csv", "jsonl", "text", "tfrecord"])
+@pytest.mark.parametrize("cut", ["half", "last_byte"])
+def test_a_truncated_gzip_input_is_a_data_error_naming_it(tmp_path, fmt, cut):
+    path, flags = write_input(tmp_path / "in", fmt, rows=20000)
+    packed = gzip.compress(path.read_bytes())
+    gz = path.with_name(path.name + ".gz")
+    gz.write_bytes(packed[: len(packed) // 2] if cut == "half" else packed[:-1])
+    path.unlink()
+    with pytest.raises(DataError, match=rf"^{gz}: the gzip stream ends before its end marker"):
+        convert([str(gz)], tmp_path / "out", *flags, "--sample_bytes=4096")
+    assert not (tmp_path / "out" / "manifest.json").exists()
+
+
+def test_an_undecodable_image_is_dead_lettered_not_written(tmp_path):
+    path, flags = write_input(tmp_path / "in", "images")
+    (path / "c1" / "broken.png").write_bytes(_garbage())
+    manifest = convert([str(path)], tmp_path / "out", *flags, "--max_bad_fraction=0.5")
+    assert (manifest.total_records, manifest.counts["bad_records"]) == (10, 1)
