@@ -9,14 +9,7 @@ from beam_jobs.sink.dead_letter import DEAD_LETTER_DIR, first_bad_rows
 from beam_jobs.units import format_size
 from tfdata_reader.manifest import FeatureSpec, Manifest
 
-__all__ = [
-    "bad_rows_note",
-    "describe",
-    "describe_plan",
-    "feature_table",
-    "format_table",
-    "summarize_run",
-]
+__all__ = ["bad_rows_note", "describe", "describe_plan", "summarize_run"]
 
 
 def format_table(header: Sequence[str], rows: Sequence[Sequence[object]]) -> str:

@@ -13,7 +13,7 @@ from collections.abc import Sequence
 
 from apache_beam.options.pipeline_options import DirectOptions, PipelineOptions, StandardOptions
 
-__all__ = ["LOCAL_RUNNER", "LOCAL_THREADS_MAX_BYTES", "choose_runner", "normalize_argv"]
+__all__ = ["choose_runner", "normalize_argv"]
 
 LOCAL_RUNNER = "FnApiRunner"
 LOCAL_THREADS_MAX_BYTES = 1 << 30

@@ -22,6 +22,7 @@ from typing import Any
 
 import tensorflow as tf
 
+from tfdata_reader.images import image_decoder
 from tfdata_reader.integrity import shard_problem
 from tfdata_reader.manifest import MANIFEST_NAME, FeatureSpec, Manifest, ManifestError
 from tfdata_reader.options import DEFAULT_CYCLE_LENGTH, ReadOptions
@@ -285,33 +286,12 @@ def _shuffle_blocks(ds: tf.data.Dataset, options: ReadOptions) -> tf.data.Datase
     )
 
 
-def _image_decoder(size: tuple[int, int] | None, channels: int):
-    """Decodes a batch of encoded images: ragged at their own sizes, or dense at `size`."""
-
-    def decode_one(encoded: tf.Tensor) -> tf.Tensor:
-        image = tf.io.decode_image(encoded, channels=channels, expand_animations=False)
-        if size is None:
-            return tf.RaggedTensor.from_tensor(image, ragged_rank=1)
-        resized = tf.image.resize(image, size, method="bilinear")
-        return tf.cast(tf.clip_by_value(tf.round(resized), 0.0, 255.0), tf.uint8)
-
-    if size is None:
-        signature = tf.RaggedTensorSpec([None, None, channels], tf.uint8, ragged_rank=1)
-    else:
-        signature = tf.TensorSpec([*size, channels], tf.uint8)
-
-    def decode(images: tf.Tensor) -> tf.Tensor:
-        return tf.map_fn(decode_one, images, fn_output_signature=signature)
-
-    return decode
-
-
 def _parser(spec: dict, options: ReadOptions, has_image: bool):
     """Batches of serialized records -> parsed features (images decoded), label split off."""
     label_key = options.label_key
     decode = None
     if options.decode_images and has_image:
-        decode = _image_decoder(options.image_size, options.image_channels)
+        decode = image_decoder(options.image_size, options.image_channels)
 
     def parse(records: tf.Tensor):
         parsed = tf.io.parse_example(records, spec)

@@ -3,6 +3,7 @@
 `manifest.json` is written last by a conversion and is the only thing readers trust: a shard
 that it does not list does not exist. This module is pure (no Beam, no TensorFlow, no I/O) so
 both sides import it cheaply; each side reads and writes the JSON text with its own file system.
+It is one module on purpose, though past 300 lines: the whole contract is read in one place.
 """
 
 from __future__ import annotations

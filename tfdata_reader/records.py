@@ -17,7 +17,7 @@ import tensorflow as tf
 
 from tfdata_reader._compat import inline_map
 
-__all__ = ["READ_BUFFER_BYTES", "checked_blocks"]
+__all__ = ["checked_blocks"]
 
 READ_BUFFER_BYTES = 8 << 20
 

@@ -26,7 +26,7 @@ from beam_jobs.schema import conform as arrow_conform
 from beam_jobs.sink.dead_letter import BadRow
 from tfdata_reader.manifest import FeatureSpec
 
-__all__ = ["IMAGE_EXTENSIONS", "ImagesFormat", "image_root", "relative_name"]
+__all__ = ["ImagesFormat"]
 
 IMAGE_EXTENSIONS = (".jpg", ".jpeg", ".png", ".gif", ".bmp")
 _DECODABLE = {"JPEG", "PNG", "GIF", "BMP"}  # what tf.io.decode_image reads too

@@ -27,7 +27,7 @@ from beam_jobs.schema.rows import flatten_object, infer_from_rows
 from beam_jobs.sink.dead_letter import BadRow, as_text
 from tfdata_reader.manifest import FeatureSpec
 
-__all__ = ["JsonLinesFormat", "read_chunk"]
+__all__ = ["JsonLinesFormat"]
 
 
 def _parse_fast(chunk: bytes) -> pa.Table:

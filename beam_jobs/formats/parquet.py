@@ -23,7 +23,7 @@ from beam_jobs.schema import conform as arrow_conform
 from beam_jobs.sink.dead_letter import BadRow
 from tfdata_reader.manifest import FeatureSpec
 
-__all__ = ["ParquetFormat", "data_end", "row_group_starts"]
+__all__ = ["ParquetFormat"]
 
 SAMPLE_ROWS = 4096
 _BATCH_ROWS = 65536

@@ -15,7 +15,7 @@ from beam_jobs.formats.lines.chunks import line_chunks, split_lines
 from beam_jobs.plan.shards import InputFile, Piece
 from tfdata_reader.manifest import FeatureSpec
 
-__all__ = ["TextFormat", "complete_lines", "piece_chunks"]
+__all__ = ["TextFormat", "piece_chunks"]
 
 FEATURE = FeatureSpec("text", "bytes", [])
 

@@ -25,7 +25,6 @@ from tfdata_reader.manifest import FeatureSpec
 __all__ = [
     "VALUE_TYPES",
     "conform",
-    "example_dtype",
     "flatten_structs",
     "infer_from_table",
     "is_list",

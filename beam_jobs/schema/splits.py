@@ -15,7 +15,7 @@ import pyarrow.compute as pc
 
 from beam_jobs.schema.conform import is_list
 
-__all__ = ["assign_splits", "row_hashes"]
+__all__ = ["assign_splits"]
 
 _MIX = np.uint64(0x9E3779B97F4A7C15)
 

@@ -17,7 +17,7 @@ import pyarrow.compute as pc
 from beam_jobs.schema.conform import VALUE_TYPES, is_list, list_parts
 from tfdata_reader.manifest import FeatureSpec
 
-__all__ = ["ExampleEncoder", "decode_examples", "to_list_column"]
+__all__ = ["ExampleEncoder", "decode_examples"]
 
 
 def to_list_column(column: pa.Array, dtype: str) -> pa.ListArray:

@@ -16,7 +16,7 @@ import time
 from apache_beam.io.filesystem import CompressionTypes
 from apache_beam.io.filesystems import FileSystems
 
-__all__ = ["ProgressReporter", "note_path", "write_note"]
+__all__ = ["ProgressReporter", "write_note"]
 
 _log = logging.getLogger(__name__)
 NOTES_DIR = "progress"

@@ -33,15 +33,7 @@ from tfdata_reader.manifest import (
     shard_prefix_of,
 )
 
-__all__ = [
-    "TOOL_NAME",
-    "PublishShards",
-    "PublishSpec",
-    "WrittenShard",
-    "build_manifest",
-    "publish",
-    "write_text_atomically",
-]
+__all__ = ["PublishShards", "PublishSpec", "WrittenShard", "build_manifest", "publish"]
 
 TOOL_NAME = "tfrecord-etl"
 

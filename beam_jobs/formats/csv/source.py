@@ -7,18 +7,17 @@ An empty cell is a missing value (null), and nothing else is: "NA" or "null" sta
 
 from __future__ import annotations
 
-import bisect
 import dataclasses
 import io
 from collections.abc import Callable, Iterator, Sequence
 from typing import BinaryIO
 
-import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.csv as pcsv
 
 from beam_jobs.errors import DataError
+from beam_jobs.formats.csv.bad_rows import place_bad_rows
 from beam_jobs.formats.csv.record_starts import nonempty_record_starts, record_starts
 from beam_jobs.sink.dead_letter import BadRow, as_text
 from tfdata_reader.manifest import FeatureSpec
@@ -281,41 +280,5 @@ def read_range(
         raise DataError(f"{path}: bytes {start}-{end}: {e}") from e
     if malformed_rows or typed_rows:
         starts = nonempty_record_starts(f, start, end, quotes_before)
-        for bad in _placed(starts, malformed_rows, typed_rows, header=start == 0):
+        for bad in place_bad_rows(starts, malformed_rows, typed_rows, header=start == 0):
             on_bad_row(bad)
-
-
-def _placed(
-    starts: np.ndarray,
-    malformed_rows: list[tuple[BadRow, int | None]],
-    typed_rows: list[BadRow],
-    header: bool,
-) -> list[BadRow]:
-    """Bad rows with their byte offsets, in file order.
-
-    pyarrow numbers records from 1 (the header included, blank lines not), and a row that
-    fails conversion is known by its index among the well-formed rows; `starts` holds the
-    offset of every non-blank record of the range.
-    """
-    skipped = sorted(number - 1 for _, number in malformed_rows if number)
-
-    def record_of(well_formed: int) -> int:
-        # The index among all records, past the header and the malformed records before it.
-        wanted = well_formed + (1 if header else 0)
-        index = wanted
-        while True:
-            before = bisect.bisect_right(skipped, index)
-            if index - before == wanted and (before == 0 or skipped[before - 1] != index):
-                return index
-            index = wanted + before
-
-    placed = []
-    for bad, number in malformed_rows:
-        placed.append((number - 1 if number else None, bad))
-    for bad in typed_rows:
-        placed.append((record_of(bad.row), bad))
-    result = []
-    for index, bad in sorted(placed, key=lambda p: (p[0] is None, p[0] or 0)):
-        offset = int(starts[index]) if index is not None and index < len(starts) else None
-        result.append(dataclasses.replace(bad, offset=offset))
-    return result

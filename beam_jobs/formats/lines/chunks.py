@@ -13,7 +13,7 @@ from typing import BinaryIO
 import numpy as np
 import pyarrow as pa
 
-__all__ = ["CHUNK_BYTES", "line_chunks", "line_offsets", "split_lines"]
+__all__ = ["line_chunks", "line_offsets", "split_lines"]
 
 CHUNK_BYTES = 4 << 20
 _SCAN_BYTES = 64 << 10

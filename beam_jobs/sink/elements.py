@@ -1,0 +1,124 @@
+"""The elements of a user's PCollection (dicts, record batches or serialized Examples) as
+feature specs, conformed Arrow batches and serialized Examples, for `WriteShards`."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from typing import Any
+
+import apache_beam as beam
+import pyarrow as pa
+from apache_beam.metrics import Metrics
+
+from beam_jobs.errors import DataError
+from beam_jobs.schema import conform as arrow_conform
+from beam_jobs.schema.rows import flatten_object, infer_from_rows
+from beam_jobs.sink.dead_letter import BadRow, as_text
+from beam_jobs.sink.encode import ExampleEncoder, decode_examples
+from beam_jobs.sink.shard_writer import METRICS_NAMESPACE
+from tfdata_reader.manifest import FeatureSpec
+
+__all__ = ["EncodeElementsFn", "infer_spec"]
+
+_SOURCE = "<pcollection>"
+
+
+def _to_table(elements: Sequence[Any]) -> pa.Table:
+    """A batch of dicts or record batches as one flattened table."""
+    first = elements[0]
+    if isinstance(first, pa.RecordBatch):
+        table = pa.Table.from_batches(list(elements))
+    elif isinstance(first, dict):
+        table = pa.Table.from_pylist(list(elements))
+    else:
+        raise TypeError(
+            "WriteShards takes dicts, pyarrow.RecordBatch or serialized tf.train.Example bytes; "
+            f"got {type(first).__name__}"
+        )
+    return arrow_conform.flatten_structs(table)
+
+
+def infer_spec(sample: Sequence[Any]) -> list[FeatureSpec]:
+    """The feature spec of sampled elements (dicts, record batches or serialized Examples).
+
+    Raises:
+      DataError: when the sample is empty or its values cannot be Example features.
+    """
+    if not sample:
+        raise DataError("WriteShards got an empty PCollection and no features to describe it")
+    if isinstance(sample[0], bytes):
+        return arrow_conform.infer_from_table(
+            pa.Table.from_batches([decode_examples(sample)]), scalar_lists=True
+        )
+    if isinstance(sample[0], dict):
+        # Like JSON lines: a key with values of several types takes the type most rows have.
+        return infer_from_rows([flatten_object(row) for row in sample], "WriteShards sample")
+    try:
+        return arrow_conform.infer_from_table(_to_table(sample))
+    except (pa.ArrowInvalid, pa.ArrowTypeError) as e:
+        raise DataError(f"WriteShards: cannot infer a feature spec from the sample: {e}") from e
+
+
+def _cells(row: dict) -> dict:
+    return {k: as_text(v) if isinstance(v, bytes) else v for k, v in row.items()}
+
+
+def _flat(element: Any) -> dict:
+    return element if isinstance(element, dict) else {"batch_rows": element.num_rows}
+
+
+class EncodeElementsFn(beam.DoFn):
+    """Batches of elements -> serialized Examples; bad rows and missing-value counts aside."""
+
+    BAD = "bad"
+    MISSING = "missing"
+
+    def __init__(self, features: Sequence[FeatureSpec] | None) -> None:
+        self._fixed = tuple(features) if features else None
+        self._features: tuple[FeatureSpec, ...] = ()
+        self._bad_counter = Metrics.counter(METRICS_NAMESPACE, "records_dead_lettered")
+
+    @staticmethod
+    def _conform(
+        elements: list, features: Sequence[FeatureSpec]
+    ) -> tuple[pa.RecordBatch, dict[int, str]]:
+        """Conformed good rows and {index: reason}; one element at a time only when the batch
+        does not even make one table (a value of another type than the rest)."""
+        try:
+            return arrow_conform.conform(_to_table(elements), features)
+        except (pa.ArrowInvalid, pa.ArrowTypeError):
+            pass
+        good, bad = [], {}
+        for index, element in enumerate(elements):
+            try:
+                batch, problems = arrow_conform.conform(_to_table([element]), features)
+            except (pa.ArrowInvalid, pa.ArrowTypeError) as e:
+                problems = {0: str(e)}
+            if problems:
+                bad[index] = problems[0]
+            else:
+                good.append(batch)
+        if not good:  # no columns and no rows: conform makes every feature an empty column
+            return arrow_conform.conform(pa.table({}), features)[0], bad
+        return pa.Table.from_batches(good).combine_chunks().to_batches()[0], bad
+
+    def process(self, elements: list, spec: list[FeatureSpec] | None = None) -> Iterator[Any]:
+        features = self._fixed or tuple(spec)
+        if features != self._features:
+            self._features, self._encoder = features, ExampleEncoder(features)
+        if isinstance(elements[0], bytes):
+            batch, bad = arrow_conform.conform(decode_examples(elements), features)
+            rows = [{"raw": as_text(elements[i])} for i in sorted(bad)]
+            records = [e for i, e in enumerate(elements) if i not in bad]
+        else:
+            batch, bad = self._conform(elements, features)
+            rows = [{"cells": _cells(_flat(elements[i]))} for i in sorted(bad)]
+            records = self._encoder.encode(batch)
+        for (index, reason), content in zip(sorted(bad.items()), rows):
+            yield beam.pvalue.TaggedOutput(
+                self.BAD, BadRow(_SOURCE, 0, 0, reason, index, content).to_json()
+            )
+        self._bad_counter.inc(len(bad))
+        missing = {f.name: arrow_conform.missing_count(batch.column(f.name)) for f in features}
+        yield beam.pvalue.TaggedOutput(self.MISSING, missing)
+        yield from records
