@@ -84,3 +84,10 @@ def test_console_script_end_to_end(sample_csv, tmp_path):
     assert ["records", "written", "8,000"] in [line.split() for line in result.stdout.splitlines()]
     check = subprocess.run([exe, "verify", str(out)], capture_output=True, text=True, timeout=120)
     assert check.returncode == 0 and check.stdout.startswith("verify ok: ")
+
+
+def test_inspect_input_prints_the_plan_without_an_output(sample_csv, capsys):
+    assert main(["inspect", "--input", sample_csv[0]]) == 0
+    text = capsys.readouterr().out
+    assert text.splitlines()[0] == "plan (nothing is written)"
+    assert "format       csv" in text and "(none)" not in text

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import csv
 import json
+import logging
 import math
 import os
 import pathlib
@@ -261,10 +262,18 @@ def test_parse_spec_matches_manifest_shapes(converted):
 
 
 @pytest.mark.slow
-def test_default_runner_uses_worker_processes(sample_csv, tmp_path):
-    """No runner flags: the multi-process FnApiRunner, as users run it."""
+def test_worker_processes_convert_every_row(sample_csv, tmp_path, caplog):
+    """The multi-process local runner (what inputs over 1 GiB get), with real worker processes."""
     out = tmp_path / "mp"
-    manifest = convert(sample_csv, out, "--target_shard_bytes=128KiB", in_process=False)
+    with caplog.at_level(logging.INFO, logger="beam_jobs.runner"):
+        manifest = convert(
+            sample_csv,
+            out,
+            "--target_shard_bytes=128KiB",
+            "--direct_running_mode=multi_processing",
+            in_process=False,
+        )
+    assert f"local runner: FnApiRunner with {os.cpu_count()} worker processes" in caplog.text
     assert manifest.total_records == 12_000
     assert math.ceil(manifest.total_bytes / (1.1 * 128 * 1024)) <= len(manifest.shards)
     assert verify(str(out))[1] == []

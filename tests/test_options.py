@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from beam_jobs.options import ConvertConfig
+from beam_jobs.errors import UsageError
+from beam_jobs.options import ConvertConfig, parse_splits
 
 
 def test_config_validation():
@@ -16,3 +17,14 @@ def test_config_validation():
         ConvertConfig(inputs=("a",), output="o", num_shards=0)
     with pytest.raises(UsageError, match="--shard_prefix may hold only"):
         ConvertConfig(inputs=("a",), output="o", shard_prefix="a/b")
+
+
+@pytest.mark.parametrize("prefix", ["données", "a/b", "a-b", ""])
+def test_a_shard_prefix_outside_the_name_rule_is_a_usage_error(prefix):
+    with pytest.raises(UsageError, match="--shard_prefix may hold only ASCII letters"):
+        ConvertConfig(inputs=("a",), output="o", shard_prefix=prefix)
+
+
+def test_a_split_name_outside_the_name_rule_is_a_usage_error():
+    with pytest.raises(UsageError, match="names of ASCII letters"):
+        parse_splits("entraînement=80,eval=20")
