@@ -11,6 +11,7 @@ that a file that is not a decodable JPEG, PNG, GIF or BMP is dead-lettered, not 
 from __future__ import annotations
 
 import io
+import os
 import posixpath
 from collections.abc import Iterator, Sequence
 from typing import Any
@@ -54,7 +55,9 @@ def image_root(patterns: Sequence[str]) -> str:
         fixed.append(part)
     if len(fixed) == len(parts) and posixpath.splitext(pattern)[1].lower() in IMAGE_EXTENSIONS:
         fixed = fixed[:-1]  # a single image file
-    return "/".join(fixed) or "."
+    root = "/".join(fixed) or "."
+    # Listed local files have absolute paths (see plan.inputs), so the root must too.
+    return os.path.abspath(root) if "://" not in root else root
 
 
 def relative_name(path: str, root: str) -> str:

@@ -116,7 +116,7 @@ def make_plan(config: ConvertConfig) -> ConversionPlan:
       DataError: for an empty input file or a sampled file that is not of the format.
     """
     input_format = make_format(config.format, config.inputs, config.labels)
-    files = input_format.list_files(list_inputs(config.inputs))
+    files = input_format.list_files(list_inputs(config.inputs, exclude=config.output or None))
     empty = [f.path for f in files if f.size == 0]
     if empty and input_format.name != "images":  # an empty image is dead-lettered instead
         # A 0-byte input is usually an upstream export that failed.

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import os
 import posixpath
 from collections.abc import Sequence
@@ -14,32 +15,68 @@ from beam_jobs.plan.shards import InputFile
 __all__ = ["list_inputs"]
 
 _GLOB_CHARS = set("*?[")
+_log = logging.getLogger(__name__)
+
+
+def _is_local(path: str) -> bool:
+    return FileSystems.get_scheme(path) in (None, "file")
 
 
 def _is_folder(pattern: str, matched: list) -> bool:
+    """A pattern without wildcards that names a folder: everything below it is an input.
+
+    `folder/` lists only its direct files on the local file system, and a gs:// folder is a
+    name prefix that matches no object of its own, so neither can be told by the match alone.
+    """
     if _GLOB_CHARS & set(pattern):
         return False
-    if not matched:
-        return True  # gs://bucket/folder matches no object of its own
-    return len(matched) == 1 and os.path.isdir(pattern)
+    if pattern.endswith("/") or not matched:
+        return True
+    return _is_local(pattern) and os.path.isdir(pattern)
 
 
-def list_inputs(patterns: Sequence[str]) -> list[InputFile]:
+def _identity(path: str) -> str:
+    """What makes two listed paths the same file: the resolved full path, for local files."""
+    return os.path.realpath(path) if _is_local(path) else path
+
+
+def _under(path: str, folder: str) -> bool:
+    return path == folder or path.startswith(folder.rstrip("/") + "/")
+
+
+def list_inputs(patterns: Sequence[str], exclude: str | None = None) -> list[InputFile]:
     """Expands files, folders (all files below) and glob patterns into files sorted by path.
 
-    Hidden files (a name starting with '.') are left out. Every pattern must match something.
+    Each file is listed once, however many patterns reach it (`x.csv` and `./x.csv`, or two
+    overlapping globs): local paths are made absolute and compared resolved. Hidden files (a
+    name starting with '.') are left out, and so is everything under `exclude` (the
+    conversion's own output folder, which may sit inside an input folder).
 
     Raises:
       UsageError: naming a pattern that matches no file.
     """
-    files: dict[str, int] = {}
+    excluded = _identity(exclude.rstrip("/")) if exclude else None
+    files: dict[str, tuple[str, int]] = {}  # identity -> (path, size)
+    skipped = 0
     for pattern, result in zip(patterns, FileSystems.match(list(patterns))):
         matched = result.metadata_list
         if _is_folder(pattern, matched):
             matched = FileSystems.match([pattern.rstrip("/") + "/**"])[0].metadata_list
         matched = [m for m in matched if not posixpath.basename(m.path).startswith(".")]
+        if excluded:
+            kept = [m for m in matched if not _under(_identity(m.path), excluded)]
+            skipped += len(matched) - len(kept)
+            if matched and not kept:
+                raise UsageError(
+                    f"--input {pattern!r} matches only files under --output {exclude}; the "
+                    "output of a conversion is never its input"
+                )
+            matched = kept
         if not matched:
             raise UsageError(f"--input {pattern!r} matches no files")
         for meta in matched:
-            files[meta.path] = meta.size_in_bytes
-    return [InputFile(path, size) for path, size in sorted(files.items())]
+            path = os.path.abspath(meta.path) if _is_local(meta.path) else meta.path
+            files.setdefault(_identity(meta.path), (path, meta.size_in_bytes))
+    if skipped:
+        _log.info("left out %d file(s) under the output folder %s", skipped, exclude)
+    return [InputFile(path, size) for path, size in sorted(files.values())]
