@@ -1,4 +1,5 @@
 import json
+import re
 import subprocess
 import sys
 
@@ -88,6 +89,26 @@ def test_is_fixed():
         (lambda o: o["features"][0].update(shape=[0]), "shape must be"),
         (lambda o: o.update(compression="zstd"), "compression must be one of none, gzip"),
         (lambda o: o["features"].append(o["features"][0]), "duplicate feature names"),
+        *(
+            (
+                lambda o, bad=bad: o["shards"][0].update(path=bad),
+                re.escape(f"shard path {bad!r} is not a plain relative path inside the dataset"),
+            )
+            for bad in [
+                "../x",
+                "/etc/passwd",
+                "a/../../x",
+                "gs://other/x",
+                "a//b",
+                "./a",
+                "a\\b",
+                "",
+            ]
+        ),
+        (
+            lambda o: o.update(dead_letter=["../../home/u/.ssh/id_rsa"]),
+            "dead-letter path '../../home/u/.ssh/id_rsa' is not a plain relative path",
+        ),
     ],
 )
 def test_from_json_rejects(edit, message):

@@ -101,3 +101,23 @@ def test_cli_verify_exit_codes(dataset, capsys):
     assert capsys.readouterr().out == (
         f"BAD {manifest.shards[0].path}: missing\nverify failed: 1 bad file(s) in {out}\n"
     )
+
+
+@pytest.mark.parametrize("bad", ["../outside.tfrecord", "/etc/passwd"])
+def test_a_manifest_that_points_outside_its_folder_is_refused_everywhere(dataset, bad):
+    import json
+
+    from tfdata_reader import make_dataset
+    from tfdata_reader.manifest import ManifestError
+
+    out, _ = dataset
+    (out.parent / "outside.tfrecord").write_bytes(b"not ours")
+    obj = json.loads((out / "manifest.json").read_text())
+    obj["shards"][0]["path"] = bad
+    (out / "manifest.json").write_text(json.dumps(obj))
+    message = "is not a plain relative path inside the dataset folder"
+    with pytest.raises(ManifestError, match=message):
+        verify(str(out))
+    with pytest.raises(ManifestError, match=message):
+        make_dataset(str(out), 8, skip_corrupt_shards=True)
+    assert main(["verify", str(out)]) == 1

@@ -23,6 +23,7 @@ __all__ = [
     "Manifest",
     "ManifestError",
     "ShardInfo",
+    "check_relative_path",
     "is_valid_name",
     "schema_from_json",
     "schema_to_json",
@@ -55,6 +56,27 @@ def shard_prefix_of(name: str) -> str | None:
 
 class ManifestError(ValueError):
     """A manifest (or a schema file in the same format) is missing, malformed or inconsistent."""
+
+
+def check_relative_path(path: str, what: str) -> str:
+    """`path` if it names a file inside the dataset folder, else raises `ManifestError`.
+
+    A manifest lists files relative to its folder. An absolute path, a URL, a `..` or `.`
+    step, an empty step or a backslash could lead a reader or `verify` out of the dataset (to
+    `/etc/passwd`, another bucket), so none is accepted.
+    """
+    parts = path.split("/")
+    if (
+        not path
+        or path.startswith("/")
+        or "\\" in path
+        or ":" in parts[0]
+        or any(part in ("", ".", "..") for part in parts)
+    ):
+        raise ManifestError(
+            f"{what} {path!r} is not a plain relative path inside the dataset folder"
+        )
+    return path
 
 
 def shard_name(prefix: str, index: int, num_shards: int, compression: Compression) -> str:
@@ -178,6 +200,10 @@ class Manifest:
     format_version: int = FORMAT_VERSION
 
     def __post_init__(self) -> None:
+        for shard in self.shards:
+            check_relative_path(shard.path, "shard path")
+        for path in self.dead_letter:
+            check_relative_path(path, "dead-letter path")
         if self.compression not in COMPRESSIONS:
             raise ManifestError(
                 f"compression must be one of {', '.join(COMPRESSIONS)}, got {self.compression!r}"
