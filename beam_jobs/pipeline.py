@@ -71,7 +71,9 @@ class ConvertToShards(beam.PTransform):
         """
         segments = []
         if self._plan.input_format.needs_cut_counts:
-            segments = segments_between_cuts(cut_points(self._plan.shards))
+            segments = segments_between_cuts(
+                cut_points(self._plan.shards), quotes=self._plan.input_format.quoted_records
+            )
         local = all(FileSystems.get_scheme(s.path) in (None, "file") for s in segments)
         if local and sum(s.end - s.start for s in segments) <= LAUNCHER_COUNT_BYTES:
             return CutCounts.from_counted(count_segment(s) for s in segments)

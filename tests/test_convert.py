@@ -170,6 +170,26 @@ def test_cuts_inside_quoted_newlines_lose_nothing(tmp_path):
     )
 
 
+def test_stray_quotes_in_unquoted_fields_lose_and_split_nothing(tmp_path):
+    """Real exports hold quotes inside unquoted fields (`TV 55" screen`): a literal character
+    for Python's csv module and pyarrow alike, so it must not shift where records start."""
+    path = tmp_path / "stray.csv"
+    products = ['TV 55" screen', 'pipe 3/4" x 2"', "O'Neil", 'say "hi"', '12"']
+    lines = ["id,name,note"]
+    for i in range(4000):
+        name = products[i % len(products)] if i % 3 else f"item {i}"
+        note = '"line one\nline ""two"""' if i % 7 == 0 else f"n{i}"
+        lines.append(f"{i},{name},{note}")
+    path.write_text("\n".join(lines) + "\n")
+    rows = expected_rows([str(path)])
+    assert len(rows) == 4000 and rows[5]["name"] == 'TV 55" screen'
+    out = tmp_path / "out"
+    manifest = convert([str(path)], out, "--num_shards=23")
+    assert manifest.counts["records_read"] == manifest.total_records == 4000
+    assert manifest.counts["bad_records"] == 0
+    _assert_same_values(_records_in_shard_order(out, manifest), rows, manifest)
+
+
 def test_rerun_with_another_shard_count_replaces_the_old_shards(sample_csv, tmp_path):
     out = tmp_path / "out"
     convert(sample_csv, out, "--num_shards=5")

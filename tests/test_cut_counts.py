@@ -1,4 +1,4 @@
-"""Cut counts: quotes and newlines before each cut, and newlines before offsets of a stream."""
+"""Cut counts: the quote state and newlines at each cut, and newlines before offsets of a stream."""
 
 from __future__ import annotations
 
@@ -24,9 +24,23 @@ def test_newlines_before_every_offset_with_every_chunking():
 def test_counts_before_cuts_are_running_sums_of_segments(tmp_path):
     path = tmp_path / "in.csv"
     path.write_bytes(DATA)
-    cuts = {str(path): [5, 12, 20]}
+    cuts = {str(path): [8, 12, 20]}
     segments = segments_between_cuts(cuts)
-    assert [(s.start, s.end) for s in segments] == [(0, 5), (5, 12), (12, 20)]
+    assert [(s.start, s.end) for s in segments] == [(0, 8), (8, 12), (12, 20)]
     counts = CutCounts.from_counted(reversed([count_segment(s) for s in segments]))
-    assert [counts.quotes_before(str(path), o) for o in (0, 5, 12, 20)] == [0, 0, 2, 4]
-    assert [counts.newlines_before(str(path), o) for o in (0, 5, 12, 20)] == [0, 1, 3, 5]
+    # offset 8 is inside "x\ny"; 12 follows its close; 20 is in 3,w.
+    assert [counts.in_quotes_at(str(path), o) for o in (0, 8, 12, 20)] == [
+        False,
+        True,
+        False,
+        False,
+    ]
+    assert [counts.newlines_before(str(path), o) for o in (0, 8, 12, 20)] == [0, 1, 3, 5]
+
+
+def test_json_lines_segments_count_newlines_only(tmp_path):
+    path = tmp_path / "in.jsonl"
+    path.write_bytes(b'{"a": "\\"x"}\n' * 10)
+    (segment,) = segments_between_cuts({str(path): [30]}, quotes=False)
+    counted = count_segment(segment)
+    assert (counted.newlines, counted.effect.resets, counted.effect.flips) == (2, False, 0)

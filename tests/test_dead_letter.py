@@ -8,7 +8,7 @@ import pytest
 from support.datasets import convert
 
 from beam_jobs.cli import main
-from beam_jobs.errors import TooManyBadRecords
+from beam_jobs.errors import DataError, TooManyBadRecords
 from tfdata_reader import make_dataset
 
 
@@ -151,20 +151,34 @@ def test_records_over_max_record_bytes_are_dead_lettered(tmp_path):
     assert ids == [i for i in range(20) if i != 7]
 
 
-def test_an_unterminated_quote_is_dead_lettered_not_swallowed_silently(tmp_path):
+def test_an_unterminated_quote_on_the_last_line_is_dead_lettered(tmp_path):
     path = tmp_path / "open_quote.csv"
     good = "".join(f"{i},text {i}\n" for i in range(300))
-    path.write_text("id,text\n" + good + '300,"never closed\n301,a\n302,b\n')
+    path.write_text("id,text\n" + good + '300,"never closed\n')
     out = tmp_path / "out"
     manifest = convert([str(path)], out, "--num_shards=4", "--max_bad_fraction=0.01")
     assert (manifest.total_records, manifest.counts["bad_records"]) == (300, 1)
     [letter] = _dead_letters(out, manifest.dead_letter)
     assert letter["reason"] == "unterminated quoted field: it runs to the end of the file"
-    assert letter["cells"] == {"id": "300", "text": "never closed\n301,a\n302,b\n"}
+    assert letter["cells"] == {"id": "300", "text": "never closed\n"}
     assert letter["byte_offset"] == path.read_bytes().index(b'300,"never')
     assert letter["line"] == 302
     ids = sorted(i for b in make_dataset(str(out), 64) for i in b["id"].numpy().tolist())
     assert ids == list(range(300))
+
+
+@pytest.mark.parametrize("sample_bytes", ["4096", "1MiB"])  # found while writing, or planning
+def test_an_unterminated_quote_that_would_swallow_lines_stops_the_job(tmp_path, sample_bytes):
+    path = tmp_path / "open_quote.csv"
+    good = "".join(f"{i},text {i}\n" for i in range(300))
+    path.write_text("id,text\n" + good + '300,"never closed\n301,a\n302,b\n')
+    out = tmp_path / "out"
+    with pytest.raises(DataError) as e:
+        convert([str(path)], out, "--num_shards=4", f"--sample_bytes={sample_bytes}")
+    assert str(e.value).startswith(
+        f"{path}:302: a quoted field opens in this row and never closes, so the 2 lines after it"
+    )
+    assert not (out / "manifest.json").exists()
 
 
 @pytest.mark.parametrize("gzipped", [False, True])

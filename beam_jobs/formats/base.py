@@ -46,6 +46,8 @@ class InputFormat:
     # newline bytes before each cut) as `read_piece`'s context; CSV finds its first record by
     # the quotes, and every bad row gets its line number from the newlines.
     needs_cut_counts = False
+    # CSV: the cut counts follow the quote state too (quoted fields may hold newlines).
+    quoted_records = False
 
     def list_files(self, files: Sequence[InputFile]) -> list[InputFile]:
         """The files of this format among the listed ones (default: all of them)."""

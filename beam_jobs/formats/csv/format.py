@@ -1,8 +1,9 @@
 """`--format csv`: CSV files with a header line (see `beam_jobs.formats.csv.source`).
 
-Uncompressed files are cut anywhere: a Beam step counts the quote bytes before every cut (the
-`CutCounts` context of `read_piece`), so a writer finds its first record exactly even when
-quoted fields hold newlines. A compressed file is read whole by one writer, from its start.
+Uncompressed files are cut anywhere: the quote state at every cut is worked out before the
+writers start (the `CutCounts` context of `read_piece`), so a writer finds its first record
+exactly even when quoted fields hold newlines or unquoted fields hold stray quotes. A
+compressed file is read whole by one writer, from its start.
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ class CsvFormat(InputFormat):
     name = "csv"
     extensions = (".csv",)
     needs_cut_counts = True
+    quoted_records = True
 
     def sample(self, f: InputFile, sample_bytes: int) -> Sample:
         head = read_content_head(f, sample_bytes, compression_of(f.path))
@@ -45,7 +47,7 @@ class CsvFormat(InputFormat):
     ) -> Iterator[pa.RecordBatch]:
         data = sample.data.data
         yield from csv_source.read_range(
-            io.BytesIO(data), sample.path, 0, len(data), features, lambda row: None
+            io.BytesIO(data), sample.path, 0, len(data), features, lambda row: None, first_line=1
         )
 
     def read_piece(
@@ -63,15 +65,19 @@ class CsvFormat(InputFormat):
                 )
                 return
             counts = context or CutCounts()
-            start, quotes_before = csv_ranges.record_start_at_or_after(
-                f, piece.start, counts.quotes_before(piece.path, piece.start), piece.file_size
+            size = piece.file_size
+            start = csv_ranges.record_start_at_or_after(
+                f, piece.start, counts.in_quotes_at(piece.path, piece.start), size
             )
-            end = piece.file_size
-            if piece.end < piece.file_size:
-                end, _ = csv_ranges.record_start_at_or_after(
-                    f, piece.end, counts.quotes_before(piece.path, piece.end), piece.file_size
+            end = size
+            if piece.end < size:
+                end = csv_ranges.record_start_at_or_after(
+                    f, piece.end, counts.in_quotes_at(piece.path, piece.end), size
                 )
             if end > start:
+                first_line = counts.newlines_before(piece.path, piece.start) + 1
+                f.seek(piece.start)
+                first_line += f.read(start - piece.start).count(b"\n")
                 yield from csv_source.read_range(
-                    f, piece.path, start, end, features, on_bad_row, quotes_before
+                    f, piece.path, start, end, features, on_bad_row, first_line
                 )

@@ -1,121 +1,239 @@
-"""Where CSV records start, so byte ranges of one file can be converted independently.
+"""Where CSV records start, exactly as pyarrow's CSV parser sees them, without reading from the
+file's start.
 
 A range [start, end) of a file owns the records that *start* inside it. A record starts at
-offset 0 and right after every newline that is outside double quotes (RFC 4180: a quoted field
-may hold newlines, and a quote inside it is doubled). Whether a newline is quoted depends only on
-the parity of the number of quote bytes before it, so a worker that knows how many quotes come
-before its range (counted in parallel by an earlier stage) finds its first record exactly, with
-no need to read the file from the start.
+offset 0 and after every newline that is not inside a quoted field. pyarrow (like Python's
+`csv` module) opens a quoted field only with a quote at the *start* of a field; a quote inside
+an unquoted field (`TV 55" screen`) is a literal character, and after a quoted field closes
+the rest of the field is read unquoted. So the lexer's state depends on more than the parity
+of the quotes before a point. It is tracked over *runs* of consecutive quote bytes:
+
+- outside quotes, a run at the start of a field (after a delimiter, a line end or the file's
+  start) of odd length opens a quoted field (one quote, or three: opened, then an escaped quote); a
+  run elsewhere is literal text;
+- inside quotes, a run of odd length closes the field (the last quote closes; the pairs before
+  it are escaped quotes), one of even length is escaped quotes.
+
+Each run is therefore one of three functions of the state: *toggle* (odd, at a field start),
+*reset* to outside (odd, not at a field start), or identity (even), and the state after any
+stretch of bytes is computed for all runs at once with numpy. A stretch's effect on the state
+is a `QuoteEffect` (the same three kinds, composed), so stretches between cut points are
+summarized in parallel and composed in order, and a writer knows the exact state at its cut.
+The delimiter is `,`.
 """
 
 from __future__ import annotations
 
+import dataclasses
 from typing import BinaryIO
 
 import numpy as np
 
 __all__ = [
-    "count_quotes",
-    "first_record_start",
+    "QuoteEffect",
+    "QuoteScanner",
     "nonempty_record_starts",
     "record_start_at_or_after",
     "record_starts",
 ]
 
-_QUOTE = ord('"')
-_NEWLINE = ord("\n")
+QUOTE = ord('"')
+NEWLINE = ord("\n")
+_FIELD_ENDS = np.array([ord(","), NEWLINE, ord("\r")], dtype=np.uint8)
 _SCAN_BLOCK = 1 << 20
+FILE_START = -1  # the "byte before" offset 0: a field starts there
 
 
-def count_quotes(data: bytes) -> int:
-    """Number of double-quote bytes in `data`."""
-    return data.count(b'"')
+@dataclasses.dataclass(frozen=True)
+class QuoteEffect:
+    """What a stretch of bytes does to the in-quotes state: `resets` (it ends outside quotes
+    whatever the state before, flipped `flips` times after the last reset) or not (the state
+    before, flipped `flips` times)."""
+
+    resets: bool = False
+    flips: int = 0
+
+    def apply(self, in_quotes: bool) -> bool:
+        base = False if self.resets else in_quotes
+        return base != bool(self.flips % 2)
+
+    def then(self, later: QuoteEffect) -> QuoteEffect:
+        """This stretch followed by `later`."""
+        if later.resets:
+            return later
+        return QuoteEffect(self.resets, (self.flips + later.flips) % 2)
 
 
-def record_starts(block: bytes, quotes_before: int) -> np.ndarray:
-    """Indices just past every unquoted newline in `block`: where the next record starts.
+def _runs(arr: np.ndarray, previous: int) -> tuple[np.ndarray, np.ndarray]:
+    """Start offsets of the quote runs in `arr`, and each run's kind: 0 identity, 1 toggle,
+    2 reset. `previous` is the byte before `arr[0]` (FILE_START at the file's start)."""
+    quotes = np.flatnonzero(arr == QUOTE)
+    if quotes.size == 0:
+        return quotes, quotes
+    breaks = np.flatnonzero(np.diff(quotes) != 1) + 1
+    starts = quotes[np.concatenate(([0], breaks))]
+    ends = quotes[np.concatenate((breaks - 1, [quotes.size - 1]))] + 1
+    before = arr[np.maximum(starts - 1, 0)].astype(np.int16)
+    if starts[0] == 0:
+        before[0] = previous
+    field_start = np.isin(before, _FIELD_ENDS) | (before == FILE_START)
+    odd = (ends - starts) % 2 == 1
+    kinds = np.where(odd, np.where(field_start, 1, 2), 0)
+    return starts, kinds
+
+
+def _states_after(kinds: np.ndarray, in_quotes: bool) -> np.ndarray:
+    """The in-quotes state after each run, from the state before the first."""
+    toggles = np.cumsum(kinds == 1)
+    index = np.arange(kinds.size)
+    last_reset = np.maximum.accumulate(np.where(kinds == 2, index, -1))
+    toggles_before_reset = np.where(last_reset >= 0, toggles[np.maximum(last_reset, 0)], 0)
+    base = np.where(last_reset >= 0, False, in_quotes)
+    return base ^ ((toggles - toggles_before_reset) % 2 == 1)
+
+
+class QuoteScanner:
+    """Follows the in-quotes state through consecutive blocks of a file and finds the records
+    that start in them.
+
+    A quote run that ends a block is held back until the next block (or `finish`), as its
+    length decides what it does.
 
     Args:
-      block: bytes of a CSV file.
-      quotes_before: number of quote bytes in the file before `block[0]`.
+      in_quotes: the state before the first block.
+      previous: the byte before the first block (FILE_START at the file's start). When it is
+        a quote, the quotes the first block begins with continue a run that started earlier,
+        whose effect `in_quotes` already includes, so they are skipped.
     """
-    arr = np.frombuffer(block, dtype=np.uint8)
-    newlines = np.flatnonzero(arr == _NEWLINE)
-    if newlines.size == 0 or (quotes_before % 2 == 0 and _QUOTE not in block):
-        return newlines + 1
-    # Quotes up to and including each position; a newline is no quote, so this is also the
-    # count strictly before it.
-    quotes_upto = np.cumsum(arr == _QUOTE, dtype=np.int64)[newlines] + quotes_before
-    return newlines[quotes_upto % 2 == 0] + 1
+
+    def __init__(self, in_quotes: bool = False, previous: int = FILE_START) -> None:
+        self.in_quotes = in_quotes
+        self.effect = QuoteEffect()
+        self._previous = previous
+        self._skip_leading_quotes = previous == QUOTE
+        self._carry = b""
+
+    def feed(self, block: bytes, offset: int) -> np.ndarray:
+        """File offsets of the records that start right after a newline in this block
+        (`offset` is where `block` begins in the file)."""
+        if self._skip_leading_quotes:
+            stripped = block.lstrip(b'"')
+            offset += len(block) - len(stripped)
+            block = stripped
+            if not block:
+                return np.zeros(0, np.int64)
+            self._skip_leading_quotes = False
+        if self._carry:
+            offset -= len(self._carry)
+            block = self._carry + block
+            self._carry = b""
+        held = len(block) - len(block.rstrip(b'"'))
+        if held and held < len(block):
+            self._carry = block[-held:]
+            block = block[:-held]
+        elif held:  # only quotes: wait for the byte after them
+            self._carry = block
+            return np.zeros(0, np.int64)
+        return self._scan(block, offset)
+
+    def finish(self) -> None:
+        """Ends the stream (at the file's end, or past a cut's run): applies a held-back run."""
+        if self._carry:
+            block, self._carry = self._carry, b""
+            self._scan(block, 0)
+
+    def _scan(self, block: bytes, offset: int) -> np.ndarray:
+        arr = np.frombuffer(block, dtype=np.uint8)
+        starts, kinds = _runs(arr, self._previous)
+        newlines = np.flatnonzero(arr == NEWLINE)
+        if starts.size:
+            after = _states_after(kinds, self.in_quotes)
+            which = np.searchsorted(starts, newlines) - 1
+            quoted = np.where(which >= 0, after[np.maximum(which, 0)], self.in_quotes)
+            self.in_quotes = bool(after[-1])
+            self.effect = self.effect.then(_effect_of(kinds))
+        else:
+            quoted = np.full(newlines.size, self.in_quotes)
+        self._previous = int(arr[-1]) if arr.size else self._previous
+        return newlines[~quoted].astype(np.int64) + offset + 1
 
 
-def first_record_start(block: bytes, quotes_before: int) -> int | None:
-    """Index just past the first unquoted newline in `block`, or None if it has none."""
-    starts = record_starts(block, quotes_before)
-    return int(starts[0]) if starts.size else None
+def _effect_of(kinds: np.ndarray) -> QuoteEffect:
+    resets = np.flatnonzero(kinds == 2)
+    if resets.size:
+        return QuoteEffect(True, int((kinds[resets[-1] :] == 1).sum()) % 2)
+    return QuoteEffect(False, int((kinds == 1).sum()) % 2)
 
 
-def record_start_at_or_after(
-    f: BinaryIO, offset: int, quotes_before: int, file_size: int
-) -> tuple[int, int]:
-    """The first record start at or after `offset` in a seekable CSV file.
+def record_starts(block: bytes, in_quotes: bool = False, previous: int = FILE_START) -> np.ndarray:
+    """Offsets within `block` just past every newline that ends a record (the block is taken
+    as the whole stream: a trailing quote run is resolved as at the file's end)."""
+    scanner = QuoteScanner(in_quotes, previous)
+    found = scanner.feed(block, 0)
+    scanner.finish()
+    return found
+
+
+def _byte_before(f: BinaryIO, offset: int) -> int:
+    if offset <= 0:
+        return FILE_START
+    f.seek(offset - 1)
+    return f.read(1)[0]
+
+
+def record_start_at_or_after(f: BinaryIO, offset: int, in_quotes: bool, file_size: int) -> int:
+    """The first record start at or after `offset` in a seekable CSV file (`file_size` when no
+    record starts there).
 
     Args:
       f: the file, opened for binary reading.
       offset: any byte offset in [0, file_size].
-      quotes_before: number of quote bytes in the file before `offset`.
+      in_quotes: the lexer's state at `offset`: after every quote run that starts before it.
       file_size: size of the file in bytes.
-
-    Returns:
-      (record start, number of quote bytes before it). The start is `file_size` when no record
-      starts at or after `offset`.
     """
     if offset <= 0:
-        return 0, 0
+        return 0
     if offset >= file_size:
-        return file_size, quotes_before
-    # A record starts at `offset` itself when the byte before it is an unquoted newline, so
-    # scanning begins one byte earlier.
-    pos = offset - 1
-    f.seek(pos)
-    first = f.read(1)
-    quotes = quotes_before - (1 if first == b'"' else 0)
-    f.seek(pos)
-    while pos < file_size:
-        block = f.read(min(_SCAN_BLOCK, file_size - pos))
+        return file_size
+    previous = _byte_before(f, offset)
+    if previous == NEWLINE and not in_quotes:
+        return offset
+    scanner = QuoteScanner(in_quotes, previous)
+    position = offset
+    f.seek(offset)
+    while position < file_size:
+        block = f.read(min(_SCAN_BLOCK, file_size - position))
         if not block:
             break
-        found = first_record_start(block, quotes)
-        if found is not None:
-            return pos + found, quotes + count_quotes(block[:found])
-        quotes += count_quotes(block)
-        pos += len(block)
-    return file_size, quotes
+        found = scanner.feed(block, position)
+        if found.size:
+            return int(found[0])
+        position += len(block)
+    return file_size
 
 
-def nonempty_record_starts(f: BinaryIO, start: int, end: int, quotes_before: int) -> np.ndarray:
+def nonempty_record_starts(f: BinaryIO, start: int, end: int) -> np.ndarray:
     """Offsets of the non-empty records that start in [start, end) of a file, in order.
 
-    `start` must be a record start with `quotes_before` quote bytes before it. Blank lines
-    (`\n` or `\r\n` alone) are left out, as pyarrow skips them. Reads the range once; used only
-    to place bad rows, which pyarrow reports by record number, at their exact byte offset.
+    `start` must be a record start. Blank lines (`\\n` or `\\r\\n` alone) are left out, as
+    pyarrow skips them. Reads the range once; used only to place bad rows, which pyarrow
+    reports by record number, at their exact byte offset.
     """
+    scanner = QuoteScanner(False, FILE_START if start == 0 else NEWLINE)
     f.seek(start)
-    ends, position, quotes = [], start, quotes_before
+    ends, position = [], start
     while position < end:
         block = f.read(min(_SCAN_BLOCK, end - position))
         if not block:
             break
-        ends.append(record_starts(block, quotes) + position)
-        quotes += count_quotes(block)
+        ends.append(scanner.feed(block, position))
         position += len(block)
     starts = np.concatenate([[start], *ends]).astype(np.int64)
-    starts = starts[starts < position] if position < end else starts[starts < end]
+    starts = starts[starts < min(position, end)]
     following = np.append(starts[1:], position)
     lengths = following - starts
     empty = lengths == 1  # "\n" alone
-    maybe_crlf = np.flatnonzero(lengths == 2)
-    for i in maybe_crlf.tolist():
+    for i in np.flatnonzero(lengths == 2).tolist():
         f.seek(int(starts[i]))
         empty[i] = f.read(1) == b"\r"
     return starts[~empty]

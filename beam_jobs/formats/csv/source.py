@@ -18,7 +18,12 @@ import pyarrow.csv as pcsv
 
 from beam_jobs.errors import DataError
 from beam_jobs.formats.csv.bad_rows import place_bad_rows
-from beam_jobs.formats.csv.record_starts import nonempty_record_starts, record_starts
+from beam_jobs.formats.csv.record_starts import (
+    FILE_START,
+    QuoteScanner,
+    nonempty_record_starts,
+    record_starts,
+)
 from beam_jobs.sink.dead_letter import BadRow, as_text
 from tfdata_reader.manifest import FeatureSpec
 
@@ -65,7 +70,7 @@ def parse_sample(path: str, head: bytes, is_whole_file: bool) -> CsvSample:
     """
     if not head.strip():
         raise DataError(f"{path}: the file is empty; a CSV input needs at least a header line")
-    starts = record_starts(head, 0)
+    starts = record_starts(head)
     if starts.size == 0 and not is_whole_file:
         raise DataError(
             f"{path}: no complete header line in the first {len(head)} bytes; is it a CSV file?"
@@ -125,13 +130,17 @@ def infer_features(
 
 
 class _Window(io.RawIOBase):
-    """Bytes [start, end) of a seekable binary file, as a readable stream that counts quotes."""
+    """Bytes [start, end) of a seekable binary file, as a readable stream that follows the
+    quote state (`scanner.in_quotes` after `scanner.finish()`: the range ends in a quoted
+    field)."""
 
     def __init__(self, f: BinaryIO, start: int, end: int) -> None:
         f.seek(start)
         self._f = f
         self._left = end - start
-        self.quotes = 0
+        self._position = start
+        # `start` is a record start: outside quotes, at the start of a field.
+        self.scanner = QuoteScanner(False, FILE_START)
 
     def readable(self) -> bool:
         return True
@@ -143,7 +152,8 @@ class _Window(io.RawIOBase):
         data = self._f.read(len(view))
         view[: len(data)] = data
         self._left -= len(data)
-        self.quotes += data.count(b'"')
+        self.scanner.feed(data, self._position)
+        self._position += len(data)
         return len(data)
 
 
@@ -191,6 +201,29 @@ def _typed_batch(
     return pa.RecordBatch.from_arrays(columns, names), bad
 
 
+def _refuse_a_swallowing_row(
+    f: BinaryIO, path: str, start: int, end: int, first_line: int | None
+) -> None:
+    """Raises DataError when the range's last row, whose quoted field never closes, spans
+    more than its own line."""
+    row_start = int(nonempty_record_starts(f, start, end)[-1])
+    f.seek(row_start)
+    text = f.read(end - row_start)
+    lines = text.rstrip(b"\r\n").count(b"\n")
+    if lines == 0:
+        return
+    f.seek(start)
+    before = f.read(row_start - start).count(b"\n")
+    where = (
+        f"{path}:{first_line + before}" if first_line is not None else f"{path} (byte {row_start})"
+    )
+    raise DataError(
+        f"{where}: a quoted field opens in this row and never closes, so the {lines:,} lines "
+        "after it, to the end of the file, would be read as one value; fix the quoting (a "
+        'field that holds a quote must be quoted, its quotes doubled: "TV 55"" screen")'
+    )
+
+
 def read_range(
     f: BinaryIO,
     path: str,
@@ -198,14 +231,15 @@ def read_range(
     end: int,
     features: Sequence[FeatureSpec],
     on_bad_row: Callable[[BadRow], None],
-    quotes_before: int = 0,
+    first_line: int | None = None,
 ) -> Iterator[pa.RecordBatch]:
     """Reads the records in bytes [start, end) of a CSV file as Arrow batches.
 
     Rows with the wrong number of columns, values that are not of their column's type, and text
     that is not UTF-8 are passed to `on_bad_row` and left out; every other row is yielded. So is
-    the last row of a file whose quotes do not pair up: its quoted field never ends, so pyarrow
-    would swallow every later line into it.
+    the last row of a file when it opens a quoted field that never closes. When such a row
+    spans several lines, pyarrow would swallow them all into one value: that is a `DataError`
+    naming the line, not one bad row.
 
     Args:
       f: the file, opened for binary reading and seekable.
@@ -214,7 +248,7 @@ def read_range(
       end: a record start (or the file size) after `start`.
       features: the columns, in header order, with the dtypes to convert to.
       on_bad_row: called once per row that is left out.
-      quotes_before: quote bytes in the file before `start`.
+      first_line: the line `start` is on (1 = the first), for the error message.
 
     Raises:
       DataError: naming the file and the byte range, for a header that differs from the
@@ -267,7 +301,9 @@ def read_range(
                 if pending is not None and (batch := typed(pending)).num_rows:
                     yield batch
                 pending = raw
-        if pending is not None and (quotes_before + window.quotes) % 2:
+        window.scanner.finish()
+        if pending is not None and window.scanner.in_quotes:
+            _refuse_a_swallowing_row(f, path, start, end, first_line)
             last = pending.num_rows - 1
             reason = "unterminated quoted field: it runs to the end of the file"
             typed_rows.append(
@@ -279,6 +315,6 @@ def read_range(
     except pa.ArrowInvalid as e:
         raise DataError(f"{path}: bytes {start}-{end}: {e}") from e
     if malformed_rows or typed_rows:
-        starts = nonempty_record_starts(f, start, end, quotes_before)
+        starts = nonempty_record_starts(f, start, end)
         for bad in place_bad_rows(starts, malformed_rows, typed_rows, header=start == 0):
             on_bad_row(bad)

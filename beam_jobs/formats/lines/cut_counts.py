@@ -1,10 +1,11 @@
-"""Quote and newline bytes before each cut point of a line-based input file.
+"""The CSV quote state and the newline count at each cut point of a line-based input file.
 
-A CSV writer whose byte range starts mid-file needs the number of quote bytes before its start
-to find its first record (quote parity, see `csv_ranges`); every writer of a line-based format
-needs the number of newlines before its start to give a bad row's line number. Both come from
-one read of the bytes before each cut, split into segments between consecutive cuts that are
-counted in parallel (about a GB/s per core) and summed per file.
+A CSV writer whose byte range starts mid-file needs to know whether its start is inside a
+quoted field to find its first record (see `formats.csv.record_starts`); every writer of a
+line-based format needs the number of newlines before its start to give a bad row's line
+number. Both come from one read of the bytes before each cut, split into segments between
+consecutive cuts that are scanned in parallel (about 0.5-1 GB/s per core) and composed in order,
+file by file.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from typing import BinaryIO
 from apache_beam.io.filesystem import CompressionTypes
 from apache_beam.io.filesystems import FileSystems
 
-from beam_jobs.formats.csv.record_starts import count_quotes
+from beam_jobs.formats.csv.record_starts import QUOTE, QuoteEffect, QuoteScanner
 
 __all__ = [
     "CutCounts",
@@ -32,25 +33,27 @@ _READ_CHUNK = 8 << 20
 
 @dataclasses.dataclass(frozen=True)
 class Segment:
-    """Bytes [start, end) of a file to count; `end` is a cut point."""
+    """Bytes [start, end) of a file to count; `end` is a cut point. `quotes`: follow the CSV
+    quote state too (for CSV files, not for JSON lines)."""
 
     path: str
     start: int
     end: int
+    quotes: bool = True
 
 
 @dataclasses.dataclass(frozen=True)
 class Counted:
     segment: Segment
-    quotes: int
+    effect: QuoteEffect  # on the in-quotes state, of the quote runs that start in the segment
     newlines: int
 
 
 @dataclasses.dataclass(frozen=True)
 class CutCounts:
-    """Per file, the quote and newline bytes before each cut point (0 at offset 0)."""
+    """Per file, the in-quotes state and the newlines before each cut point."""
 
-    quotes: dict[str, dict[int, int]] = dataclasses.field(default_factory=dict)
+    in_quotes: dict[str, dict[int, bool]] = dataclasses.field(default_factory=dict)
     newlines: dict[str, dict[int, int]] = dataclasses.field(default_factory=dict)
 
     @classmethod
@@ -59,25 +62,26 @@ class CutCounts:
         counts = cls()
         for c in sorted(counted, key=lambda c: (c.segment.path, c.segment.start)):
             path, start, end = c.segment.path, c.segment.start, c.segment.end
-            quotes = counts.quotes.setdefault(path, {})
+            states = counts.in_quotes.setdefault(path, {})
             newlines = counts.newlines.setdefault(path, {})
-            quotes[end] = quotes.get(start, 0) + c.quotes
+            states[end] = c.effect.apply(states.get(start, False))
             newlines[end] = newlines.get(start, 0) + c.newlines
         return counts
 
-    def quotes_before(self, path: str, offset: int) -> int:
-        return 0 if offset == 0 else self.quotes[path][offset]
+    def in_quotes_at(self, path: str, offset: int) -> bool:
+        """Whether `offset` (0 or a cut point) is inside a quoted field."""
+        return False if offset == 0 else self.in_quotes[path][offset]
 
     def newlines_before(self, path: str, offset: int) -> int:
         return 0 if offset == 0 else self.newlines[path][offset]
 
 
-def segments_between_cuts(cuts: dict[str, list[int]]) -> list[Segment]:
+def segments_between_cuts(cuts: dict[str, list[int]], quotes: bool = True) -> list[Segment]:
     """The segments between consecutive cut points of each file, from its start."""
     segments = []
     for path, offsets in sorted(cuts.items()):
         starts = [0, *offsets[:-1]]
-        segments.extend(Segment(path, s, e) for s, e in zip(starts, offsets))
+        segments.extend(Segment(path, s, e, quotes) for s, e in zip(starts, offsets))
     return segments
 
 
@@ -95,13 +99,36 @@ def read_chunks(f: BinaryIO, start: int, end: int) -> Iterator[bytes]:
 
 
 def count_segment(segment: Segment) -> Counted:
-    """Counts the quote and newline bytes in one segment."""
-    quotes = newlines = 0
+    """Counts the newlines in one segment and, for CSV, the effect of its quote runs.
+
+    A quote run that starts in the segment counts whole, even past its end (its length decides
+    what it does); one that started before the segment belongs to the segment before.
+    """
+    newlines = 0
     with FileSystems.open(segment.path, compression_type=CompressionTypes.UNCOMPRESSED) as f:
+        scanner = None
+        if segment.quotes:
+            previous = -1
+            if segment.start:
+                f.seek(segment.start - 1)
+                previous = f.read(1)[0]
+            scanner = QuoteScanner(False, previous)
+        position, last = segment.start, b""
         for chunk in read_chunks(f, segment.start, segment.end):
-            quotes += count_quotes(chunk)
             newlines += chunk.count(b"\n")
-    return Counted(segment, quotes, newlines)
+            if scanner is not None:
+                scanner.feed(chunk, position)
+            position, last = position + len(chunk), chunk[-1:]
+        if scanner is not None:
+            if last == b'"':  # a run that reaches the segment's end: read on to its end
+                while (more := f.read(4096)) and more[0] == QUOTE:
+                    quotes = more[: len(more) - len(more.lstrip(b'"'))]
+                    scanner.feed(quotes, position)
+                    position += len(quotes)
+                    if len(quotes) < len(more):
+                        break
+            scanner.finish()
+    return Counted(segment, scanner.effect if scanner else QuoteEffect(), newlines)
 
 
 def count_lines_to(chunks: Iterable[bytes], offsets: Sequence[int]) -> list[int]:
