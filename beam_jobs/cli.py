@@ -3,7 +3,8 @@
 Exit codes: 0 success; 1 a data problem (more bad rows than --max_bad_fraction, input that is
 not of its format, a shard that fails `verify`, a missing or malformed manifest); 2 a usage error
 (bad flag value, an input pattern that matches nothing, an output that is a file or holds
-foreign files); 3 any other failure (a runner or storage error). `convert` ends with one JSON
+foreign files); 3 any other failure (a runner or storage error); 4 another conversion is writing
+the output folder (try again later). `convert` ends with one JSON
 line on stdout: {"status": "ok" | "already_converted" | "dry_run" | "submitted" | "error",
 "exit_code": N, ...counts}.
 """
@@ -21,7 +22,7 @@ from beam_jobs.version import __version__
 
 __all__ = ["main"]
 
-EXIT_OK, EXIT_DATA, EXIT_USAGE, EXIT_OTHER = 0, 1, 2, 3
+EXIT_OK, EXIT_DATA, EXIT_USAGE, EXIT_OTHER, EXIT_BUSY = 0, 1, 2, 3, 4
 
 _USAGE = """\
 usage: tfrecord-etl {convert,inspect,verify} ...
@@ -78,7 +79,7 @@ def _convert(argv: list[str]) -> int:
     if result.converted:
         print(summarize_run(manifest, elapsed))
         if manifest.counts.get("bad_records", 0):
-            print("\n".join(bad_rows_note(result.config.output)))
+            print("\n".join(bad_rows_note(result.config.output, manifest.dead_letter)))
     else:
         print(
             f"already converted: the output holds a complete manifest of these inputs and options "
@@ -193,16 +194,24 @@ def main(argv: Sequence[str] | None = None) -> int:
     # Local worker processes relay every startup notice as a warning; errors still show.
     logging.getLogger("apache_beam.runners.portability.local_job_service").setLevel(logging.ERROR)
 
-    from beam_jobs.errors import DataError, ManifestError, TooManyBadRecords, UsageError
+    from beam_jobs.errors import (
+        DataError,
+        ManifestError,
+        OutputBusy,
+        TooManyBadRecords,
+        UsageError,
+    )
 
     try:
         return command(argv[1:])
     except UsageError as e:
         return _fail(argv[0], EXIT_USAGE, e)
+    except OutputBusy as e:
+        return _fail(argv[0], EXIT_BUSY, e, status="busy")
     except TooManyBadRecords as e:
         from beam_jobs.report import bad_rows_note
 
-        return _fail(argv[0], EXIT_DATA, e, bad_rows_note(e.output))
+        return _fail(argv[0], EXIT_DATA, e, bad_rows_note(e.output, e.dead_letters))
     except (DataError, ManifestError) as e:
         return _fail(argv[0], EXIT_DATA, e)
     except Exception as e:
@@ -210,9 +219,15 @@ def main(argv: Sequence[str] | None = None) -> int:
         return _fail(argv[0], EXIT_OTHER, e)
 
 
-def _fail(command: str, exit_code: int, error: BaseException, note: Sequence[str] = ()) -> int:
+def _fail(
+    command: str,
+    exit_code: int,
+    error: BaseException,
+    note: Sequence[str] = (),
+    status: str = "error",
+) -> int:
     message = str(error)
     print("\n".join([f"error: {message}", *note]), file=sys.stderr)
     if command == "convert":
-        _summary_line("error", exit_code, error=message.splitlines()[0] if message else "")
+        _summary_line(status, exit_code, error=message.splitlines()[0] if message else "")
     return exit_code

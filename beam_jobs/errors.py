@@ -2,8 +2,9 @@
 
 Each type maps to one exit code of the CLI: `UsageError` 2 (a flag or an input pattern is
 wrong), `DataError` and its kinds 1 (the input or a dataset is bad; the message names the file
-and where in it), anything else 3. `ManifestError` lives with the manifest in `tfdata_reader`
-(the reader must not import Beam) and is re-exported here.
+and where in it), `OutputBusy` 4 (another run writes the output folder), anything else 3.
+`ManifestError` lives with the manifest in `tfdata_reader` (the reader must not import Beam)
+and is re-exported here.
 
 Runners that run DoFns in other threads or processes hand the launcher only the text of a
 worker's traceback, not the exception object. So a worker raises our errors inside
@@ -59,14 +60,22 @@ class DataError(ToolError, ValueError):
 
 class TooManyBadRecords(DataError):
     """More rows than `--max_bad_fraction` allows could not be converted; `output` is the output
-    folder whose `dead_letter/` lists them."""
+    folder, `dead_letters` the files (relative to it) that list them."""
 
-    def __init__(self, message: str, *, output: str) -> None:
-        super().__init__(message, output=output)
+    def __init__(self, message: str, *, output: str, dead_letters: list[str] = ()) -> None:
+        super().__init__(message, output=output, dead_letters=list(dead_letters))
 
     @property
     def output(self) -> str:
         return self.details["output"]
+
+    @property
+    def dead_letters(self) -> list[str]:
+        return self.details.get("dead_letters", [])
+
+
+class OutputBusy(ToolError):
+    """Another conversion holds the output folder's lease (exit code 4: try again later)."""
 
 
 class FramingError(ValueError):

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+import uuid
 from collections.abc import Sequence
 
 import apache_beam as beam
@@ -15,7 +16,13 @@ from beam_jobs.options import ConvertConfig
 from beam_jobs.pipeline import ConvertToShards
 from beam_jobs.plan.conversion import ConversionPlan, make_plan
 from beam_jobs.runner import choose_runner, normalize_argv
-from beam_jobs.sink.output_dir import load_manifest, prepare_output, remove_folder
+from beam_jobs.sink import lease
+from beam_jobs.sink.output_dir import (
+    load_manifest,
+    prepare_output,
+    remove_folder,
+    start_temp_folder,
+)
 from beam_jobs.sink.progress import ProgressReporter
 from beam_jobs.units import format_size
 from beam_jobs.version import __version__
@@ -45,9 +52,13 @@ def run(argv: Sequence[str]) -> ConvertResult:
     the complete manifest of that conversion does nothing (`converted=False`) unless
     `--overwrite`.
 
+    The run holds the output folder's lease from before it looks at the folder until it
+    ends (`--wait=false`: until the submitted job publishes).
+
     Raises:
       UsageError: for bad flags or inputs that match nothing.
-      DataError: for input that cannot be read as CSV (the message names file and bytes).
+      DataError: for input that cannot be converted (the message names the file and where).
+      OutputBusy: when another conversion is writing the output folder.
     """
     argv = normalize_argv(argv)
     options = PipelineOptions(argv)
@@ -56,44 +67,75 @@ def run(argv: Sequence[str]) -> ConvertResult:
     choose_runner(options, argv, plan.input_bytes)
     if config.dry_run:
         return ConvertResult(config, None, converted=False, plan=plan)
-    if prepare_output(config, plan.files_json()):
+    run_id = uuid.uuid4().hex[:12]
+    ttl = lease.TTL_SECONDS if config.wait else lease.SUBMITTED_TTL_SECONDS
+    held = lease.acquire(config.output, run_id, ttl)  # OutputBusy when another run writes there
+    submitted = False
+    try:
+        options_json = config.to_json()
+        if prepare_output(config.output, options_json, plan.files_json(), config.overwrite, run_id):
+            _log.info(
+                "%s already holds this conversion (same input files and options); nothing to do "
+                "(pass --overwrite to convert again)",
+                config.output,
+            )
+            return ConvertResult(config, load_manifest(config.output), converted=False)
         _log.info(
-            "%s already holds this conversion (same input files and options); nothing to do "
-            "(pass --overwrite to convert again)",
-            config.output,
+            "plan: %d %s input files (%s), %d features, %d shards%s of about %s each",
+            len(plan.files),
+            config.format,
+            format_size(plan.input_bytes),
+            len(plan.features),
+            len(plan.shards),
+            _per_split(plan),
+            format_size(plan.estimated_output_bytes / len(plan.shards)),
         )
-        return ConvertResult(config, load_manifest(config.output), converted=False)
-    _log.info(
-        "plan: %d %s input files (%s), %d features, %d shards%s of about %s each",
-        len(plan.files),
-        config.format,
-        format_size(plan.input_bytes),
-        len(plan.features),
-        len(plan.shards),
-        _per_split(plan),
-        format_size(plan.estimated_output_bytes / len(plan.shards)),
-    )
-    transform = ConvertToShards(plan, config, __version__)
-    if not config.wait:
-        # A Flex Template launcher: submit and return; the job publishes the manifest itself.
-        pipeline = beam.Pipeline(options=options)
-        _ = pipeline | "ConvertToShards" >> transform
-        job = pipeline.run()
-        job_id = job.job_id() if hasattr(job, "job_id") else ""
-        return ConvertResult(config, None, converted=False, submitted_job=str(job_id or "?"))
-    reporter = ProgressReporter(transform.temp_dir, len(plan.shards)).start()
+        temp_dir = start_temp_folder(config.output, run_id)
+        transform = ConvertToShards(plan, config, __version__, run_id)
+        if not config.wait:
+            # A Flex Template launcher: submit and return; the job publishes the manifest and
+            # releases the lease itself.
+            job_id = _submit(options, transform)
+            lease.renew(config.output, held, ttl, job=job_id)
+            submitted = True
+            return ConvertResult(config, None, converted=False, submitted_job=job_id)
+        _run(options, transform, temp_dir, len(plan.shards), config.output, held)
+        return ConvertResult(config, load_manifest(config.output), converted=True)
+    finally:
+        if not submitted:
+            lease.release(config.output, run_id)
+
+
+def _submit(options: PipelineOptions, transform: ConvertToShards) -> str:
+    pipeline = beam.Pipeline(options=options)
+    _ = pipeline | "ConvertToShards" >> transform
+    job = pipeline.run()
+    return str((job.job_id() if hasattr(job, "job_id") else "") or "?")
+
+
+def _run(
+    options: PipelineOptions,
+    transform: ConvertToShards,
+    temp_dir: str,
+    num_shards: int,
+    output: str,
+    held: lease.Lease,
+) -> None:
+    """Runs the pipeline to its end, with progress and the lease's heartbeat."""
+    reporter = ProgressReporter(temp_dir, num_shards).start()
+    heartbeat = lease.Heartbeat(output, held).start()
     try:
         with beam.Pipeline(options=options) as pipeline:
             _ = pipeline | "ConvertToShards" >> transform
     except Exception as e:
-        _remove_quietly(transform.temp_dir)
+        _remove_quietly(temp_dir)
         ours = recover(e)  # a worker's DataError arrives as the runner's text
         if ours is not None:
             raise ours from e
         raise
     finally:
+        heartbeat.stop()
         reporter.stop()
-    return ConvertResult(config, load_manifest(config.output), converted=True)
 
 
 def _per_split(plan: ConversionPlan) -> str:

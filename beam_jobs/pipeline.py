@@ -27,12 +27,23 @@ class ConvertToShards(beam.PTransform):
     Output: a PCollection with the published `Manifest` as its single element.
     """
 
-    def __init__(self, plan: ConversionPlan, config: ConvertConfig, tool_version: str) -> None:
+    def __init__(
+        self,
+        plan: ConversionPlan,
+        config: ConvertConfig,
+        tool_version: str,
+        run_id: str | None = None,
+    ) -> None:
+        """`run_id`: the run holding the output's lease (publishing checks and releases it);
+        None makes a new id and publishes without a lease, like `WriteShards`."""
         super().__init__()
         self._plan = plan
         self._config = config
         self._tool_version = tool_version
-        self.temp_dir = FileSystems.join(config.output, TEMP_DIR_PREFIX + uuid.uuid4().hex[:12])
+        self._run_id = run_id or ""
+        self.temp_dir = FileSystems.join(
+            config.output, TEMP_DIR_PREFIX + (run_id or uuid.uuid4().hex[:12])
+        )
 
     def expand(self, pbegin: beam.pvalue.PBegin) -> beam.PCollection:
         return (
@@ -108,4 +119,5 @@ class ConvertToShards(beam.PTransform):
             splits=plan.splits,
             label_vocabulary=tuple(plan.input_format.manifest_extras().get("label_vocabulary", ())),
             tool_version=self._tool_version,
+            run_id=self._run_id,
         )

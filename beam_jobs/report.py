@@ -95,12 +95,18 @@ def summarize_run(manifest: Manifest, elapsed_seconds: float) -> str:
     return format_table(["conversion", "done"], rows)
 
 
-def bad_rows_note(output: str, limit: int = 5) -> list[str]:
+def bad_rows_note(output: str, dead_letters: Sequence[str], limit: int = 5) -> list[str]:
     """The first bad rows of a run, where they are and why, so that nobody has to open the dead
-    letter to see what went wrong."""
+    letter to see what went wrong.
+
+    Args:
+      output: the output folder.
+      dead_letters: the run's dead-letter files, relative to it.
+    """
     folder = f"{output}/{DEAD_LETTER_DIR}"
+    paths = [f"{output}/{name}" for name in dead_letters]
     try:
-        rows = first_bad_rows(folder, limit)
+        rows = first_bad_rows(paths, limit)
     except Exception as e:  # the note is a courtesy; the dead letter itself is published
         return [f"(could not read {folder}/: {e})"]
     return [f"first bad rows (all of them are in {folder}/):", *(f"  {r}" for r in rows)]

@@ -194,12 +194,13 @@ def test_rerun_with_another_shard_count_replaces_the_old_shards(sample_csv, tmp_
     out = tmp_path / "out"
     convert(sample_csv, out, "--num_shards=5")
     manifest = convert(sample_csv, out, "--num_shards=2")
+    # The second conversion into the folder is generation 1: new names, the old ones removed.
     assert sorted(p.name for p in out.iterdir()) == [
-        "data-00000-of-00002.tfrecord",
-        "data-00001-of-00002.tfrecord",
+        "data-00000-of-00002.g1.tfrecord",
+        "data-00001-of-00002.g1.tfrecord",
         "manifest.json",
     ]
-    assert manifest.total_records == 12_000
+    assert manifest.generation == 1 and manifest.total_records == 12_000
     assert verify(str(out))[1] == []
 
 

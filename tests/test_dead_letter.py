@@ -87,8 +87,9 @@ def test_too_many_bad_rows_fail_the_job_and_publish_only_the_dead_letter(dirty_c
     assert str(e.value) == (
         "4 of 1,004 records (0.398%) could not be converted, more than --max_bad_fraction 0.001 "
         f"allows; they are listed with their reasons in {out}/dead_letter/; no manifest was "
-        "published"
+        "published (an earlier conversion in that folder is left as it was)"
     )
+    assert e.value.dead_letters == ["dead_letter/data-00000-of-00002.tfrecord.jsonl"]
     assert sorted(p.name for p in out.iterdir()) == ["dead_letter"]
     assert sum(len(p.read_text().splitlines()) for p in (out / "dead_letter").iterdir()) == 4
 
@@ -227,9 +228,10 @@ def test_first_bad_rows_say_where_each_row_is(tmp_path):
         "".join(json.dumps(r) + "\n" for r in rows[:2])
     )
     (tmp_path / "data-00001-of-00002.tfrecord.jsonl").write_text(json.dumps(rows[2]) + "\n")
-    assert first_bad_rows(str(tmp_path)) == [
+    files = sorted(str(p) for p in tmp_path.iterdir())
+    assert first_bad_rows(files) == [
         "a.csv:7: r1",
         "b.tfrecord (byte 1234): r2",
         "c.parquet: r3",
     ]
-    assert first_bad_rows(str(tmp_path), limit=1) == ["a.csv:7: r1"]
+    assert first_bad_rows(files, limit=1) == ["a.csv:7: r1"]

@@ -9,7 +9,7 @@ import apache_beam as beam
 import google_crc32c
 import pytest
 from apache_beam.options.pipeline_options import PipelineOptions
-from apache_beam.testing.test_pipeline import TestPipeline
+from apache_beam.testing import test_pipeline
 from apache_beam.testing.util import assert_that, equal_to
 
 from beam_jobs.errors import TooManyBadRecords, recover
@@ -55,7 +55,7 @@ def test_the_shard_writer_writes_each_planned_piece_exactly(tmp_path):
         dead = pathlib.Path(written[0].dead_letter_temp_path).read_text()
         assert '"line": 9' in dead and "column 'id' (int64)" in dead
 
-    with TestPipeline(options=LOCAL) as p:
+    with test_pipeline.TestPipeline(options=LOCAL) as p:
         written = p | beam.Create(shards) | beam.ParDo(writer, context=counts)
         assert_that(written, check)
 
@@ -110,7 +110,7 @@ def test_publishing_renames_the_shards_and_writes_their_manifest(tmp_path):
         },
         [("id", False), ("name", True)],
     )
-    with TestPipeline(options=LOCAL) as p:
+    with test_pipeline.TestPipeline(options=LOCAL) as p:
         manifests = p | beam.Create(written) | PublishShards(_spec(tmp_path))
         assert_that(manifests | beam.Map(summary), equal_to([expected]))
     out = tmp_path / "out"
@@ -127,11 +127,11 @@ def test_publishing_refuses_a_missing_shard_and_too_many_bad_rows(tmp_path):
     missing_first = [_written(tmp_path, 1, [b"c"])]
     with (
         pytest.raises(Exception, match=r"refusing to publish: shard indexes \[1\]"),
-        TestPipeline(options=LOCAL) as p,
+        test_pipeline.TestPipeline(options=LOCAL) as p,
     ):
         _ = p | beam.Create(missing_first) | PublishShards(_spec(tmp_path))
     written = [_written(tmp_path, 0, [b"a"], bad=1), _written(tmp_path, 1, [b"c"])]
-    with pytest.raises(Exception) as raised, TestPipeline(options=LOCAL) as p:
+    with pytest.raises(Exception) as raised, test_pipeline.TestPipeline(options=LOCAL) as p:
         _ = p | beam.Create(written) | PublishShards(_spec(tmp_path, 0.2))
     error = recover(raised.value)
     assert isinstance(error, TooManyBadRecords)

@@ -29,6 +29,7 @@ __all__ = [
     "schema_to_json",
     "shard_name",
     "shard_prefix_of",
+    "with_generation",
 ]
 
 FORMAT_VERSION = 1
@@ -40,7 +41,10 @@ Compression = str  # one of COMPRESSIONS
 # Shard prefixes and split names: ASCII, so every file system and URL takes them as they are.
 _NAME_RE = re.compile(r"^[A-Za-z0-9_.]+$")
 NAME_RULE = "ASCII letters, digits, '_' and '.'"
-_SHARD_NAME_RE = re.compile(r"^([A-Za-z0-9_.]+)-\d{5}-of-\d{5}\.tfrecord(\.gz)?$")
+# prefix-INDEX-of-COUNT[.gGENERATION].tfrecord[.gz]; the generation tells apart the shards of
+# successive conversions into one folder (none for the first), so a new conversion never writes
+# over a file the current manifest lists.
+_SHARD_NAME_RE = re.compile(r"^([A-Za-z0-9_.]+?)-\d{5,}-of-\d{5,}(\.g\d+)?\.tfrecord(\.gz)?$")
 
 
 def is_valid_name(name: str) -> bool:
@@ -79,12 +83,24 @@ def check_relative_path(path: str, what: str) -> str:
     return path
 
 
-def shard_name(prefix: str, index: int, num_shards: int, compression: Compression) -> str:
-    """Returns the file name of one shard, e.g. `data-00003-of-00012.tfrecord.gz`."""
+def shard_name(
+    prefix: str, index: int, num_shards: int, compression: Compression, generation: int = 0
+) -> str:
+    """Returns the file name of one shard, e.g. `data-00003-of-00012.tfrecord.gz`, or with a
+    generation above 0 `data-00003-of-00012.g2.tfrecord.gz`."""
     if not is_valid_name(prefix):
         raise ValueError(f"a shard prefix may hold only {NAME_RULE}, got {prefix!r}")
+    tag = f".g{generation}" if generation else ""
     suffix = ".tfrecord.gz" if compression == "gzip" else ".tfrecord"
-    return f"{prefix}-{index:05d}-of-{num_shards:05d}{suffix}"
+    return f"{prefix}-{index:05d}-of-{num_shards:05d}{tag}{suffix}"
+
+
+def with_generation(name: str, generation: int) -> str:
+    """A generation-0 shard name as the same shard's name in `generation`."""
+    if not generation:
+        return name
+    stem, dot, rest = name.partition(".tfrecord")
+    return f"{stem}.g{generation}{dot}{rest}"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -197,6 +213,8 @@ class Manifest:
     dead_letter: list[str] = dataclasses.field(default_factory=list)  # JSON-lines files of bad rows
     splits: dict[str, int] = dataclasses.field(default_factory=dict)  # name -> weight
     label_vocabulary: list[str] = dataclasses.field(default_factory=list)  # label id -> name
+    # How many conversions into this folder came before this one; it tags the shard names.
+    generation: int = 0
     format_version: int = FORMAT_VERSION
 
     def __post_init__(self) -> None:
@@ -257,6 +275,7 @@ class Manifest:
             "tool": self.tool,
             "created": self.created,
             "compression": self.compression,
+            "generation": self.generation,
             "total_records": self.total_records,
             "total_bytes": self.total_bytes,
             "features": [f.to_json() for f in self.features],
@@ -300,6 +319,7 @@ class Manifest:
                 dead_letter=list(obj.get("dead_letter", [])),
                 splits={k: int(v["weight"]) for k, v in obj.get("splits", {}).items()},
                 label_vocabulary=[str(v) for v in obj.get("label_vocabulary", [])],
+                generation=int(obj.get("generation", 0)),
             )
         except (KeyError, TypeError) as e:
             raise ManifestError(f"{source}: missing key {e}") from e

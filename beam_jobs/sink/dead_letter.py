@@ -82,16 +82,15 @@ def write_dead_letter(temp_dir: str, shard_name: str, rows: Sequence[dict]) -> s
     return path
 
 
-def first_bad_rows(dead_letter_dir: str, limit: int = 5) -> list[str]:
-    """The first `limit` bad rows of a run's dead letter, one line each: `file:line: reason`.
+def first_bad_rows(paths: Sequence[str], limit: int = 5) -> list[str]:
+    """The first `limit` bad rows in dead-letter files, one line each: `file:line: reason`.
 
     The file's byte offset stands in for the line where there is none (TFRecord records), and
     the file alone for rows without either (oversized records, Parquet rows).
     """
-    matched = FileSystems.match([FileSystems.join(dead_letter_dir, "*.jsonl")])[0]
     found: list[str] = []
-    for path in sorted(m.path for m in matched.metadata_list):
-        with FileSystems.open(path) as f:
+    for path in paths:
+        with FileSystems.open(path, compression_type=CompressionTypes.UNCOMPRESSED) as f:
             for raw in f:
                 if len(found) == limit:
                     return found

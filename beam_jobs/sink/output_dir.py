@@ -1,27 +1,45 @@
-"""Deciding what to do with the output directory before a conversion writes anything.
+"""The output folder's rules: what in it is ours, what a new run may remove, and rerun detection.
 
-A rerun of the same conversion (same input files and sizes, same options) into an output with a
-complete manifest is a no-op, so a retried scheduled launch is harmless. A directory holding
-files tfrecord-etl did not write is refused unless `--overwrite`, and even then only our own
-files are ever replaced or deleted. Temporary folders left by killed runs are removed.
+Ours, and so ours to replace or remove: `manifest.json`, the lease file, shard files named
+`<prefix>-NNNNN-of-NNNNN[.gN].tfrecord[.gz]`, `dead_letter/<shard name>.jsonl`, and temporary
+folders `.tfrecord-etl-tmp-<run id>/` that hold our run marker. Anything else (a user's
+`dead_letter/notes.txt`, a folder that only looks like ours) is never deleted, with or without
+`--overwrite`; without it, such files make the output a usage error.
+
+A rerun of the same conversion (same input files, sizes and options) into an output with its
+complete manifest is a no-op, so a retried scheduled launch is harmless. Temporary folders of
+dead runs are removed once this run holds the folder's lease.
 """
 
 from __future__ import annotations
 
+import json
+import logging
+import os
 import re
 
 from apache_beam.io.filesystem import CompressionTypes
 from apache_beam.io.filesystems import FileSystems
 
 from beam_jobs.errors import UsageError
-from beam_jobs.options import ConvertConfig
 from beam_jobs.sink.dead_letter import DEAD_LETTER_DIR
+from beam_jobs.sink.lease import LEASE_NAME
 from tfdata_reader.manifest import MANIFEST_NAME, Manifest, ManifestError, shard_prefix_of
 
-__all__ = ["TEMP_DIR_PREFIX", "is_ours", "load_manifest", "prepare_output", "remove_folder"]
+__all__ = [
+    "TEMP_DIR_PREFIX",
+    "is_ours",
+    "load_manifest",
+    "ours_to_remove",
+    "prepare_output",
+    "remove_folder",
+    "start_temp_folder",
+]
 
 TEMP_DIR_PREFIX = ".tfrecord-etl-tmp-"  # + a run id; where shards are written before publishing
+RUN_MARKER = "run.json"  # in a temporary folder: proves it is ours
 _TEMP_DIR_RE = re.compile(rf"^{re.escape(TEMP_DIR_PREFIX)}[0-9a-f]+$")
+_log = logging.getLogger(__name__)
 
 
 def load_manifest(output: str) -> Manifest:
@@ -39,6 +57,10 @@ def load_manifest(output: str) -> Manifest:
         return Manifest.from_json(f.read(), source=path)
 
 
+def _is_local(path: str) -> bool:
+    return FileSystems.get_scheme(path) in (None, "file")
+
+
 def remove_folder(path: str) -> None:
     """Deletes a folder and everything below it, on any file system.
 
@@ -46,45 +68,91 @@ def remove_folder(path: str) -> None:
     whether anything is listed below it.
     """
     path = path.rstrip("/")
-    if FileSystems.get_scheme(path) in (None, "file"):  # a local path
+    if _is_local(path):
         if FileSystems.exists(path):
             FileSystems.delete([path])  # the whole tree
     elif FileSystems.match([path + "/**"])[0].metadata_list:
         FileSystems.delete([path + "/"])  # every object under the prefix
 
 
-def is_ours(name: str) -> bool:
-    """True for a name tfrecord-etl writes in an output directory."""
+def _is_dead_letter(relative: str) -> bool:
+    folder, _, name = relative.partition("/")
     return (
-        name in (MANIFEST_NAME, DEAD_LETTER_DIR)
-        or shard_prefix_of(name) is not None
-        or bool(_TEMP_DIR_RE.match(name))
+        folder == DEAD_LETTER_DIR
+        and name.endswith(".jsonl")
+        and shard_prefix_of(name[: -len(".jsonl")]) is not None
     )
 
 
-def _entries(output: str) -> dict[str, str]:
-    """Top-level names in `output` -> one full path under each (files and folders alike)."""
+def is_ours(relative: str) -> bool:
+    """True for a path (relative to the output folder) that tfrecord-etl writes there."""
+    top = relative.split("/", 1)[0]
+    return (
+        relative in (MANIFEST_NAME, LEASE_NAME)
+        or shard_prefix_of(relative) is not None
+        or _is_dead_letter(relative)
+        or bool(_TEMP_DIR_RE.match(top))
+    )
+
+
+def _listing(output: str) -> list[str]:
+    """Every file below `output`, relative to it (one recursive listing)."""
     found = FileSystems.match([FileSystems.join(output, "**")])[0].metadata_list
     prefix = output.rstrip("/") + "/"
-    names: dict[str, str] = {}
-    for meta in found:
-        if meta.path.startswith(prefix):
-            names.setdefault(meta.path[len(prefix) :].split("/", 1)[0], meta.path)
-    return names
+    return sorted(m.path[len(prefix) :] for m in found if m.path.startswith(prefix))
 
 
-def _same_conversion(manifest: Manifest, config: ConvertConfig, files: list[dict]) -> bool:
+def ours_to_remove(output: str, keep: set[str], prefixes: set[str]) -> list[str]:
+    """Full paths of shard and dead-letter files with our names and one of `prefixes` that
+    `keep` (the new manifest's files) does not list: earlier conversions' and failed runs'."""
+    found = []
+    for relative in _listing(output):
+        name = relative.removeprefix(f"{DEAD_LETTER_DIR}/").removesuffix(".jsonl")
+        ours = (shard_prefix_of(relative) or "") in prefixes or (
+            _is_dead_letter(relative) and shard_prefix_of(name) in prefixes
+        )
+        if ours and relative not in keep:
+            found.append(FileSystems.join(output, relative))
+    return found
+
+
+def _same_conversion(manifest: Manifest, options: dict, files: list[dict]) -> bool:
     return manifest.inputs.get("files") == files and all(
-        manifest.options.get(k) == v for k, v in config.to_json().items()
+        manifest.options.get(k) == v for k, v in options.items()
     )
 
 
-def prepare_output(config: ConvertConfig, files: list[dict]) -> bool:
-    """Checks and tidies the output directory.
+def _is_file(path: str) -> bool:
+    if _is_local(path):
+        return os.path.isfile(path)
+    matched = FileSystems.match([path])[0].metadata_list
+    return any(m.path.rstrip("/") == path.rstrip("/") for m in matched)
+
+
+def _dead_temp_folders(output: str, listing: list[str], run_id: str) -> list[str]:
+    """Temporary folders of other runs that hold our marker (this run holds the lease, so
+    their runs are over); a folder without the marker is not provably ours and stays."""
+    folders = {r.split("/", 1)[0] for r in listing if _TEMP_DIR_RE.match(r.split("/", 1)[0])}
+    dead = []
+    for folder in sorted(folders - {TEMP_DIR_PREFIX + run_id}):
+        if f"{folder}/{RUN_MARKER}" in listing:
+            dead.append(FileSystems.join(output, folder))
+        else:
+            _log.warning("leaving %s in place: it does not hold a tfrecord-etl run marker", folder)
+    return dead
+
+
+def prepare_output(
+    output: str, options: dict, files: list[dict], overwrite: bool, run_id: str
+) -> bool:
+    """Checks and tidies the output folder; the caller holds its lease.
 
     Args:
-      config: the conversion's settings.
-      files: the listed inputs as recorded in the manifest (`[{"path", "bytes"}]`).
+      output: the output folder.
+      options: the conversion's options as the manifest records them.
+      files: the listed inputs as the manifest records them (`[{"path", "bytes"}]`).
+      overwrite: `--overwrite`.
+      run_id: this run's id (its own temporary folder is kept).
 
     Returns:
       True when the output already holds a complete manifest of this very conversion, so there
@@ -94,31 +162,36 @@ def prepare_output(config: ConvertConfig, files: list[dict]) -> bool:
       UsageError: when the output is a file, or holds files we did not write (without
         `--overwrite`).
     """
-    output, overwrite = config.output, config.overwrite
-    entries = _entries(output)  # one recursive listing (on GCS a folder has no object itself)
-    if not entries and _is_file(output):
+    if _is_file(output):
         raise UsageError(f"--output {output} is a file; give a directory")
-    if MANIFEST_NAME in entries and not overwrite:
+    listing = _listing(output)
+    for folder in _dead_temp_folders(output, listing, run_id):
+        remove_folder(folder)
+    if MANIFEST_NAME in listing and not overwrite:
         try:
             manifest = load_manifest(output)
         except ManifestError:
             manifest = None
-        if manifest and _same_conversion(manifest, config, files):
+        if manifest and _same_conversion(manifest, options, files):
             return True
-    foreign = sorted(name for name in entries if not is_ours(name))
+    foreign = [r for r in listing if not is_ours(r)]
     if foreign and not overwrite:
         shown = ", ".join(foreign[:5]) + (", ..." if len(foreign) > 5 else "")
         raise UsageError(
             f"--output {output} holds files tfrecord-etl did not write ({shown}); choose an empty "
-            "or new directory, or pass --overwrite (only tfrecord-etl's own files are replaced)"
+            "or new directory, or pass --overwrite (files that are not tfrecord-etl's own are "
+            "never deleted)"
         )
-    # Temporary folders of killed runs (one output is written by one run at a time).
-    for name in entries:
-        if name.startswith(TEMP_DIR_PREFIX):
-            remove_folder(FileSystems.join(output, name))
     return False
 
 
-def _is_file(path: str) -> bool:
-    matched = FileSystems.match([path])[0].metadata_list
-    return any(m.path.rstrip("/") == path.rstrip("/") for m in matched)
+def start_temp_folder(output: str, run_id: str) -> str:
+    """Creates this run's temporary folder with its marker; returns the folder's path."""
+    folder = FileSystems.join(output, TEMP_DIR_PREFIX + run_id)
+    if _is_local(folder):
+        os.makedirs(folder, exist_ok=True)
+    marker = {"run_id": run_id, "tool": "tfrecord-etl"}
+    path = FileSystems.join(folder, RUN_MARKER)
+    with FileSystems.create(path, compression_type=CompressionTypes.UNCOMPRESSED) as f:
+        f.write(json.dumps(marker).encode("utf-8"))
+    return folder

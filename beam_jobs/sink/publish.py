@@ -4,16 +4,21 @@
 shards written under temporary names are gathered in one place, checked (every planned index
 present, bad rows within `--max_bad_fraction`), and published.
 
-Order matters. The old manifest (if any) goes first, so no manifest ever lists a shard that is
-being replaced; then temporary shards get their final names; then the new manifest is written
-under a temporary name and renamed, so readers see either no manifest or a complete one; last,
-leftovers (our temporary folder, shards of an earlier run with another count) are removed.
+The previous dataset stays readable until the new manifest replaces it, and a run that fails
+never touches what the previous manifest lists: the new shards and dead letters get names no
+current file has (the next *generation*, `data-00000-of-00007.g3.tfrecord`), then the new
+manifest is written under a temporary name and renamed over the old one (an atomic replace
+locally; on Cloud Storage the copy onto `manifest.json` replaces it at once), and only then are
+the previous generation's files, failed runs' dead letters and the run's temporary folder
+removed. Publishing first checks that this run still holds the output's lease, and ends by
+releasing it.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import datetime
+import os
 from collections.abc import Sequence
 from typing import Any
 
@@ -21,9 +26,10 @@ import apache_beam as beam
 from apache_beam.io.filesystem import CompressionTypes
 from apache_beam.io.filesystems import FileSystems
 
-from beam_jobs.errors import TooManyBadRecords, raised_for_launcher
+from beam_jobs.errors import ManifestError, TooManyBadRecords, raised_for_launcher
 from beam_jobs.sink.dead_letter import DEAD_LETTER_DIR, dead_letter_name
-from beam_jobs.sink.output_dir import remove_folder
+from beam_jobs.sink.lease import check_holder, release
+from beam_jobs.sink.output_dir import load_manifest, ours_to_remove, remove_folder
 from beam_jobs.version import __version__
 from tfdata_reader.manifest import (
     MANIFEST_NAME,
@@ -31,6 +37,7 @@ from tfdata_reader.manifest import (
     Manifest,
     ShardInfo,
     shard_prefix_of,
+    with_generation,
 )
 
 __all__ = ["PublishShards", "PublishSpec", "WrittenShard", "build_manifest", "publish"]
@@ -72,6 +79,7 @@ class PublishSpec:
       splits: with splits, each split's name and weight, in order.
       label_vocabulary: label id -> name, for formats with a label vocabulary.
       tool_version: recorded in the manifest.
+      run_id: the run whose lease publishing checks and releases ("": none taken).
     """
 
     output: str
@@ -85,14 +93,19 @@ class PublishSpec:
     splits: tuple[tuple[str, int], ...] = ()
     label_vocabulary: tuple[str, ...] = ()
     tool_version: str = __version__
+    run_id: str = ""  # the lease holder this publish must be; "" for WriteShards (no lease)
 
 
 def build_manifest(
-    written: Sequence[WrittenShard], spec: PublishSpec, features: Sequence[FeatureSpec]
+    written: Sequence[WrittenShard],
+    spec: PublishSpec,
+    features: Sequence[FeatureSpec],
+    generation: int = 0,
 ) -> Manifest:
     """The manifest for shards that were all written; features become nullable if any was null.
 
-    Shards are listed split by split (in the splits' order), by index within a split.
+    Shards are listed split by split (in the splits' order), by index within a split, under
+    their names in `generation`.
 
     Raises:
       RuntimeError: when a shard index is missing or repeated (never publish a partial set).
@@ -111,7 +124,10 @@ def build_manifest(
     records = sum(w.records for w in written)
     bad = sum(w.bad_records for w in written)
     return Manifest(
-        shards=[ShardInfo(w.name, w.records, w.bytes, w.crc32c, w.split) for w in ordered],
+        shards=[
+            ShardInfo(with_generation(w.name, generation), w.records, w.bytes, w.crc32c, w.split)
+            for w in ordered
+        ],
         features=[
             dataclasses.replace(f, nullable=f.nullable or nulls[f.name] > 0) for f in features
         ],
@@ -125,33 +141,51 @@ def build_manifest(
             "input_bytes_read": sum(w.input_bytes for w in written),
             "null_values": nulls,
         },
-        dead_letter=[dead_letter_name(w.name) for w in ordered if w.dead_letter_temp_path],
+        dead_letter=_dead_letter_names(ordered, generation),
         created=datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
         tool={"name": TOOL_NAME, "version": spec.tool_version},
         splits=splits,
         label_vocabulary=list(spec.label_vocabulary),
+        generation=generation,
     )
 
 
-def _publish_dead_letters(written: Sequence[WrittenShard], output: str) -> None:
-    folder = FileSystems.join(output, DEAD_LETTER_DIR)
-    remove_folder(folder)  # an earlier run's; ours replaces it whole
-    moves = [(w.dead_letter_temp_path, dead_letter_name(w.name)) for w in written]
-    moves = [(src, FileSystems.join(output, dst)) for src, dst in moves if src]
+def _dead_letter_names(written: Sequence[WrittenShard], generation: int) -> list[str]:
+    return [
+        dead_letter_name(with_generation(w.name, generation))
+        for w in written
+        if w.dead_letter_temp_path
+    ]
+
+
+def _publish_dead_letters(written: Sequence[WrittenShard], output: str, generation: int) -> None:
+    moves = [
+        (w.dead_letter_temp_path, dead_letter_name(with_generation(w.name, generation)))
+        for w in written
+        if w.dead_letter_temp_path
+    ]
     if moves:
-        FileSystems.mkdirs(folder)
-        FileSystems.rename([src for src, _ in moves], [dst for _, dst in moves])
+        folder = FileSystems.join(output, DEAD_LETTER_DIR)
+        if _is_local(folder) and not FileSystems.exists(folder):
+            FileSystems.mkdirs(folder)
+        FileSystems.rename(
+            [src for src, _ in moves], [FileSystems.join(output, dst) for _, dst in moves]
+        )
 
 
-def _check_bad_fraction(written: Sequence[WrittenShard], output: str, limit: float) -> None:
+def _check_bad_fraction(
+    written: Sequence[WrittenShard], output: str, limit: float, generation: int
+) -> None:
     bad = sum(w.bad_records for w in written)
     total = bad + sum(w.records for w in written)
     if total and bad / total > limit:
         raise TooManyBadRecords(
             f"{bad:,} of {total:,} records ({bad / total:.3%}) could not be converted, more than "
             f"--max_bad_fraction {limit} allows; they are listed with their reasons in "
-            f"{FileSystems.join(output, DEAD_LETTER_DIR)}/; no manifest was published",
+            f"{FileSystems.join(output, DEAD_LETTER_DIR)}/; no manifest was published (an "
+            "earlier conversion in that folder is left as it was)",
             output=output,
+            dead_letters=_dead_letter_names(written, generation),
         )
 
 
@@ -160,18 +194,21 @@ def write_text_atomically(path: str, text: str) -> None:
     temp = f"{path}.tmp-{datetime.datetime.now().strftime('%Y%m%d%H%M%S%f')}"
     with FileSystems.create(temp, compression_type=CompressionTypes.UNCOMPRESSED) as f:
         f.write(text.encode("utf-8"))
-    FileSystems.rename([temp], [path])
+    if not _is_local(path):
+        FileSystems.rename([temp], [path])  # a copy onto the object, then the temp deleted
+    else:
+        os.replace(temp, path)  # atomic, also over an existing manifest
 
 
-def _stale_shards(output: str, prefixes: Sequence[str], keep: set[str]) -> list[str]:
-    patterns = [FileSystems.join(output, f"{prefix}-*") for prefix in prefixes]
-    found = [m for result in FileSystems.match(patterns) for m in result.metadata_list]
-    names = {m.path: m.path.rstrip("/").rsplit("/", 1)[-1] for m in found}
-    return sorted(
-        path
-        for path, name in names.items()
-        if shard_prefix_of(name) in prefixes and name not in keep
-    )
+def _is_local(path: str) -> bool:
+    return FileSystems.get_scheme(path) in (None, "file")
+
+
+def _previous(output: str) -> Manifest | None:
+    try:
+        return load_manifest(output)
+    except ManifestError:
+        return None  # none, or unreadable: nothing it lists can be trusted to be ours
 
 
 def publish(
@@ -179,7 +216,7 @@ def publish(
     spec: PublishSpec,
     features: Sequence[FeatureSpec] | None = None,
 ) -> Manifest:
-    """Renames the shards into `spec.output` and writes `manifest.json` last.
+    """Names the shards into `spec.output` and writes `manifest.json` last.
 
     Args:
       written: every shard of the plan, written under temporary paths.
@@ -187,29 +224,41 @@ def publish(
       features: the feature spec when `spec.features` is None.
 
     Raises:
-      TooManyBadRecords: after publishing the dead letters alone.
+      OutputBusy: when another run holds the output's lease.
+      TooManyBadRecords: after publishing the dead letters alone (under new names).
     """
-    features = spec.features if spec.features is not None else features
-    manifest = build_manifest(written, spec, features or ())
     output = spec.output
+    check_holder(output, spec.run_id)
+    previous = _previous(output)
+    generation = previous.generation + 1 if previous else 0
+    features = spec.features if spec.features is not None else features
+    manifest = build_manifest(written, spec, features or (), generation)
     try:
-        _check_bad_fraction(written, output, spec.max_bad_fraction)
+        _check_bad_fraction(written, output, spec.max_bad_fraction, generation)
     except TooManyBadRecords:
-        _publish_dead_letters(written, output)
+        _publish_dead_letters(written, output, generation)
         raise
-    manifest_path = FileSystems.join(output, MANIFEST_NAME)
-    if FileSystems.exists(manifest_path):
-        FileSystems.delete([manifest_path])
     FileSystems.rename(
-        [w.temp_path for w in written], [FileSystems.join(output, w.name) for w in written]
+        [w.temp_path for w in written],
+        [FileSystems.join(output, with_generation(w.name, generation)) for w in written],
     )
-    _publish_dead_letters(written, output)
-    write_text_atomically(manifest_path, manifest.to_json())
-    stale = _stale_shards(output, spec.prefixes, {s.path for s in manifest.shards})
+    _publish_dead_letters(written, output, generation)
+    write_text_atomically(FileSystems.join(output, MANIFEST_NAME), manifest.to_json())
+    keep = {s.path for s in manifest.shards} | set(manifest.dead_letter)
+    stale = ours_to_remove(output, keep, set(spec.prefixes) | _prefixes(previous))
     if stale:
         FileSystems.delete(stale)
     remove_folder(spec.temp_dir)
+    if spec.run_id:
+        release(output, spec.run_id)
     return manifest
+
+
+def _prefixes(manifest: Manifest | None) -> set[str]:
+    """The shard prefixes an earlier manifest used (its files are provably ours)."""
+    if manifest is None:
+        return set()
+    return {shard_prefix_of(s.path.rsplit("/", 1)[-1]) for s in manifest.shards} - {None}
 
 
 def _publish_in_worker(
