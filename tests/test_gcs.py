@@ -124,3 +124,25 @@ def test_local_to_gs_with_splits_and_a_corrupted_shard(gcs, sample_csv):
     verified = cli(emulator, "verify", out)
     assert verified.returncode == 1
     assert f"BAD {victim}: crc32c is" in verified.stdout
+
+
+def test_two_conversions_into_one_gs_output_give_one_dataset_and_one_clear_error(gcs):
+    emulator, proxy, client = gcs
+    out = f"gs://{BUCKET}/contended"
+    flags = ["--input", f"gs://{BUCKET}/raw/*.csv", "--output", out, "--overwrite"]
+    argv = [sys.executable, str(SUPPORT / "emulated_gcs_main.py"), *convert_flags(*flags)]
+    runs = [
+        subprocess.Popen(
+            argv, env=beam_env(emulator), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+        )
+        for _ in range(2)
+    ]
+    results = [(r.wait(timeout=300), *r.communicate()) for r in runs]
+    assert sorted(code for code, _, _ in results) == [0, 4], [e[-2000:] for _, _, e in results]
+    (_, won, _), (_, _, lost) = sorted(results)
+    assert "another conversion" in lost and out in lost
+    assert json.loads(won.splitlines()[-1])["status"] == "ok"
+    verified = cli(emulator, "verify", out)
+    assert verified.returncode == 0, verified.stdout + verified.stderr[-2000:]
+    assert sorted(read_ids(proxy, out)) == list(range(12000))
+    assert ".tfrecord-etl-lease.json" not in names(client, "contended/")

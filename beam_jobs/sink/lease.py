@@ -24,6 +24,7 @@ import logging
 import os
 import socket
 import threading
+import time
 from typing import Any
 
 from apache_beam.io.filesystem import CompressionTypes
@@ -46,6 +47,7 @@ LEASE_NAME = ".tfrecord-etl-lease.json"
 HEARTBEAT_SECONDS = 30.0
 TTL_SECONDS = 600.0  # a run that stops heartbeating for this long is presumed dead
 SUBMITTED_TTL_SECONDS = 12 * 3600.0  # --wait=false: the job itself cannot heartbeat
+_SETTLE_SECONDS = 0.5
 _log = logging.getLogger(__name__)
 
 
@@ -242,6 +244,10 @@ def acquire(output: str, run_id: str, ttl: float = TTL_SECONDS, job: str = "") -
         _log.warning("taking over the lease of a run that is gone (%s)", held.describe())
         if _take_over(path, lease, token):
             break
+    if not _is_local(path):
+        # Some stores (Cloud Storage emulators among them) ignore preconditions: let a write
+        # that raced ours land, so that the read-back sees the one that won.
+        time.sleep(_SETTLE_SECONDS)
     check_holder(output, run_id)
     return lease
 

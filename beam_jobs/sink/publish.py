@@ -16,6 +16,7 @@ releasing it.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import datetime
 import os
@@ -248,10 +249,18 @@ def publish(
     stale = ours_to_remove(output, keep, set(spec.prefixes) | _prefixes(previous))
     if stale:
         FileSystems.delete(stale)
+    _remove_if_empty(FileSystems.join(output, DEAD_LETTER_DIR))
     remove_folder(spec.temp_dir)
     if spec.run_id:
         release(output, spec.run_id)
     return manifest
+
+
+def _remove_if_empty(folder: str) -> None:
+    """A local folder left empty (dead letters of a failed run, removed); GCS has none."""
+    if _is_local(folder):
+        with contextlib.suppress(OSError):  # missing, or not empty: a user's file is in it
+            os.rmdir(folder)
 
 
 def _prefixes(manifest: Manifest | None) -> set[str]:

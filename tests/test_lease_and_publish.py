@@ -1,0 +1,194 @@
+"""One writer per output folder, and a publish that never breaks the previous dataset or touches
+files that are not ours (ground truth: the sample CSV read by Python's csv module)."""
+
+from __future__ import annotations
+
+import datetime
+import json
+import os
+import socket
+import subprocess
+import sys
+
+import pytest
+from support.datasets import IN_PROCESS, convert, expected_rows, read_all
+
+from beam_jobs.cli import main
+from beam_jobs.errors import OutputBusy, TooManyBadRecords
+from beam_jobs.sink import lease, publish
+from beam_jobs.verify import verify
+
+LEASE = lease.LEASE_NAME
+
+
+def _ids(out) -> list[int]:
+    return sorted(r["id"] for r in read_all(out))
+
+
+def _write_lease(out, **fields) -> None:
+    now = datetime.datetime.now(datetime.timezone.utc)
+    held = {
+        "run_id": "f00d",
+        "host": "other-host",
+        "pid": 1,
+        "started": now.isoformat(timespec="seconds"),
+        "expires": (now + datetime.timedelta(minutes=5)).isoformat(timespec="seconds"),
+        "job": "",
+        **fields,
+    }
+    out.mkdir(parents=True, exist_ok=True)
+    (out / LEASE).write_text(json.dumps(held))
+
+
+def test_a_live_lease_stops_a_second_run_with_exit_code_4(sample_csv, tmp_path, capsys):
+    out = tmp_path / "out"
+    _write_lease(out, job="2026-12-03_etl")
+    argv = ["convert", "--input", sample_csv[0], "--output", str(out), *IN_PROCESS]
+    assert main(argv) == 4
+    captured = capsys.readouterr()
+    assert f"error: another conversion is writing {out} (since " in captured.err
+    assert "pid 1 on other-host, job 2026-12-03_etl" in captured.err
+    assert json.loads(captured.out.splitlines()[-1])["status"] == "busy"
+    assert sorted(p.name for p in out.iterdir()) == [LEASE]  # nothing else touched
+
+
+@pytest.mark.parametrize(
+    "holder",
+    [
+        {"host": socket.gethostname(), "pid": 2**22 + 7},  # a dead process on this host
+        {"expires": "2026-01-01T00:00:00+00:00"},  # expired: its run stopped heartbeating
+        {"run_id": "x", "started": "garbled"},  # unreadable as a lease
+    ],
+    ids=["dead_pid", "expired", "unreadable"],
+)
+def test_the_lease_of_a_run_that_is_gone_is_taken_over(sample_csv, tmp_path, holder):
+    out = tmp_path / "out"
+    _write_lease(out, **holder)
+    if holder.get("started") == "garbled":
+        (out / LEASE).write_text("{not json")
+    manifest = convert(sample_csv[:1], out)
+    assert manifest.total_records == 4000
+    assert not (out / LEASE).exists()  # released at the end
+
+
+@pytest.mark.slow
+def test_two_conversions_into_one_output_give_one_dataset_and_one_clear_error(tmp_path):
+    from make_sample_csv import write_sample_csv
+
+    # Both start together; whichever takes the lease first converts (a few seconds), and the
+    # other arrives while it writes. --overwrite: a late second run would convert again.
+    inputs = [str(p) for p in write_sample_csv(tmp_path / "raw", files=2, rows=200_000, seed=3)]
+    out = tmp_path / "out"
+    argv = [sys.executable, "-m", "beam_jobs", "convert", "--output", str(out), "--overwrite"]
+    argv += [a for p in inputs for a in ("--input", p)] + ["--target_shard_bytes=4MiB"]
+    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2")
+    runs = [
+        subprocess.Popen(argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        for _ in range(2)
+    ]
+    results = [(r.wait(timeout=300), *r.communicate()) for r in runs]
+    assert sorted(code for code, _, _ in results) == [0, 4], [e[-2000:] for _, _, e in results]
+    (_, won, _), (_, _, lost) = sorted(results)
+    assert f"another conversion is writing {out}" in lost
+    assert json.loads(won.splitlines()[-1])["status"] == "ok"
+    assert verify(str(out))[1] == []
+    manifest = json.loads((out / "manifest.json").read_text())
+    assert manifest["total_records"] == len(expected_rows(inputs)) == 400_000
+    assert not (out / LEASE).exists()
+
+
+def test_a_failed_run_leaves_the_previous_dataset_and_its_dead_letters_alone(sample_csv, tmp_path):
+    out = tmp_path / "out"
+    good = convert(sample_csv[:1], out, "--num_shards=2")
+    before = {p.name: p.read_bytes() for p in out.rglob("*") if p.is_file()}
+    bad = tmp_path / "bad.csv"
+    good_rows = [f"{i},v{i}" for i in range(50)]
+    bad.write_text("\n".join(["id,v", *good_rows, *(f"{i},v,extra" for i in range(10))]) + "\n")
+    with pytest.raises(TooManyBadRecords) as e:
+        convert([str(bad)], out, "--overwrite")
+    after = {p.name: p.read_bytes() for p in out.rglob("*") if p.is_file()}
+    assert {k: v for k, v in after.items() if k in before} == before  # not a byte changed
+    assert set(after) - set(before) == {"data-00000-of-00001.g1.tfrecord.jsonl"}
+    assert e.value.dead_letters == ["dead_letter/data-00000-of-00001.g1.tfrecord.jsonl"]
+    assert verify(str(out))[1] == [] and _ids(out) == list(range(4000))
+    # The next good run publishes generation 1 and removes both generation 0 and the failed
+    # run's dead letter.
+    again = convert(sample_csv[:1], out, "--overwrite", "--num_shards=3")
+    assert again.generation == 1 and good.generation == 0
+    assert sorted(p.name for p in out.iterdir()) == [
+        "data-00000-of-00003.g1.tfrecord",
+        "data-00001-of-00003.g1.tfrecord",
+        "data-00002-of-00003.g1.tfrecord",
+        "manifest.json",
+    ]
+
+
+def test_a_failure_while_publishing_keeps_the_previous_dataset_readable(
+    sample_csv, tmp_path, monkeypatch
+):
+    out = tmp_path / "out"
+    convert(sample_csv[:1], out, "--num_shards=2")
+
+    def crash(path, text):
+        raise OSError("disk full while writing the manifest")
+
+    monkeypatch.setattr(publish, "write_text_atomically", crash)
+    with pytest.raises(Exception, match="disk full"):
+        convert(sample_csv[1:2], out, "--overwrite", "--num_shards=2")
+    monkeypatch.undo()
+    # The old shards all check out; the crashed run's renamed shards are extra, unlisted files.
+    assert sorted((p.path, p.problem) for p in verify(str(out))[1]) == [
+        (f"data-0000{i}-of-00002.g1.tfrecord", "not listed in the manifest") for i in range(2)
+    ]
+    assert _ids(out) == list(range(4000))  # still the first input's rows, all of them
+    result = convert(sample_csv[1:2], out, "--overwrite", "--num_shards=2")
+    assert verify(str(out))[1] == []  # the crashed run's leftovers are gone
+    assert result.total_records == 4000 and not (out / LEASE).exists()
+
+
+def test_files_that_are_not_ours_are_never_deleted(sample_csv, tmp_path):
+    out = tmp_path / "out"
+    (out / "dead_letter").mkdir(parents=True)
+    (out / "dead_letter" / "important.txt").write_text("keep me")
+    (out / ".tfrecord-etl-tmp-abc").mkdir()  # looks like ours, holds no run marker
+    (out / ".tfrecord-etl-tmp-abc" / "mine.bin").write_text("keep me too")
+    with pytest.raises(Exception, match="holds files tfrecord-etl did not write"):
+        convert(sample_csv[:1], out)
+    for _ in range(2):
+        convert(sample_csv[:1], out, "--overwrite", "--num_shards=2")
+    assert (out / "dead_letter" / "important.txt").read_text() == "keep me"
+    assert (out / ".tfrecord-etl-tmp-abc" / "mine.bin").read_text() == "keep me too"
+
+
+def test_an_existing_empty_output_folder_is_used(sample_csv, tmp_path):
+    out = tmp_path / "out"
+    out.mkdir()
+    assert convert(sample_csv[:1], out).total_records == 4000
+
+
+def test_already_converted_still_removes_a_killed_runs_temporary_folder(sample_csv, tmp_path):
+    out = tmp_path / "out"
+    convert(sample_csv[:1], out)
+    leftover = out / ".tfrecord-etl-tmp-0123456789ab"
+    leftover.mkdir()
+    (leftover / "run.json").write_text('{"run_id": "0123456789ab"}')
+    (leftover / "data-00000-of-00001.tfrecord.5f3a").write_bytes(b"x" * 1000)
+    from beam_jobs.launcher import run
+
+    result = run(["--input", sample_csv[0], "--output", str(out), *IN_PROCESS])
+    assert not result.converted and not leftover.exists()
+
+
+def test_write_shards_refuses_an_output_another_run_holds(tmp_path):
+    import apache_beam as beam
+
+    from beam_jobs import WriteShards
+
+    out = tmp_path / "out"
+    _write_lease(out)
+    with pytest.raises(Exception) as e, beam.Pipeline() as p:
+        _ = p | beam.Create([{"id": i} for i in range(10)]) | WriteShards(str(out))
+    assert "another conversion holds" in str(e.value)
+    assert not (out / "manifest.json").exists()
+    with pytest.raises(OutputBusy):
+        lease.check_holder(str(out), "")
