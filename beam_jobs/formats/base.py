@@ -18,9 +18,21 @@ from beam_jobs.plan.shards import InputFile, Piece
 from beam_jobs.sink.dead_letter import BadRow
 from tfdata_reader.manifest import FeatureSpec
 
-__all__ = ["InputFormat", "OnBadRow", "Sample"]
+__all__ = ["Covered", "InputFormat", "OnBadRow", "Sample"]
 
 OnBadRow = Callable[[BadRow], None]
+
+
+@dataclasses.dataclass(frozen=True)
+class Covered:
+    """The bytes [start, end) of a file that one piece's records took up, as its reader found
+    them (`read_piece` returns it when the format can tell). The pieces of a file must cover it
+    end to end, each starting where the one before ended."""
+
+    path: str
+    start: int
+    end: int
+    file_size: int
 
 
 @dataclasses.dataclass(frozen=True)
@@ -79,7 +91,8 @@ class InputFormat:
         context: Any = None,
     ) -> Iterator[pa.RecordBatch]:
         """The records that start inside `piece`, as batches conformed to `features`; bad
-        records go to `on_bad_row`. A piece of a compressed file is always the whole file."""
+        records go to `on_bad_row`. A piece of a compressed file is always the whole file.
+        Formats that can tell return (as the generator's value) the `Covered` bytes."""
         raise NotImplementedError
 
     def manifest_extras(self) -> dict[str, Any]:

@@ -1,7 +1,10 @@
 """`--format tfrecord`: re-shard TFRecord files of `tf.train.Example`s into sized shards.
 
 Uncompressed files may be cut anywhere: a piece finds its first record by the framing's
-checksums (`find_record_start`) and owns the records that start inside it. GZIP files (by
+checksums, verified by the records that follow (`find_record_start`), and owns the records
+that start inside it. Each piece reports the bytes its records cover, and publishing checks
+that a file's pieces cover it end to end: a wrong resync or a skipped corrupt stretch is an
+error, never lost records. GZIP files (by
 suffix or by their magic bytes, since TFRecord files often have no suffix) are read whole.
 Records are decoded with tfx-bsl in batches, conformed to the spec and encoded again; a record
 that is not an Example goes to the dead letter; a record whose framing is corrupt is a data error.
@@ -12,13 +15,13 @@ from __future__ import annotations
 import concurrent.futures
 import dataclasses
 import io
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Generator, Iterator, Sequence
 from typing import Any
 
 import pyarrow as pa
 
 from beam_jobs.errors import DataError, FramingError
-from beam_jobs.formats.base import InputFormat, OnBadRow, Sample
+from beam_jobs.formats.base import Covered, InputFormat, OnBadRow, Sample
 from beam_jobs.formats.compressed import compression_of, open_input
 from beam_jobs.formats.compressed import read_head as read_content_head
 from beam_jobs.plan.shards import InputFile, Piece
@@ -142,28 +145,32 @@ class TFRecordFormat(InputFormat):
         features: Sequence[FeatureSpec],
         on_bad_row: OnBadRow,
         context: Any = None,
-    ) -> Iterator[pa.RecordBatch]:
+    ) -> Generator[pa.RecordBatch, None, Covered | None]:
         compression = self._compression(piece.path)
         records: list[bytes] = []
         offsets: list[int] = []
+        covered: Covered | None = None
         try:
             with open_input(piece.path, compression) as f:
                 start = 0
                 if compression is None and piece.start > 0:
                     start = find_record_start(f, piece.start, piece.file_size)
                     if start is None or start >= piece.end:
-                        return
+                        return None
                     f.seek(start)
                 end = piece.end if compression is None else None
-                for offset, record in read_records(f, start):
-                    if end is not None and offset >= end:
-                        break
+                reached = start
+                for offset, record in read_records(f, start, stop=end):
                     records.append(record)
                     offsets.append(offset)
+                    reached = offset + len(record) + RECORD_OVERHEAD_BYTES
                     if len(records) == _BATCH_RECORDS:
                         yield from self._convert(records, offsets, piece.path, features, on_bad_row)
                         records, offsets = [], []
+                if compression is None:
+                    covered = Covered(piece.path, start, reached, piece.file_size)
         except FramingError as e:
             raise DataError(f"{piece.path}: corrupt TFRecord file: {e}") from e
         if records:
             yield from self._convert(records, offsets, piece.path, features, on_bad_row)
+        return covered

@@ -27,7 +27,8 @@ import apache_beam as beam
 from apache_beam.io.filesystem import CompressionTypes
 from apache_beam.io.filesystems import FileSystems
 
-from beam_jobs.errors import ManifestError, TooManyBadRecords, raised_for_launcher
+from beam_jobs.errors import DataError, ManifestError, TooManyBadRecords, raised_for_launcher
+from beam_jobs.formats.base import Covered
 from beam_jobs.sink.dead_letter import DEAD_LETTER_DIR, dead_letter_name
 from beam_jobs.sink.lease import check_holder, release
 from beam_jobs.sink.output_dir import load_manifest, ours_to_remove, remove_folder
@@ -62,6 +63,7 @@ class WrittenShard:
     dead_letter_temp_path: str | None = None  # JSON lines, one per bad row, when there are any
     split: str | None = None
     num_shards: int = 0
+    covered: tuple[Covered, ...] = ()  # the input bytes its pieces' records took up
 
 
 @dataclasses.dataclass(frozen=True)
@@ -174,6 +176,31 @@ def _publish_dead_letters(written: Sequence[WrittenShard], output: str, generati
         )
 
 
+def _check_coverage(written: Sequence[WrittenShard]) -> None:
+    """Each file whose pieces report what they covered must be covered end to end, once."""
+    by_file: dict[str, list[Covered]] = {}
+    for w in written:
+        for c in w.covered:
+            by_file.setdefault(c.path, []).append(c)
+    for path, parts in sorted(by_file.items()):
+        reached = 0
+        for part in sorted(parts, key=lambda c: c.start):
+            if part.start != reached:
+                what = "read by no writer" if part.start > reached else "read twice"
+                low, high = sorted((reached, part.start))
+                raise DataError(
+                    f"{path}: bytes {low}-{high} were {what} (the file's records do not chain "
+                    "across a cut: it is corrupt there, or a resync went wrong); nothing was "
+                    "published"
+                )
+            reached = part.end
+        if reached != parts[0].file_size:
+            raise DataError(
+                f"{path}: its records end at byte {reached} but the file has "
+                f"{parts[0].file_size}; nothing was published"
+            )
+
+
 def _check_bad_fraction(
     written: Sequence[WrittenShard], output: str, limit: float, generation: int
 ) -> None:
@@ -234,6 +261,7 @@ def publish(
     generation = previous.generation + 1 if previous else 0
     features = spec.features if spec.features is not None else features
     manifest = build_manifest(written, spec, features or (), generation)
+    _check_coverage(written)
     try:
         _check_bad_fraction(written, output, spec.max_bad_fraction, generation)
     except TooManyBadRecords:

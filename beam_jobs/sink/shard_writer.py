@@ -23,7 +23,7 @@ from apache_beam.metrics import Metrics
 
 from beam_jobs.errors import DataError, raised_for_launcher
 from beam_jobs.formats import InputFormat
-from beam_jobs.formats.base import OnBadRow
+from beam_jobs.formats.base import Covered, OnBadRow
 from beam_jobs.formats.lines.line_numbers import with_line_numbers
 from beam_jobs.plan.shards import Piece, ShardSpec
 from beam_jobs.schema.conform import missing_count
@@ -103,10 +103,11 @@ class WriteShardFn(beam.DoFn):
         primary = shard.split is None or self._splits.reports_bad_rows(shard.split)
         bad_rows: list[BadRow] = []
         on_bad_row = bad_rows.append if primary else _ignore
+        covered: list[Covered] = []
         raw = FileSystems.create(temp_path, compression_type=CompressionTypes.UNCOMPRESSED)
         with ShardFileWriter(raw, self._compression) as writer:
             for piece in shard.pieces:
-                for batch in self._read(piece, on_bad_row, context):
+                for batch in self._read(piece, on_bad_row, context, covered):
                     if shard.split is not None:
                         batch = self._splits.keep(batch, shard.split)
                     examples = self._encoder.encode(batch)
@@ -142,12 +143,17 @@ class WriteShardFn(beam.DoFn):
             dead_letter_temp_path=dead_letter,
             split=shard.split,
             num_shards=shard.num_shards,
+            covered=tuple(covered) if primary else (),
         )
 
-    def _read(self, piece: Piece, on_bad_row: OnBadRow, context: Any) -> Iterator[pa.RecordBatch]:
+    def _read(
+        self, piece: Piece, on_bad_row: OnBadRow, context: Any, covered: list[Covered]
+    ) -> Iterator[pa.RecordBatch]:
         """The piece's batches; an input that vanished since planning is a data error."""
         try:
-            yield from self._format.read_piece(piece, self._features, on_bad_row, context)
+            found = yield from self._format.read_piece(piece, self._features, on_bad_row, context)
+            if found is not None:
+                covered.append(found)
         except OSError as e:
             if FileSystems.exists(piece.path):
                 raise  # a storage error, for the runner to retry

@@ -38,6 +38,7 @@ RECORD_OVERHEAD_BYTES = 16
 # zlib's default, which is also what TensorFlow's GZIP writer uses.
 GZIP_LEVEL = 6
 _SCAN_WINDOW = 1 << 20
+VERIFY_BYTES = 64 << 20  # how far the records after a resync candidate must chain
 
 
 def masked_crc32c(data: bytes) -> int:
@@ -139,18 +140,21 @@ def _read_exact(stream: BinaryIO, size: int) -> bytes:
     return b"".join(parts)
 
 
-def read_records(stream: BinaryIO, offset: int = 0) -> Iterator[tuple[int, bytes]]:
+def read_records(
+    stream: BinaryIO, offset: int = 0, stop: int | None = None
+) -> Iterator[tuple[int, bytes]]:
     """(offset, data) of each record of a framed (uncompressed) TFRecord stream, checked.
 
     Args:
       stream: positioned at a record start.
       offset: that position, to report where each record starts.
+      stop: end before a record that starts at or after this offset, without reading it.
 
     Raises:
       FramingError: naming the record index, its byte offset and what is wrong with it.
     """
     index = 0
-    while True:
+    while stop is None or offset < stop:
         where = f"record {index} (byte {offset})"
         header = _read_exact(stream, 12)
         if not header:
@@ -181,13 +185,36 @@ def count_records(stream: BinaryIO) -> int:
     return sum(1 for _ in read_records(stream))
 
 
-def find_record_start(stream: BinaryIO, offset: int, size: int) -> int | None:
+def _chains_to(stream: BinaryIO, start: int, until: int, size: int) -> bool:
+    """Whether the records from `start` frame correctly (each length and its checksum, each
+    record inside the file) up to the first record at or past `until`, or to the file's end."""
+    position = start
+    while position < until:
+        if position == size:
+            return True
+        stream.seek(position)
+        header = _read_exact(stream, 12)
+        if len(header) < 12 or masked_crc32c(header[:8]) != _U32.unpack_from(header, 8)[0]:
+            return False
+        (length,) = _U64.unpack_from(header)
+        position += RECORD_OVERHEAD_BYTES + length
+        if position > size:
+            return False
+    return True
+
+
+def find_record_start(
+    stream: BinaryIO, offset: int, size: int, verify_bytes: int = VERIFY_BYTES
+) -> int | None:
     """The first record start at or after `offset` in a TFRecord file of `size` bytes.
 
     Without an index, a record start is recognized by its framing: a length whose masked
-    CRC32C follows it, and data whose masked CRC32C matches too (64 checksum bits in all, so
-    a false match is about as likely as 2**-64 per byte looked at). Returns None when no record
-    starts in [offset, size).
+    CRC32C follows it, and data whose masked CRC32C matches too. A payload may itself hold
+    framed records (a TFRecord file stored in a bytes feature), so a candidate counts only when
+    the records after it chain correctly for `verify_bytes` (or to the file's end): an inner
+    frame's chain breaks where its enclosing record ends. (A payload longer than that could
+    still fool it; publishing then finds the pieces do not cover the file end to end, and
+    fails.) Returns None when no record starts in [offset, size).
     """
     position = offset
     while position + RECORD_OVERHEAD_BYTES <= size:
@@ -202,7 +229,9 @@ def find_record_start(stream: BinaryIO, offset: int, size: int) -> int | None:
                 continue
             stream.seek(start + 12)
             body = _read_exact(stream, length + 4)
-            if masked_crc32c(body[:length]) == _U32.unpack_from(body, length)[0]:
+            if masked_crc32c(body[:length]) != _U32.unpack_from(body, length)[0]:
+                continue
+            if _chains_to(stream, start, start + verify_bytes, size):
                 return start
         position += _SCAN_WINDOW
     return None
