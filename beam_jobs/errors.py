@@ -62,7 +62,9 @@ class TooManyBadRecords(DataError):
     """More rows than `--max_bad_fraction` allows could not be converted; `output` is the output
     folder, `dead_letters` the files (relative to it) that list them."""
 
-    def __init__(self, message: str, *, output: str, dead_letters: list[str] = ()) -> None:
+    def __init__(self, message: str, *, output: str = "", dead_letters: list[str] = ()) -> None:
+        # Every argument but the message has a default: Beam re-raises a DoFn's error as
+        # `type(e)(message + where)`, and would otherwise turn it into a RuntimeError.
         super().__init__(message, output=output, dead_letters=list(dead_letters))
 
     @property

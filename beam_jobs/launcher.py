@@ -3,10 +3,11 @@ return what was published."""
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import logging
 import uuid
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 
 import apache_beam as beam
 from apache_beam.options.pipeline_options import PipelineOptions
@@ -95,7 +96,7 @@ def run(argv: Sequence[str]) -> ConvertResult:
         if not config.wait:
             # A Flex Template launcher: submit and return; the job publishes the manifest and
             # releases the lease itself.
-            job_id = _submit(options, transform)
+            job_id = _submit(options, transform, temp_dir)
             lease.renew(config.output, held, ttl, job=job_id)
             submitted = True
             return ConvertResult(config, None, converted=False, submitted_job=job_id)
@@ -106,11 +107,26 @@ def run(argv: Sequence[str]) -> ConvertResult:
             lease.release(config.output, run_id)
 
 
-def _submit(options: PipelineOptions, transform: ConvertToShards) -> str:
+def _submit(options: PipelineOptions, transform: ConvertToShards, temp_dir: str) -> str:
+    """Starts the job and returns its id (a local runner runs it to its end right here)."""
     pipeline = beam.Pipeline(options=options)
     _ = pipeline | "ConvertToShards" >> transform
-    job = pipeline.run()
+    with _failures_reported(temp_dir):
+        job = pipeline.run()
     return str((job.job_id() if hasattr(job, "job_id") else "") or "?")
+
+
+@contextlib.contextmanager
+def _failures_reported(temp_dir: str) -> Iterator[None]:
+    """A failed run leaves no temporary folder, and a worker's typed error is raised as it is."""
+    try:
+        yield
+    except Exception as e:
+        _remove_quietly(temp_dir)
+        ours = recover(e)  # a worker's DataError arrives as the runner's text
+        if ours is not None:
+            raise ours from e
+        raise
 
 
 def _run(
@@ -125,14 +141,8 @@ def _run(
     reporter = ProgressReporter(temp_dir, num_shards).start()
     heartbeat = lease.Heartbeat(output, held).start()
     try:
-        with beam.Pipeline(options=options) as pipeline:
+        with _failures_reported(temp_dir), beam.Pipeline(options=options) as pipeline:
             _ = pipeline | "ConvertToShards" >> transform
-    except Exception as e:
-        _remove_quietly(temp_dir)
-        ours = recover(e)  # a worker's DataError arrives as the runner's text
-        if ours is not None:
-            raise ours from e
-        raise
     finally:
         heartbeat.stop()
         reporter.stop()

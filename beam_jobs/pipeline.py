@@ -8,7 +8,12 @@ from typing import Any
 import apache_beam as beam
 from apache_beam.io.filesystems import FileSystems
 
-from beam_jobs.formats.lines.cut_counts import CutCounts, count_segment, segments_between_cuts
+from beam_jobs.formats.lines.cut_counts import (
+    CutCounts,
+    count_segment,
+    count_segment_in_worker,
+    segments_between_cuts,
+)
 from beam_jobs.options import ConvertConfig
 from beam_jobs.plan.conversion import ConversionPlan
 from beam_jobs.plan.shards import cut_points
@@ -91,7 +96,7 @@ class ConvertToShards(beam.PTransform):
         counts = (
             pbegin
             | "ListSegments" >> beam.Create(segments)
-            | "CountQuotesAndLines" >> beam.Map(count_segment)
+            | "CountQuotesAndLines" >> beam.Map(count_segment_in_worker)
             | "GatherCounts" >> beam.combiners.ToList()
             | "CountsBeforeCuts" >> beam.Map(CutCounts.from_counted)
         )

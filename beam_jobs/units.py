@@ -33,7 +33,7 @@ def parse_size(text: str | int) -> int:
     """
     if isinstance(text, int):
         return text
-    match = _SIZE_RE.match(text)
+    match = _SIZE_RE.fullmatch(text)
     unit = match.group(2).lower() if match else None
     if not match or unit not in _UNITS:
         raise ValueError(

@@ -26,11 +26,17 @@ def _one_file(path) -> str:
     return str(path)
 
 
+@pytest.mark.parametrize("counted_by", ["launcher", "beam_stage"])
 @pytest.mark.parametrize("fmt", FORMATS)
 def test_a_file_that_disappears_after_planning_is_a_data_error_naming_it(
-    tmp_path, monkeypatch, fmt
+    tmp_path, monkeypatch, fmt, counted_by
 ):
-    path, flags = write_input(tmp_path / "in", fmt)
+    from beam_jobs import pipeline
+
+    if counted_by == "beam_stage":  # as for inputs over 256 MiB or on gs://
+        monkeypatch.setattr(pipeline, "LAUNCHER_COUNT_BYTES", 0)
+    path, flags = write_input(tmp_path / "in", fmt, rows=2000)
+    flags = [*flags, "--num_shards=3"]  # cuts inside the file: counted before writing
     victim = _one_file(path)
     make_plan = launcher.make_plan
 
@@ -115,3 +121,40 @@ def test_an_undecodable_image_is_dead_lettered_not_written(tmp_path):
     (path / "c1" / "broken.png").write_bytes(_garbage())
     manifest = convert([str(path)], tmp_path / "out", *flags, "--max_bad_fraction=0.5")
     assert (manifest.total_records, manifest.counts["bad_records"]) == (10, 1)
+
+
+def test_damaged_data_inside_a_parquet_row_group_names_the_file(tmp_path):
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    path = tmp_path / "a.parquet"
+    table = pa.table({"id": list(range(20000)), "name": [f"name {i}" * 3 for i in range(20000)]})
+    pq.write_table(table, path, row_group_size=5000, compression="snappy")
+    data = bytearray(path.read_bytes())
+    for offset in range(len(data) // 2, len(data) // 2 + 200):  # inside a middle row group
+        data[offset] ^= 0xFF
+    path.write_bytes(bytes(data))
+    with pytest.raises(DataError, match=rf"^{path}: cannot read row groups \d+-\d+: "):
+        convert([str(path)], tmp_path / "out", "--target_shard_bytes=64KiB")
+
+
+def test_a_zstd_bomb_is_read_in_bounded_memory(tmp_path):
+    import subprocess
+    import sys
+
+    import zstandard
+
+    bomb = tmp_path / "bomb.txt.zst"
+    bomb.write_bytes(zstandard.ZstdCompressor(level=19).compress(b"0\n" * (128 << 20)))
+    code = (
+        "import resource, sys; from beam_jobs.formats.compressed import open_input, read_head;"
+        "from beam_jobs.plan.shards import InputFile; p = sys.argv[1];"
+        "before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss;"
+        "read_head(InputFile(p, 1), 1 << 20, 'zstd'); f = open_input(p, 'zstd');"
+        "n = sum(len(c) for c in iter(lambda: f.read(8 << 20), b''));"
+        "print(n, resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before)"
+    )
+    out = subprocess.run([sys.executable, "-c", code, str(bomb)], capture_output=True, text=True)
+    content, grown_kib = map(int, out.stdout.split())
+    assert content == 256 << 20
+    assert grown_kib < 64 * 1024, grown_kib  # 256 MiB of content, read through a few MiB

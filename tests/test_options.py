@@ -19,7 +19,7 @@ def test_config_validation():
         ConvertConfig(inputs=("a",), output="o", shard_prefix="a/b")
 
 
-@pytest.mark.parametrize("prefix", ["données", "a/b", "a-b", ""])
+@pytest.mark.parametrize("prefix", ["données", "a/b", "a-b", "", "data\n"])
 def test_a_shard_prefix_outside_the_name_rule_is_a_usage_error(prefix):
     with pytest.raises(UsageError, match="--shard_prefix may hold only ASCII letters"):
         ConvertConfig(inputs=("a",), output="o", shard_prefix=prefix)
@@ -28,3 +28,5 @@ def test_a_shard_prefix_outside_the_name_rule_is_a_usage_error(prefix):
 def test_a_split_name_outside_the_name_rule_is_a_usage_error():
     with pytest.raises(UsageError, match="names of ASCII letters"):
         parse_splits("entraînement=80,eval=20")
+    with pytest.raises(UsageError, match="names of ASCII letters"):
+        parse_splits("train=80,eval\n=20")

@@ -7,6 +7,7 @@ import json
 import apache_beam as beam
 import numpy as np
 import pyarrow as pa
+import pytest
 import tensorflow as tf
 from support.datasets import read_all
 
@@ -71,3 +72,16 @@ def test_serialized_examples_pass_through(tmp_path):
     ]
     got = sorted(r["a"] for r in read_all(tmp_path / "out"))
     assert got == sorted([i, -i] for i in range(300))
+
+
+def test_too_many_bad_rows_raise_the_typed_error_with_a_clean_message(tmp_path):
+    from apache_beam.options.pipeline_options import PipelineOptions
+
+    from beam_jobs import TooManyBadRecords
+
+    rows = [{"id": i} for i in range(2000)] + [{"id": "x"}] * 3
+    options = PipelineOptions(["--runner=FnApiRunner"])
+    with pytest.raises(TooManyBadRecords) as e, beam.Pipeline(options=options) as p:
+        _ = p | beam.Create(rows) | WriteShards(str(tmp_path / "out"))
+    assert str(e.value).startswith("3 of 2,003 records (0.150%) could not be converted")
+    assert "TFRECORD_ETL_ERROR" not in str(e.value)

@@ -49,12 +49,12 @@ _SHARD_NAME_RE = re.compile(r"^([A-Za-z0-9_.]+?)-\d{5,}-of-\d{5,}(\.g\d+)?\.tfre
 
 def is_valid_name(name: str) -> bool:
     """True for a shard prefix or split name: only ASCII letters, digits, '_' and '.'."""
-    return bool(_NAME_RE.match(name))
+    return bool(_NAME_RE.fullmatch(name))
 
 
 def shard_prefix_of(name: str) -> str | None:
     """The prefix of a file name that `shard_name` could have made, else None."""
-    match = _SHARD_NAME_RE.match(name)
+    match = _SHARD_NAME_RE.fullmatch(name)
     return match.group(1) if match else None
 
 

@@ -26,9 +26,11 @@ __all__ = ["COMPRESSED_SUFFIXES", "Head", "compression_of", "open_input", "read_
 
 COMPRESSED_SUFFIXES = {".gz": "gzip", ".bz2": "bzip2", ".zst": "zstd"}
 _STEP_OUTPUT = 4 << 20  # largest output of one decompression step (zlib, bzip2)
-# Stored bytes per read. zstd cannot bound one step's output, so it gets small inputs (a
-# 32 KiB step of a pathological zstd file could still give about 1 GiB; real files: ~150 KiB).
-_RAW_READ = {"gzip": 1 << 20, "bzip2": 1 << 20, "zstd": 8 << 10}
+# zstd's decompressor cannot bound one step's output, so it is fed one block at a time: a
+# block's content is at most 128 KiB, however small the block is stored (an RLE block: 1 byte).
+_RAW_READ = {"gzip": 1 << 20, "bzip2": 1 << 20, "zstd": 1 << 20}
+_ZSTD_MAGIC = 0xFD2FB528
+_ZSTD_SKIPPABLE = range(0x184D2A50, 0x184D2A60)
 _BUFFER = 1 << 20
 _HEAD_RAW_READ = 64 << 10
 
@@ -71,6 +73,79 @@ def _step(kind: str, decompressor: Any, data: bytes) -> tuple[bytes, bytes, bool
     return out, decompressor.unused_data if decompressor.eof else b"", False
 
 
+class _ZstdUnits:
+    """Cuts a zstd stream into the pieces the decompressor is fed: a frame header, one block,
+    a checksum (skippable frames and zero padding between frames are dropped), so that no
+    piece gives more than one block's content. Bytes that are not a zstd frame are handed on as
+    they are, for the decompressor to name the problem."""
+
+    def __init__(self) -> None:
+        self._buffer = bytearray()
+        self._state = "frame"
+        self._checksum = False
+
+    @property
+    def pending(self) -> int:
+        """Buffered bytes that do not make a whole piece yet (at the end: truncation)."""
+        return len(self._buffer)
+
+    def feed(self, data: bytes) -> Iterator[bytes]:
+        self._buffer += data
+        while (unit := self._next()) is not None:
+            if unit:
+                yield unit
+
+    def _take(self, size: int) -> bytes:
+        unit = bytes(self._buffer[:size])
+        del self._buffer[:size]
+        return unit
+
+    def _next(self) -> bytes | None:
+        buffer = self._buffer
+        if self._state == "block":
+            if len(buffer) < 3:
+                return None
+            header = int.from_bytes(buffer[:3], "little")
+            size = 3 + (1 if (header >> 1) & 3 == 1 else header >> 3)  # RLE: one stored byte
+            if len(buffer) < size:
+                return None
+            if header & 1:  # the frame's last block
+                self._state = "checksum" if self._checksum else "frame"
+            return self._take(size)
+        if self._state == "checksum":
+            if len(buffer) < 4:
+                return None
+            self._state = "frame"
+            return self._take(4)
+        stripped = buffer.lstrip(b"\0")  # zero padding between or after frames
+        if len(stripped) < len(buffer):
+            del buffer[: len(buffer) - len(stripped)]
+            return b""
+        if len(buffer) < 5:
+            return None
+        magic = int.from_bytes(buffer[:4], "little")
+        if magic in _ZSTD_SKIPPABLE:
+            if len(buffer) < 8:
+                return None
+            size = 8 + int.from_bytes(buffer[4:8], "little")
+            if len(buffer) < size:
+                return None
+            self._take(size)
+            return b""
+        if magic != _ZSTD_MAGIC:
+            return self._take(len(buffer))
+        descriptor = buffer[4]
+        single_segment = (descriptor >> 5) & 1
+        size = 5 + (0 if single_segment else 1)
+        size += (0, 1, 2, 4)[descriptor & 3]  # dictionary id
+        size += (single_segment, 2, 4, 8)[descriptor >> 6]  # content size
+        if len(buffer) < size:
+            return None
+        self._checksum = bool((descriptor >> 2) & 1)
+        self._state = "block"
+        return self._take(size)
+
+
 class _Members:
     """The decompressed content of a stored stream, member after member, in bounded steps."""
 
@@ -85,15 +160,26 @@ class _Members:
 
     def _fail(self, problem: str) -> DataError:
         return DataError(
-            f"{self._path}: {problem} (at stored byte {self.stored_bytes:,}); the file is "
-            f"damaged or not {self._kind}: fix or remove it"
+            f"{self._path}: {problem} (in its first {self.stored_bytes:,} stored bytes); the "
+            f"file is damaged or not {self._kind}: fix or remove it"
         )
+
+    def _inputs(self) -> Iterator[bytes]:
+        """What the decompressor is fed: stored reads, or for zstd one block at a time."""
+        units = _ZstdUnits() if self._kind == "zstd" else None
+        while data := self._raw.read(self._raw_read):
+            self.stored_bytes += len(data)
+            if units is None:
+                yield data
+            else:
+                yield from units.feed(data)
+        if units is not None and units.pending:
+            raise self._fail("the zstd stream ends inside a frame: it is truncated")
 
     def __iter__(self) -> Iterator[bytes]:
         kind = self._kind
         decompressor, fed = _new_decompressor(kind), False
-        while data := self._raw.read(self._raw_read):
-            self.stored_bytes += len(data)
+        for data in self._inputs():
             while True:
                 if decompressor.eof:
                     if not data.strip(b"\0"):

@@ -62,6 +62,22 @@ def _bad_cells(batch: pa.RecordBatch, index: int) -> dict:
     return {"cells": {k: repr(v) for k, v in batch.slice(index, 1).to_pylist()[0].items()}}
 
 
+def _batches(parquet: pq.ParquetFile, groups: list[int], path: str) -> Iterator[pa.RecordBatch]:
+    """The row groups' rows; damaged data in a row group is a DataError naming the file."""
+    batches = parquet.iter_batches(batch_size=_BATCH_ROWS, row_groups=groups)
+    while True:
+        try:
+            batch = next(batches, None)
+        except (OSError, pa.ArrowException) as e:
+            raise DataError(
+                f"{path}: cannot read row groups {groups[0]}-{groups[-1]}: {e}; the file is "
+                "damaged: fix or remove it"
+            ) from e
+        if batch is None:
+            return
+        yield batch
+
+
 class ParquetFormat(InputFormat):
     name = "parquet"
     extensions = (".parquet", ".pq")
@@ -120,7 +136,7 @@ class ParquetFormat(InputFormat):
         if not groups:
             return
         rows_before = 0
-        for raw in parquet.iter_batches(batch_size=_BATCH_ROWS, row_groups=groups):
+        for raw in _batches(parquet, groups, piece.path):
             batch, bad = arrow_conform.conform(raw, features)
             for index, reason in sorted(bad.items()):
                 on_bad_row(

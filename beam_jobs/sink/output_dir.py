@@ -91,7 +91,7 @@ def is_ours(relative: str) -> bool:
         relative in (MANIFEST_NAME, LEASE_NAME)
         or shard_prefix_of(relative) is not None
         or _is_dead_letter(relative)
-        or bool(_TEMP_DIR_RE.match(top))
+        or bool(_TEMP_DIR_RE.fullmatch(top))
     )
 
 
@@ -132,7 +132,7 @@ def _is_file(path: str) -> bool:
 def _dead_temp_folders(output: str, listing: list[str], run_id: str) -> list[str]:
     """Temporary folders of other runs that hold our marker (this run holds the lease, so
     their runs are over); a folder without the marker is not provably ours and stays."""
-    folders = {r.split("/", 1)[0] for r in listing if _TEMP_DIR_RE.match(r.split("/", 1)[0])}
+    folders = {r.split("/", 1)[0] for r in listing if _TEMP_DIR_RE.fullmatch(r.split("/", 1)[0])}
     dead = []
     for folder in sorted(folders - {TEMP_DIR_PREFIX + run_id}):
         if f"{folder}/{RUN_MARKER}" in listing:

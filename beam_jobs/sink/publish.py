@@ -303,7 +303,9 @@ def _publish_in_worker(
     spec: PublishSpec,
     features: Sequence[FeatureSpec] | None = None,
 ) -> Manifest:
-    with raised_for_launcher():
+    if not spec.run_id:  # a user's own pipeline: its errors stay as they are
+        return publish(written, spec, features)
+    with raised_for_launcher():  # our launcher's run: the error crosses to it by its marker
         return publish(written, spec, features)
 
 

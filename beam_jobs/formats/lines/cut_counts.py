@@ -17,6 +17,7 @@ from typing import BinaryIO
 from apache_beam.io.filesystem import CompressionTypes
 from apache_beam.io.filesystems import FileSystems
 
+from beam_jobs.errors import DataError, raised_for_launcher
 from beam_jobs.formats.csv.record_starts import QUOTE, QuoteEffect, QuoteScanner
 
 __all__ = [
@@ -24,6 +25,7 @@ __all__ = [
     "Segment",
     "count_lines_to",
     "count_segment",
+    "count_segment_in_worker",
     "read_chunks",
     "segments_between_cuts",
 ]
@@ -103,7 +105,28 @@ def count_segment(segment: Segment) -> Counted:
 
     A quote run that starts in the segment counts whole, even past its end (its length decides
     what it does); one that started before the segment belongs to the segment before.
+
+    Raises:
+      DataError: when the file is gone since the conversion was planned.
     """
+    try:
+        return _count(segment)
+    except OSError as e:
+        if FileSystems.exists(segment.path):
+            raise  # a storage error, for the runner to retry
+        raise DataError(
+            f"{segment.path}: the input file is gone: it was listed when the conversion was "
+            f"planned and deleted or moved while it ran ({e})"
+        ) from e
+
+
+def count_segment_in_worker(segment: Segment) -> Counted:
+    """`count_segment` in a Beam step: a DataError reaches the launcher by its type."""
+    with raised_for_launcher():
+        return count_segment(segment)
+
+
+def _count(segment: Segment) -> Counted:
     newlines = 0
     with FileSystems.open(segment.path, compression_type=CompressionTypes.UNCOMPRESSED) as f:
         scanner = None
