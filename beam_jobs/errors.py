@@ -37,11 +37,18 @@ __all__ = [
 
 
 class ToolError(Exception):
-    """Base of the errors a worker can hand to the launcher; `details` must be JSON values."""
+    """Base of the errors a worker can hand to the launcher; `details` must be JSON values.
 
-    def __init__(self, message: str, **details: Any) -> None:
-        super().__init__(message)
-        self.details = details
+    The details are the exception's second argument, so that Beam, which re-raises a DoFn's
+    error as `type(e)(message + where, *e.args[1:])`, keeps them (and the type).
+    """
+
+    def __init__(self, message: str, details: dict[str, Any] | None = None, **more: Any) -> None:
+        self.details = {**(details or {}), **more}
+        super().__init__(message, self.details)
+
+    def __str__(self) -> str:
+        return self.message
 
     @property
     def message(self) -> str:
@@ -62,14 +69,9 @@ class TooManyBadRecords(DataError):
     """More rows than `--max_bad_fraction` allows could not be converted; `output` is the output
     folder, `dead_letters` the files (relative to it) that list them."""
 
-    def __init__(self, message: str, *, output: str = "", dead_letters: list[str] = ()) -> None:
-        # Every argument but the message has a default: Beam re-raises a DoFn's error as
-        # `type(e)(message + where)`, and would otherwise turn it into a RuntimeError.
-        super().__init__(message, output=output, dead_letters=list(dead_letters))
-
     @property
     def output(self) -> str:
-        return self.details["output"]
+        return self.details.get("output", "")
 
     @property
     def dead_letters(self) -> list[str]:
