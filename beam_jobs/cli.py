@@ -12,11 +12,14 @@ line on stdout: {"status": "ok" | "already_converted" | "dry_run" | "submitted" 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import logging
+import os
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from typing import Any, TextIO
 
 from beam_jobs.version import __version__
 
@@ -35,6 +38,8 @@ usage: tfrecord-etl {convert,inspect,verify} ...
   inspect --input PATTERN [--format F] [--schema]
                              the feature spec convert infers from raw inputs
   verify DIR                 re-read every shard and check it against the manifest
+
+Any command takes --verbose: tracebacks and Beam's worker logs for failures.
 
 `tfrecord-etl convert --help` lists convert's flags.
 """
@@ -176,6 +181,54 @@ def _verify(argv: list[str]) -> int:
 _COMMANDS = {"convert": _convert, "inspect": _inspect, "verify": _verify}
 
 
+class _TracebackFilter:
+    """stderr without the tracebacks Beam's in-process workers print for a failing bundle
+    (`sdk_worker` prints them itself, past logging): the error reaches the user once, as our
+    own message."""
+
+    def __init__(self, stream: TextIO) -> None:
+        self._stream = stream
+        self._dropped = False
+
+    def write(self, text: str) -> int:
+        dropped, self._dropped = self._dropped, text.startswith("Traceback (most recent call")
+        if self._dropped or (dropped and text == "\n"):
+            return len(text)
+        return self._stream.write(text)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._stream, name)
+
+
+@contextlib.contextmanager
+def _without_worker_tracebacks() -> Iterator[None]:
+    stderr, sys.stderr = sys.stderr, _TracebackFilter(sys.stderr)
+    try:
+        yield
+    finally:
+        sys.stderr = stderr
+
+
+def _configure_logging(verbose: bool) -> None:
+    """Our progress and summary at INFO; without --verbose, none of the tracebacks Beam's
+    workers log for a failing step (the error itself is printed once, by `_fail`) and none of
+    TensorFlow's start-up notices."""
+    logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
+    logging.getLogger("beam_jobs").setLevel(logging.INFO)
+    # Local worker processes relay every startup notice as a warning; errors still show.
+    logging.getLogger("apache_beam.runners.portability.local_job_service").setLevel(logging.ERROR)
+    if not verbose:
+        os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
+        for name in (
+            "apache_beam.runners.common",
+            "apache_beam.runners.worker",
+            "apache_beam.runners.portability",
+            "apache_beam.runners.portability.fn_api_runner",
+            "apache_beam.runners.portability.local_job_service",
+        ):
+            logging.getLogger(name).setLevel(logging.CRITICAL)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Runs one command; returns the process exit code."""
     argv = list(sys.argv[1:] if argv is None else argv)
@@ -189,10 +242,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     if command is None:
         print(f"unknown command {argv[0]!r}\n\n{_USAGE}", file=sys.stderr, end="")
         return EXIT_USAGE
-    logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
-    logging.getLogger("beam_jobs").setLevel(logging.INFO)
-    # Local worker processes relay every startup notice as a warning; errors still show.
-    logging.getLogger("apache_beam.runners.portability.local_job_service").setLevel(logging.ERROR)
+    verbose = "--verbose" in argv
+    argv = [a for a in argv if a != "--verbose"]
+    _configure_logging(verbose)
 
     from beam_jobs.errors import (
         DataError,
@@ -203,7 +255,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
 
     try:
-        return command(argv[1:])
+        with contextlib.nullcontext() if verbose else _without_worker_tracebacks():
+            return command(argv[1:])
     except UsageError as e:
         return _fail(argv[0], EXIT_USAGE, e)
     except OutputBusy as e:
@@ -215,8 +268,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except (DataError, ManifestError) as e:
         return _fail(argv[0], EXIT_DATA, e)
     except Exception as e:
-        logging.getLogger("beam_jobs.cli").exception("%s failed", argv[0])
-        return _fail(argv[0], EXIT_OTHER, e)
+        if verbose:
+            logging.getLogger("beam_jobs.cli").exception("%s failed", argv[0])
+        return _fail(argv[0], EXIT_OTHER, e, ["(run again with --verbose for the traceback)"])
 
 
 def _fail(

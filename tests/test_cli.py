@@ -91,3 +91,24 @@ def test_inspect_input_prints_the_plan_without_an_output(sample_csv, capsys):
     text = capsys.readouterr().out
     assert text.splitlines()[0] == "plan (nothing is written)"
     assert "format       csv" in text and "(none)" not in text
+
+
+def test_too_many_bad_rows_print_a_few_lines_not_tracebacks(tmp_path):
+    """What a scheduler's log shows for an expected data error: the error, the first bad rows,
+    the dead-letter folder and the JSON status line; tracebacks only with --verbose."""
+    bad = tmp_path / "bad.csv"
+    bad.write_text("id,v\n" + "".join(f"{i},x\n" for i in range(100)) + "1,x,extra\n" * 5)
+    argv = [sys.executable, "-m", "beam_jobs", "convert", "--input", str(bad)]
+    quiet = subprocess.run(
+        [*argv, "--output", str(tmp_path / "o1")], capture_output=True, text=True
+    )
+    assert quiet.returncode == 1
+    lines = quiet.stderr.splitlines()
+    assert len(lines) <= 15, quiet.stderr
+    assert "Traceback" not in quiet.stderr and "TFRECORD_ETL_ERROR" not in quiet.stderr
+    assert any(line.startswith("error: 5 of 105 records (4.762%)") for line in lines)
+    assert f"  {bad}:102: expected 2 columns, got 3" in lines
+    loud = subprocess.run(
+        [*argv, "--output", str(tmp_path / "o2"), "--verbose"], capture_output=True, text=True
+    )
+    assert loud.returncode == 1 and "Traceback" in loud.stderr
