@@ -47,7 +47,7 @@ Any command takes --verbose: tracebacks and Beam's worker logs for failures.
 
 def _convert(argv: list[str]) -> int:
     from beam_jobs.launcher import run
-    from beam_jobs.report import bad_rows_note, summarize_run
+    from beam_jobs.report import bad_rows_note, ignored_fields_note, summarize_run
 
     if "-h" in argv or "--help" in argv:
         from beam_jobs.options import ConvertOptions
@@ -82,7 +82,7 @@ def _convert(argv: list[str]) -> int:
         return EXIT_OK
     manifest = result.manifest
     if result.converted:
-        print(summarize_run(manifest, elapsed))
+        print("\n".join([summarize_run(manifest, elapsed), *ignored_fields_note(manifest)]))
         if manifest.counts.get("bad_records", 0):
             print("\n".join(bad_rows_note(result.config.output, manifest.dead_letter)))
     else:

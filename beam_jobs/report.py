@@ -95,6 +95,20 @@ def summarize_run(manifest: Manifest, elapsed_seconds: float) -> str:
     return format_table(["conversion", "done"], rows)
 
 
+def ignored_fields_note(manifest: Manifest) -> list[str]:
+    """A warning naming the keys (JSON lines) that were not features and were left out."""
+    ignored = manifest.counts.get("ignored_fields") or {}
+    if not ignored:
+        return []
+    shown = ", ".join(f"{k} ({n:,})" for k, n in list(ignored.items())[:10])
+    more = ", ..." if len(ignored) > 10 else ""
+    return [
+        f"warning: {sum(ignored.values()):,} values of {len(ignored)} keys that are not "
+        f"features were left out: {shown}{more}; first seen after the sampled head, they are "
+        "not in the feature spec: name them in --schema (or raise --sample_bytes) to keep them"
+    ]
+
+
 def bad_rows_note(output: str, dead_letters: Sequence[str], limit: int = 5) -> list[str]:
     """The first bad rows of a run, where they are and why, so that nobody has to open the dead
     letter to see what went wrong.

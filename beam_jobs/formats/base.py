@@ -18,7 +18,7 @@ from beam_jobs.plan.shards import InputFile, Piece
 from beam_jobs.sink.dead_letter import BadRow
 from tfdata_reader.manifest import FeatureSpec
 
-__all__ = ["Covered", "InputFormat", "OnBadRow", "Sample"]
+__all__ = ["Covered", "InputFormat", "OnBadRow", "PieceReport", "Sample"]
 
 OnBadRow = Callable[[BadRow], None]
 
@@ -33,6 +33,15 @@ class Covered:
     start: int
     end: int
     file_size: int
+
+
+@dataclasses.dataclass(frozen=True)
+class PieceReport:
+    """What a format's `read_piece` tells beyond the records: the bytes its records covered
+    (when it can tell) and the values of keys the spec lacks that it left out, by key."""
+
+    covered: Covered | None = None
+    ignored_fields: dict[str, int] = dataclasses.field(default_factory=dict)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -92,7 +101,7 @@ class InputFormat:
     ) -> Iterator[pa.RecordBatch]:
         """The records that start inside `piece`, as batches conformed to `features`; bad
         records go to `on_bad_row`. A piece of a compressed file is always the whole file.
-        Formats that can tell return (as the generator's value) the `Covered` bytes."""
+        A format may return (as the generator's value) a `PieceReport`."""
         raise NotImplementedError
 
     def manifest_extras(self) -> dict[str, Any]:

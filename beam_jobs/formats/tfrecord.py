@@ -21,7 +21,7 @@ from typing import Any
 import pyarrow as pa
 
 from beam_jobs.errors import DataError, FramingError
-from beam_jobs.formats.base import Covered, InputFormat, OnBadRow, Sample
+from beam_jobs.formats.base import Covered, InputFormat, OnBadRow, PieceReport, Sample
 from beam_jobs.formats.compressed import compression_of, open_input
 from beam_jobs.formats.compressed import read_head as read_content_head
 from beam_jobs.plan.shards import InputFile, Piece
@@ -145,7 +145,7 @@ class TFRecordFormat(InputFormat):
         features: Sequence[FeatureSpec],
         on_bad_row: OnBadRow,
         context: Any = None,
-    ) -> Generator[pa.RecordBatch, None, Covered | None]:
+    ) -> Generator[pa.RecordBatch, None, PieceReport]:
         compression = self._compression(piece.path)
         records: list[bytes] = []
         offsets: list[int] = []
@@ -156,7 +156,7 @@ class TFRecordFormat(InputFormat):
                 if compression is None and piece.start > 0:
                     start = find_record_start(f, piece.start, piece.file_size)
                     if start is None or start >= piece.end:
-                        return None
+                        return PieceReport()
                     f.seek(start)
                 end = piece.end if compression is None else None
                 reached = start
@@ -173,4 +173,4 @@ class TFRecordFormat(InputFormat):
             raise DataError(f"{piece.path}: corrupt TFRecord file: {e}") from e
         if records:
             yield from self._convert(records, offsets, piece.path, features, on_bad_row)
-        return covered
+        return PieceReport(covered=covered)

@@ -64,6 +64,7 @@ class WrittenShard:
     split: str | None = None
     num_shards: int = 0
     covered: tuple[Covered, ...] = ()  # the input bytes its pieces' records took up
+    ignored_fields: dict[str, int] = dataclasses.field(default_factory=dict)  # keys not in spec
 
 
 @dataclasses.dataclass(frozen=True)
@@ -126,6 +127,10 @@ def build_manifest(
     nulls = {f.name: sum(w.null_counts.get(f.name, 0) for w in written) for f in features}
     records = sum(w.records for w in written)
     bad = sum(w.bad_records for w in written)
+    ignored: dict[str, int] = {}
+    for w in written:
+        for name, count in w.ignored_fields.items():
+            ignored[name] = ignored.get(name, 0) + count
     return Manifest(
         shards=[
             ShardInfo(with_generation(w.name, generation), w.records, w.bytes, w.crc32c, w.split)
@@ -143,7 +148,8 @@ def build_manifest(
             "bad_records": bad,
             "input_bytes_read": sum(w.input_bytes for w in written),
             "null_values": nulls,
-        },
+        }
+        | ({"ignored_fields": dict(sorted(ignored.items()))} if ignored else {}),
         dead_letter=_dead_letter_names(ordered, generation),
         created=datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
         tool={"name": TOOL_NAME, "version": spec.tool_version},

@@ -23,7 +23,7 @@ from apache_beam.metrics import Metrics
 
 from beam_jobs.errors import DataError, raised_for_launcher
 from beam_jobs.formats import InputFormat
-from beam_jobs.formats.base import Covered, OnBadRow
+from beam_jobs.formats.base import OnBadRow, PieceReport
 from beam_jobs.formats.lines.line_numbers import with_line_numbers
 from beam_jobs.plan.shards import Piece, ShardSpec
 from beam_jobs.schema.conform import missing_count
@@ -103,11 +103,11 @@ class WriteShardFn(beam.DoFn):
         primary = shard.split is None or self._splits.reports_bad_rows(shard.split)
         bad_rows: list[BadRow] = []
         on_bad_row = bad_rows.append if primary else _ignore
-        covered: list[Covered] = []
+        reports: list[PieceReport] = []
         raw = FileSystems.create(temp_path, compression_type=CompressionTypes.UNCOMPRESSED)
         with ShardFileWriter(raw, self._compression) as writer:
             for piece in shard.pieces:
-                for batch in self._read(piece, on_bad_row, context, covered):
+                for batch in self._read(piece, on_bad_row, context, reports):
                     if shard.split is not None:
                         batch = self._splits.keep(batch, shard.split)
                     examples = self._encoder.encode(batch)
@@ -143,17 +143,18 @@ class WriteShardFn(beam.DoFn):
             dead_letter_temp_path=dead_letter,
             split=shard.split,
             num_shards=shard.num_shards,
-            covered=tuple(covered) if primary else (),
+            covered=tuple(r.covered for r in reports if r.covered) if primary else (),
+            ignored_fields=_sum_ignored(reports) if primary else {},
         )
 
     def _read(
-        self, piece: Piece, on_bad_row: OnBadRow, context: Any, covered: list[Covered]
+        self, piece: Piece, on_bad_row: OnBadRow, context: Any, reports: list[PieceReport]
     ) -> Iterator[pa.RecordBatch]:
         """The piece's batches; an input that vanished since planning is a data error."""
         try:
-            found = yield from self._format.read_piece(piece, self._features, on_bad_row, context)
-            if found is not None:
-                covered.append(found)
+            report = yield from self._format.read_piece(piece, self._features, on_bad_row, context)
+            if report is not None:
+                reports.append(report)
         except OSError as e:
             if FileSystems.exists(piece.path):
                 raise  # a storage error, for the runner to retry
@@ -181,6 +182,14 @@ class WriteShardFn(beam.DoFn):
             on_bad_row(BadRow(piece.path, piece.start, piece.end, reason, None, {"cells": cells}))
         keep = sizes <= limit
         return batch.filter(pa.array(keep)), [e for e, k in zip(examples, keep) if k]
+
+
+def _sum_ignored(reports: list[PieceReport]) -> dict[str, int]:
+    total: dict[str, int] = {}
+    for report in reports:
+        for name, count in report.ignored_fields.items():
+            total[name] = total.get(name, 0) + count
+    return total
 
 
 def _ignore(row: BadRow) -> None:

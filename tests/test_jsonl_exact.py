@@ -1,0 +1,102 @@
+"""JSON lines read exactly or dead-lettered with a reason, never silently altered: checked
+against Python's json module on the same lines."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from support.datasets import convert, read_all
+
+from beam_jobs.formats import json_chunks
+from tfdata_reader.manifest import FeatureSpec
+
+BIG = 2**53 + 1  # the first integer a double cannot hold
+
+
+def _dead(out, manifest) -> list[dict]:
+    rows = []
+    for name in manifest.dead_letter:
+        rows += [json.loads(line) for line in (out / name).read_text().splitlines()]
+    return rows
+
+
+def test_big_integers_stay_exact_when_a_chunk_also_holds_floats(tmp_path):
+    path = tmp_path / "ids.jsonl"
+    lines = [json.dumps({"id": BIG + i, "score": 0.5}) for i in range(3000)]
+    lines[2500] = json.dumps({"id": 1.5, "score": 0.5})  # past the sampled head
+    path.write_text("\n".join(lines) + "\n")
+    out = tmp_path / "out"
+    manifest = convert([str(path)], out, "--sample_bytes=4096", "--max_bad_fraction=0.01")
+    assert manifest.feature("id").dtype == "int64"
+    expected = sorted(json.loads(line)["id"] for i, line in enumerate(lines) if i != 2500)
+    assert sorted(r["id"] for r in read_all(out)) == expected
+    [letter] = _dead(out, manifest)
+    assert letter["line"] == 2501 and "id" in letter["reason"]
+
+
+def test_keys_first_seen_after_the_sample_are_counted(tmp_path, capsys):
+    from beam_jobs.cli import main
+
+    path = tmp_path / "late.jsonl"
+    lines = [json.dumps({"id": i}) for i in range(2000)]
+    lines += [json.dumps({"id": i, "late": "x", "deep": {"k": i}}) for i in range(2000, 2010)]
+    path.write_text("\n".join(lines) + "\n")
+    out = tmp_path / "out"
+    argv = ["convert", "--input", str(path), "--output", str(out), "--sample_bytes=4096"]
+    assert main([*argv, "--direct_running_mode=in_memory", "--direct_num_workers=1"]) == 0
+    manifest = json.loads((out / "manifest.json").read_text())
+    assert manifest["counts"]["ignored_fields"] == {"deep.k": 10, "late": 10}
+    printed = capsys.readouterr().out
+    assert "20 values of 2 keys that are not features were left out: deep.k (10), late (10)" in (
+        printed
+    )
+
+
+@pytest.mark.parametrize(
+    "line, reason",
+    [
+        ('{"id": 7, "id": 8}', "duplicate key 'id'"),
+        ('{"id": 1e400}', "the number 1e400 is out of range"),
+        ('{"id": ' + '{"a": ' * 5000 + "1" + "}" * 5001, "nested"),
+        ('{"id": 3, "a.b": 1, "a": {"b": 2}}', "given twice"),
+        ('{"id": {"x": 1}}', "feature 'id': an object where a value is expected"),
+        ('{"id": 12345678901234567890}', "id"),
+        ("[1, 2]", "not a JSON object"),
+        ('{"id": NaN}', "NaN is not a JSON number"),
+    ],
+    ids=["duplicate", "1e400", "depth5000", "dotted_collision", "object", "beyond_int64",
+         "array", "nan"],
+)  # fmt: skip
+def test_a_bad_line_is_a_dead_letter_with_its_reason(tmp_path, line, reason):
+    path = tmp_path / "one_bad.jsonl"
+    good = [json.dumps({"id": i}) for i in range(700)]
+    # Past the sampled head (about 300 lines), so the spec is inferred from good lines only.
+    path.write_text("\n".join([*good[:450], line, *good[450:]]) + "\n")
+    out = tmp_path / "out"
+    manifest = convert([str(path)], out, "--max_bad_fraction=0.01", "--sample_bytes=4096")
+    assert (manifest.total_records, manifest.counts["bad_records"]) == (700, 1)
+    [letter] = _dead(out, manifest)
+    assert letter["line"] == 451 and reason in letter["reason"], letter["reason"]
+    assert sorted(r["id"] for r in read_all(out)) == list(range(700))
+
+
+def test_a_few_mistyped_lines_cost_a_few_extra_parses_not_one_per_line(monkeypatch):
+    parsed = []
+    read_json = json_chunks.pj.read_json
+
+    def counting(source, **kwargs):
+        parsed.append(len(source.getbuffer()))
+        return read_json(source, **kwargs)
+
+    monkeypatch.setattr(json_chunks.pj, "read_json", counting)
+    lines = [json.dumps({"id": i, "name": f"n{i}"}) for i in range(40_000)]
+    for i in (100, 20_000, 39_000):
+        lines[i] = json.dumps({"id": i, "name": 5})  # a number where the key holds text
+    chunk = ("\n".join(lines) + "\n").encode()
+    features = [FeatureSpec("id", "int64"), FeatureSpec("name", "bytes")]
+    bad = []
+    batch = json_chunks.read_chunk(chunk, 0, "f.jsonl", features, bad.append)
+    assert batch.num_rows == 39_997 and len(bad) == 3
+    assert sum(parsed) <= 6 * len(chunk), sum(parsed) / len(chunk)
+    assert len(parsed) < 150
