@@ -62,3 +62,40 @@ def test_damage_is_an_error_never_lost_records(tmp_path, fraction, where, messag
     with pytest.raises(DataError, match=rf"^{path}: {message}"):
         convert([str(path)], tmp_path / "out", "--num_shards=4", "--sample_bytes=4096")
     assert not (tmp_path / "out" / "manifest.json").exists()
+
+
+def _sequence_example(i: int) -> bytes:
+    context = tf.train.Features(
+        feature={"id": tf.train.Feature(int64_list=tf.train.Int64List(value=[i]))}
+    )
+    steps = tf.train.FeatureList(
+        feature=[tf.train.Feature(float_list=tf.train.FloatList(value=[t])) for t in range(3)]
+    )
+    lists = tf.train.FeatureLists(feature_list={"steps": steps})
+    return tf.train.SequenceExample(context=context, feature_lists=lists).SerializeToString()
+
+
+@pytest.mark.parametrize("first_bad", [0, 350], ids=["in_the_sample", "past_the_sample"])
+def test_sequence_examples_are_refused_not_read_without_their_feature_lists(tmp_path, first_bad):
+    path = tmp_path / "seq.tfrecord"
+    records = [_example(i, b"x") for i in range(first_bad)]
+    records += [_sequence_example(i) for i in range(first_bad, 400)]
+    path.write_bytes(frame_records(records))
+    offset = sum(len(r) + 16 for r in records[:first_bad])
+    with pytest.raises(DataError) as e:
+        convert([str(path)], tmp_path / "out", "--sample_bytes=4096")
+    assert str(e.value).startswith(
+        f"{path}: the record at byte {offset} is a tf.train.SequenceExample (it has feature_lists)"
+    )
+    assert not (tmp_path / "out" / "manifest.json").exists()
+
+
+def test_a_record_with_fields_an_example_lacks_is_a_dead_letter(tmp_path):
+    path = tmp_path / "extra.tfrecord"
+    records = [_example(i, b"x") for i in range(300)]
+    records[200] = records[200] + b"\x18\x07"  # field 3 = 7: not part of a tf.train.Example
+    path.write_bytes(frame_records(records))
+    manifest = convert([str(path)], tmp_path / "out", "--max_bad_fraction=0.01")
+    assert (manifest.total_records, manifest.counts["bad_records"]) == (299, 1)
+    letter = (tmp_path / "out" / manifest.dead_letter[0]).read_text()
+    assert "not a tf.train.Example: it has field(s) [3]" in letter

@@ -43,6 +43,74 @@ def _magic(path: str) -> bytes:
         return f.read(2)
 
 
+def _varint(data: bytes, at: int) -> tuple[int, int]:
+    """A protobuf varint at `at`: (value, the offset after it); raises IndexError when cut."""
+    value, shift = 0, 0
+    while True:
+        byte = data[at]
+        value |= (byte & 0x7F) << shift
+        at += 1
+        if byte < 0x80:
+            return value, at
+        shift += 7
+
+
+def _top_level_fields(record: bytes) -> set[int] | None:
+    """The field numbers at the top level of a serialized proto (None: not a proto at all)."""
+    fields, at = set(), 0
+    try:
+        while at < len(record):
+            key, at = _varint(record, at)
+            number, wire = key >> 3, key & 7
+            fields.add(number)
+            if wire == 0:
+                _, at = _varint(record, at)
+            elif wire == 1:
+                at += 8
+            elif wire == 2:
+                length, at = _varint(record, at)
+                at += length
+            elif wire == 5:
+                at += 4
+            else:
+                return None
+    except IndexError:
+        return None
+    return fields if at == len(record) else None
+
+
+def _not_an_example(record: bytes) -> str | None:
+    """Why a record is not a plain `tf.train.Example` (which has only field 1, `features`);
+    None when it is. Most records are one field-1 message exactly, told in a few steps."""
+    if record[:1] == b"\n":
+        try:
+            length, at = _varint(record, 1)
+        except IndexError:
+            length, at = -1, 0
+        if at + length == len(record):
+            return None
+    fields = _top_level_fields(record)
+    if fields is None:
+        return "not a tf.train.Example: not a serialized protocol buffer"
+    if fields - {1}:
+        return f"not a tf.train.Example: it has field(s) {sorted(fields - {1})}"
+    return None
+
+
+def _refuse_sequence_examples(records: Sequence[bytes], offsets: Sequence[int], path: str) -> None:
+    """A file of SequenceExamples would lose every `feature_lists` (field 2) if read as
+    Examples: refused whole, naming the first such record."""
+    for record, offset in zip(records, offsets):
+        if record[:1] != b"\n" or _not_an_example(record):
+            fields = _top_level_fields(record) or set()
+            if fields == {1, 2} or fields == {2}:
+                raise DataError(
+                    f"{path}: the record at byte {offset} is a tf.train.SequenceExample (it has "
+                    "feature_lists); reading it as a tf.train.Example would drop them, so it is "
+                    "refused: tfrecord-etl converts tf.train.Example records only"
+                )
+
+
 def _decode_each(
     records: list[bytes], on_bad: Callable[[int, str], None]
 ) -> list[tuple[list[int], pa.RecordBatch]]:
@@ -125,16 +193,29 @@ class TFRecordFormat(InputFormat):
         features: Sequence[FeatureSpec],
         on_bad_row: OnBadRow | None,
     ) -> Iterator[pa.RecordBatch]:
-        def bad(index: int, reason: str) -> None:
+        def report(record: bytes, start: int, reason: str) -> None:
             if on_bad_row is not None:
-                start = offsets[index]
-                raw = {"raw": as_text(records[index])}
-                end = start + len(records[index]) + RECORD_OVERHEAD_BYTES
+                end = start + len(record) + RECORD_OVERHEAD_BYTES
+                raw = {"raw": as_text(record)}
                 on_bad_row(BadRow(path, start, end, reason, None, raw, offset=start))
 
+        _refuse_sequence_examples(records, offsets, path)
+        # Records with fields an Example does not have would decode with them dropped.
+        problems = {i: why for i, r in enumerate(records) if (why := _not_an_example(r))}
+        for index, reason in problems.items():
+            report(records[index], offsets[index], reason)
+        if problems:
+            keep = [i for i in range(len(records)) if i not in problems]
+            records, offsets = [records[i] for i in keep], [offsets[i] for i in keep]
+        if not records:
+            return
+
+        def bad(index: int, reason: str) -> None:
+            report(records[index], offsets[index], reason)
+
         for indexes, table in _decode_each(records, bad):
-            batch, problems = arrow_conform.conform(table, features)
-            for index, reason in sorted(problems.items()):
+            batch, conflicts = arrow_conform.conform(table, features)
+            for index, reason in sorted(conflicts.items()):
                 bad(indexes[index], reason)
             if batch.num_rows:
                 yield batch
