@@ -24,6 +24,7 @@ from tfdata_reader.manifest import FeatureSpec
 
 __all__ = [
     "VALUE_TYPES",
+    "check_float32_range",
     "conform",
     "flatten_structs",
     "infer_from_table",
@@ -167,6 +168,20 @@ def missing_count(column: pa.Array) -> int:
     return column.null_count
 
 
+_FLOAT32_MAX = float(np.finfo(np.float32).max)
+
+
+def check_float32_range(values: pa.Array) -> None:
+    """Raises ArrowInvalid when a finite value would become infinite as float32 (`1e40`)."""
+    if len(values) == 0:
+        return
+    finite = pc.is_finite(values)
+    too_big = pc.and_(finite, pc.greater(pc.abs(values), _FLOAT32_MAX))
+    if pc.any(too_big).as_py():
+        first = values.filter(too_big)[0].as_py()
+        raise pa.ArrowInvalid(f"{first!r} is out of the float32 range (at most 3.4e38)")
+
+
 def _cast_values(column: pa.Array, dtype: str) -> pa.Array:
     """Casts scalars (or a list's values) to the Example type; raises ArrowInvalid."""
     target = VALUE_TYPES[dtype]
@@ -177,8 +192,11 @@ def _cast_values(column: pa.Array, dtype: str) -> pa.Array:
     if dtype == "int64" and pa.types.is_temporal(column.type):
         return pc.cast(column, pa.int64())
     if dtype == "float32":
-        # Safe to float64 first (no silent int overflow), then round like tf.train.FloatList.
-        return pc.cast(pc.cast(column, pa.float64()), target, safe=False)
+        # Safe to float64 first (no silent int overflow), then round like tf.train.FloatList;
+        # a value float32 cannot hold at all is an error, not an infinity.
+        wide = pc.cast(column, pa.float64())
+        check_float32_range(wide)
+        return pc.cast(wide, target, safe=False)
     if (
         len(column)
         and dtype == "bytes"

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import io
+import logging
 from collections.abc import Callable, Iterator, Sequence
 from typing import BinaryIO
 
@@ -24,6 +25,7 @@ from beam_jobs.formats.csv.record_starts import (
     nonempty_record_starts,
     record_starts,
 )
+from beam_jobs.schema.conform import check_float32_range
 from beam_jobs.sink.dead_letter import BadRow, as_text
 from tfdata_reader.manifest import FeatureSpec
 
@@ -32,6 +34,7 @@ __all__ = ["BadRow", "CsvSample", "infer_features", "parse_sample", "read_range"
 _BLOCK_SIZE = 1 << 20
 # Arrow types each Example dtype is converted from. Floats are parsed as float64 and rounded to
 # float32 afterwards, exactly as `float(text)` into a `tf.train.FloatList` would.
+_log = logging.getLogger(__name__)
 _PARSE_TYPES = {"int64": pa.int64(), "float32": pa.float64(), "bytes": pa.string()}
 
 
@@ -123,10 +126,36 @@ def infer_features(
             dtype = "int64"
         elif known and all(pa.types.is_integer(t) or pa.types.is_floating(t) for t in known):
             dtype = "float32"
+            if all(_integer_texts(s, name) for s in samples):
+                # pyarrow reads integers beyond int64 (20-digit ids) as doubles; as float32
+                # they would silently become other numbers.
+                _log.warning(
+                    "column %r holds integers beyond the int64 range (e.g. in %s): it is read "
+                    "as text (bytes), as no Example number type holds them exactly",
+                    name,
+                    samples[0].path,
+                )
+                dtype = "bytes"
         else:
             dtype = "bytes"
         features.append(FeatureSpec(name, dtype, [], nullable))
     return features
+
+
+def _integer_texts(sample: CsvSample, name: str) -> bool:
+    """Whether every sampled value of a column is written as an integer (digits, a sign)."""
+    table = pcsv.read_csv(
+        io.BytesIO(sample.data),
+        read_options=pcsv.ReadOptions(use_threads=False),
+        parse_options=_parse_options(),
+        convert_options=pcsv.ConvertOptions(
+            column_types={name: pa.string()}, include_columns=[name], null_values=[""]
+        ),
+    )
+    values = table.column(name).drop_null()
+    return len(values) > 0 and bool(
+        pc.all(pc.match_substring_regex(values, r"^\s*[+-]?\d+\s*$")).as_py()
+    )
 
 
 class _Window(io.RawIOBase):
@@ -168,7 +197,10 @@ def _convert(column: pa.Array, dtype: str) -> pa.Array:
     if dtype == "bytes":
         return pc.cast(column, pa.string())  # validates UTF-8
     # Numbers need no UTF-8 check of their own: bytes that are not digits fail to parse anyway.
-    return pc.cast(column.view(pa.string()), _PARSE_TYPES[dtype])
+    parsed = pc.cast(column.view(pa.string()), _PARSE_TYPES[dtype])
+    if dtype == "float32":
+        check_float32_range(parsed)
+    return parsed
 
 
 def _typed_batch(
