@@ -299,3 +299,22 @@ def test_worker_processes_convert_every_row(sample_csv, tmp_path, caplog):
     assert math.ceil(manifest.total_bytes / (1.1 * 128 * 1024)) <= len(manifest.shards)
     assert verify(str(out))[1] == []
     shutil.rmtree(out)
+
+
+def test_rows_longer_than_a_parse_block_convert(tmp_path):
+    """pyarrow parses in 1 MiB blocks; rows up to --max_record_bytes must still convert, longer
+    ones go to the dead letter, and one too long to parse at all stops the job by name."""
+    path = tmp_path / "long.csv"
+    rows = [f"{i},short {i}" for i in range(3000)]
+    rows[1500] = "1500," + "x" * (3 << 20)  # 3 MiB, past several blocks
+    rows[2500] = '2500,"' + "y\n" * (1 << 20) + '"'  # 2 MiB of quoted newlines
+    path.write_text("id,text\n" + "\n".join(rows) + "\n")
+    out = tmp_path / "out"
+    manifest = convert([str(path)], out, "--num_shards=3")
+    assert (manifest.total_records, manifest.counts["bad_records"]) == (3000, 0)
+    got = {r["id"][0]: len(r["text"][0]) for r in _records_in_shard_order(out, manifest)}
+    assert got[1500] == 3 << 20 and got[2500] == 2 << 20 and got[7] == len("short 7")
+    small = convert([str(path)], tmp_path / "small", "--max_record_bytes=2.5MiB")
+    assert (small.total_records, small.counts["bad_records"]) == (2999, 1)  # the 3 MiB row
+    with pytest.raises(DataError, match="too long to parse in blocks of 1,433,600 bytes"):
+        convert([str(path)], tmp_path / "tiny", "--max_record_bytes=700KiB")

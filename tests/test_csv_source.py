@@ -3,7 +3,9 @@ import io
 import pytest
 
 from beam_jobs.errors import DataError
-from beam_jobs.formats.csv.source import BadRow, infer_features, parse_sample, read_range
+from beam_jobs.formats.csv.ranges import read_range
+from beam_jobs.formats.csv.source import infer_features, parse_sample
+from beam_jobs.sink.dead_letter import BadRow
 from tfdata_reader.manifest import FeatureSpec
 
 HEAD = (

@@ -37,9 +37,17 @@ def guess_format(patterns: Sequence[str]) -> str | None:
     return found.pop() if len(found) == 1 else None
 
 
-def make_format(name: str, patterns: Sequence[str], labels: str | None = None) -> InputFormat:
-    """The format object for a conversion (the images format needs the inputs and labels)."""
+def make_format(
+    name: str,
+    patterns: Sequence[str],
+    labels: str | None = None,
+    max_record_bytes: int = 64 << 20,
+) -> InputFormat:
+    """The format object for a conversion (the images format needs the inputs and labels; CSV
+    reads rows up to `max_record_bytes` long)."""
     cls = _classes()[name]
     if name == "images":
         return cls(patterns, labels)
+    if name == "csv":
+        return cls(max_record_bytes)
     return cls()

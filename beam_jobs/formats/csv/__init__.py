@@ -1,2 +1,3 @@
-"""`--format csv`: the format (`format`), sampling/inference/reading a byte range as Arrow
-(`source`), and where records start by quote parity (`record_starts`)."""
+"""`--format csv`: the format (`format`), sampling and inference (`source`), reading a byte
+range as Arrow (`ranges`), where records start (`record_starts`) and where bad rows are
+(`bad_rows`)."""

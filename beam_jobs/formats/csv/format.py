@@ -17,7 +17,8 @@ import pyarrow as pa
 from beam_jobs.formats.base import InputFormat, OnBadRow, Sample
 from beam_jobs.formats.compressed import compression_of, open_input
 from beam_jobs.formats.compressed import read_head as read_content_head
-from beam_jobs.formats.csv import record_starts as csv_ranges
+from beam_jobs.formats.csv import ranges as csv_ranges
+from beam_jobs.formats.csv import record_starts
 from beam_jobs.formats.csv import source as csv_source
 from beam_jobs.formats.lines.cut_counts import CutCounts
 from beam_jobs.plan.shards import InputFile, Piece
@@ -31,6 +32,9 @@ class CsvFormat(InputFormat):
     extensions = (".csv",)
     needs_cut_counts = True
     quoted_records = True
+
+    def __init__(self, max_record_bytes: int = 64 << 20) -> None:
+        self._max_record_bytes = max_record_bytes
 
     def sample(self, f: InputFile, sample_bytes: int) -> Sample:
         head = read_content_head(f, sample_bytes, compression_of(f.path))
@@ -46,7 +50,7 @@ class CsvFormat(InputFormat):
         self, sample: Sample, features: Sequence[FeatureSpec]
     ) -> Iterator[pa.RecordBatch]:
         data = sample.data.data
-        yield from csv_source.read_range(
+        yield from csv_ranges.read_range(
             io.BytesIO(data), sample.path, 0, len(data), features, lambda row: None, first_line=1
         )
 
@@ -60,24 +64,38 @@ class CsvFormat(InputFormat):
         compression = compression_of(piece.path)
         with open_input(piece.path, compression) as f:
             if compression:
-                yield from csv_source.read_range(
-                    f, piece.path, 0, sys.maxsize, features, on_bad_row
+                yield from csv_ranges.read_range(
+                    f,
+                    piece.path,
+                    0,
+                    sys.maxsize,
+                    features,
+                    on_bad_row,
+                    first_line=1,
+                    max_record_bytes=self._max_record_bytes,
                 )
                 return
             counts = context or CutCounts()
             size = piece.file_size
-            start = csv_ranges.record_start_at_or_after(
+            start = record_starts.record_start_at_or_after(
                 f, piece.start, counts.in_quotes_at(piece.path, piece.start), size
             )
             end = size
             if piece.end < size:
-                end = csv_ranges.record_start_at_or_after(
+                end = record_starts.record_start_at_or_after(
                     f, piece.end, counts.in_quotes_at(piece.path, piece.end), size
                 )
             if end > start:
                 first_line = counts.newlines_before(piece.path, piece.start) + 1
                 f.seek(piece.start)
                 first_line += f.read(start - piece.start).count(b"\n")
-                yield from csv_source.read_range(
-                    f, piece.path, start, end, features, on_bad_row, first_line
+                yield from csv_ranges.read_range(
+                    f,
+                    piece.path,
+                    start,
+                    end,
+                    features,
+                    on_bad_row,
+                    first_line,
+                    max_record_bytes=self._max_record_bytes,
                 )

@@ -1,0 +1,287 @@
+"""CSV input: reading one byte range of a file as Arrow batches of the feature spec, with bad
+rows set aside for the dead letter (pyarrow's CSV reader parses; only a column that fails to
+convert is looked at value by value)."""
+
+from __future__ import annotations
+
+import io
+from collections.abc import Callable, Iterator, Sequence
+from typing import BinaryIO
+
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.csv as pcsv
+
+from beam_jobs.errors import DataError
+from beam_jobs.formats.csv.bad_rows import place_bad_rows
+from beam_jobs.formats.csv.record_starts import FILE_START, QuoteScanner, nonempty_record_starts
+from beam_jobs.formats.csv.source import convert_options
+from beam_jobs.schema.conform import check_float32_range
+from beam_jobs.sink.dead_letter import BadRow, as_text
+from tfdata_reader.manifest import FeatureSpec
+
+__all__ = ["read_range"]
+
+_BLOCK_SIZE = 1 << 20
+# Arrow types each Example dtype is converted from. Floats are parsed as float64 and rounded to
+# float32 afterwards, exactly as `float(text)` into a `tf.train.FloatList` would.
+_PARSE_TYPES = {"int64": pa.int64(), "float32": pa.float64(), "bytes": pa.string()}
+
+
+class _Window(io.RawIOBase):
+    """Bytes [start, end) of a seekable binary file, as a readable stream that follows the
+    quote state (`scanner.in_quotes` after `scanner.finish()`: the range ends in a quoted
+    field)."""
+
+    def __init__(self, f: BinaryIO, start: int, end: int) -> None:
+        f.seek(start)
+        self._f = f
+        self._left = end - start
+        self._position = start
+        # `start` is a record start: outside quotes, at the start of a field.
+        self.scanner = QuoteScanner(False, FILE_START)
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer) -> int:
+        if self._left <= 0:
+            return 0
+        view = memoryview(buffer)[: min(len(buffer), self._left)]
+        data = self._f.read(len(view))
+        view[: len(data)] = data
+        self._left -= len(data)
+        self.scanner.feed(data, self._position)
+        self._position += len(data)
+        return len(data)
+
+
+def _cells(batch: pa.RecordBatch, index: int) -> dict:
+    return {
+        "cells": {name: as_text(batch.column(name)[index].as_py()) for name in batch.schema.names}
+    }
+
+
+def _convert(column: pa.Array, dtype: str) -> pa.Array:
+    """A binary column as the Arrow type the Example dtype is built from; raises ArrowInvalid."""
+    if dtype == "bytes":
+        return pc.cast(column, pa.string())  # validates UTF-8
+    # Numbers need no UTF-8 check of their own: bytes that are not digits fail to parse anyway.
+    parsed = pc.cast(column.view(pa.string()), _PARSE_TYPES[dtype])
+    if dtype == "float32":
+        check_float32_range(parsed)
+    return parsed
+
+
+def _typed_batch(
+    batch: pa.RecordBatch, features: Sequence[FeatureSpec]
+) -> tuple[pa.RecordBatch, dict[int, str]]:
+    """Converts a batch of binary columns; returns the good rows and {bad row index: reason}.
+
+    The whole column is converted at once; only a column that fails is looked at value by
+    value, to find the rows at fault.
+    """
+    bad: dict[int, str] = {}
+    converted: dict[str, pa.Array] = {}
+    for feature in features:
+        column = batch.column(feature.name)
+        try:
+            converted[feature.name] = _convert(column, feature.dtype)
+        except pa.ArrowInvalid:
+            for index, value in enumerate(column.to_pylist()):
+                if value is None or index in bad:
+                    continue
+                try:
+                    _convert(pa.array([value], pa.binary()), feature.dtype)
+                except pa.ArrowInvalid as e:
+                    bad[index] = f"column {feature.name!r} ({feature.dtype}): {e}"
+    names = [f.name for f in features]
+    if not bad:
+        return pa.RecordBatch.from_arrays([converted[n] for n in names], names), bad
+    good = batch.filter(pa.array([i not in bad for i in range(batch.num_rows)]))
+    columns = [_convert(good.column(f.name), f.dtype) for f in features]
+    return pa.RecordBatch.from_arrays(columns, names), bad
+
+
+def _refuse_a_swallowing_row(
+    f: BinaryIO, path: str, start: int, end: int, first_line: int | None
+) -> None:
+    """Raises DataError when the range's last row, whose quoted field never closes, spans
+    more than its own line."""
+    row_start = int(nonempty_record_starts(f, start, end)[-1])
+    f.seek(row_start)
+    text = f.read(end - row_start)
+    lines = text.rstrip(b"\r\n").count(b"\n")
+    if lines == 0:
+        return
+    f.seek(start)
+    before = f.read(row_start - start).count(b"\n")
+    where = (
+        f"{path}:{first_line + before}" if first_line is not None else f"{path} (byte {row_start})"
+    )
+    raise DataError(
+        f"{where}: a quoted field opens in this row and never closes, so the {lines:,} lines "
+        "after it, to the end of the file, would be read as one value; fix the quoting (a "
+        'field that holds a quote must be quoted, its quotes doubled: "TV 55"" screen")'
+    )
+
+
+def read_range(
+    f: BinaryIO,
+    path: str,
+    start: int,
+    end: int,
+    features: Sequence[FeatureSpec],
+    on_bad_row: Callable[[BadRow], None],
+    first_line: int | None = None,
+    max_record_bytes: int = _BLOCK_SIZE,
+) -> Iterator[pa.RecordBatch]:
+    """Reads the records in bytes [start, end) of a CSV file as Arrow batches.
+
+    Rows with the wrong number of columns, values that are not of their column's type, and text
+    that is not UTF-8 are passed to `on_bad_row` and left out; every other row is yielded. So is
+    the last row of a file when it opens a quoted field that never closes. When such a row
+    spans several lines, pyarrow would swallow them all into one value: that is a `DataError`
+    naming the line, not one bad row.
+
+    pyarrow parses in blocks of 1 MiB, and a row longer than a block does not parse; such a
+    range is read again in blocks of twice `max_record_bytes` (the rows already yielded are
+    skipped), so every row up to that size is read (one over `max_record_bytes` then goes to
+    the dead letter when encoded). A row longer still is a `DataError`.
+
+    Args:
+      f: the file, opened for binary reading and seekable.
+      path: its path, for error messages.
+      start: a record start; 0 means the range begins with the file's header line.
+      end: a record start (or the file size) after `start`.
+      features: the columns, in header order, with the dtypes to convert to.
+      on_bad_row: called once per row that is left out.
+      first_line: the line `start` is on (1 = the first), for the error message.
+      max_record_bytes: the longest record that must be read (`--max_record_bytes`).
+
+    Raises:
+      DataError: naming the file and the byte range, for a header that differs from the
+        expected columns or bytes pyarrow cannot parse as CSV at all.
+    """
+    yielded = 0
+    for block_size in (_BLOCK_SIZE, max(_BLOCK_SIZE, 2 * max_record_bytes)):
+        reader = _RangeReader(f, path, start, end, features, block_size, first_line)
+        try:
+            for batch in reader.batches(skip=yielded):
+                yielded += batch.num_rows
+                yield batch
+        except _RowTooLong as e:
+            if block_size >= 2 * max_record_bytes:
+                raise DataError(
+                    f"{path}: bytes {start}-{end} hold a record too long to parse in blocks of "
+                    f"{block_size:,} bytes (twice --max_record_bytes); raise --max_record_bytes "
+                    f"to read it: {e}"
+                ) from e
+            continue
+        for bad in reader.bad_rows():
+            on_bad_row(bad)
+        return
+
+
+class _RowTooLong(Exception):
+    """pyarrow met a row longer than its block size."""
+
+
+class _RangeReader:
+    """One pass of pyarrow's CSV reader over a byte range, collecting its bad rows."""
+
+    def __init__(
+        self,
+        f: BinaryIO,
+        path: str,
+        start: int,
+        end: int,
+        features: Sequence[FeatureSpec],
+        block_size: int,
+        first_line: int | None,
+    ) -> None:
+        self._f, self._path, self._start, self._end = f, path, start, end
+        self._features = features
+        self._block_size = block_size
+        self._first_line = first_line
+        self._rows_before = 0
+        # Bad rows wait for the end of the range, when one more read places each at its offset.
+        self._malformed: list[tuple[BadRow, int | None]] = []  # with pyarrow's record number
+        self._typed: list[BadRow] = []
+
+    def _on_malformed(self, row: pcsv.InvalidRow) -> str:
+        reason = f"expected {row.expected_columns} columns, got {row.actual_columns}"
+        bad = BadRow(self._path, self._start, self._end, reason, None, {"raw": as_text(row.text)})
+        self._malformed.append((bad, row.number))
+        return "skip"
+
+    def _typed_rows(self, raw: pa.RecordBatch) -> pa.RecordBatch:
+        batch, bad = _typed_batch(raw, self._features)
+        for index, reason in sorted(bad.items()):
+            row = self._rows_before + index
+            self._typed.append(
+                BadRow(self._path, self._start, self._end, reason, row, _cells(raw, index))
+            )
+        self._rows_before += raw.num_rows
+        return batch
+
+    def batches(self, skip: int = 0) -> Iterator[pa.RecordBatch]:
+        """The good rows, less the first `skip` of them (yielded by an earlier pass)."""
+        for batch in self._converted():
+            if skip >= batch.num_rows:
+                skip -= batch.num_rows
+                continue
+            yield batch.slice(skip) if skip else batch
+            skip = 0
+
+    def _converted(self) -> Iterator[pa.RecordBatch]:
+        f, path, start, end = self._f, self._path, self._start, self._end
+        names = [feature.name for feature in self._features]
+        read_options = pcsv.ReadOptions(
+            block_size=self._block_size,
+            use_threads=False,
+            column_names=None if start == 0 else names,
+        )
+        parse_options = pcsv.ParseOptions(
+            newlines_in_values=True, invalid_row_handler=self._on_malformed
+        )
+        window = _Window(f, start, end)
+        try:
+            reader = pcsv.open_csv(
+                io.BufferedReader(window, buffer_size=_BLOCK_SIZE),
+                read_options=read_options,
+                parse_options=parse_options,
+                convert_options=convert_options({name: pa.binary() for name in names}),
+            )
+            if reader.schema.names != names:
+                raise DataError(
+                    f"{path}: header {reader.schema.names} differs from the expected columns "
+                    f"{names}; all inputs of one conversion need the same columns"
+                )
+            pending = None  # one batch is held back: its last row may be the unterminated one
+            for raw in reader:
+                if raw.num_rows:
+                    if pending is not None and (batch := self._typed_rows(pending)).num_rows:
+                        yield batch
+                    pending = raw
+            window.scanner.finish()
+            if pending is not None and window.scanner.in_quotes:
+                _refuse_a_swallowing_row(f, path, start, end, self._first_line)
+                last = pending.num_rows - 1
+                reason = "unterminated quoted field: it runs to the end of the file"
+                row = self._rows_before + last
+                self._typed.append(BadRow(path, start, end, reason, row, _cells(pending, last)))
+                pending = pending.slice(0, last)
+            if pending is not None and (batch := self._typed_rows(pending)).num_rows:
+                yield batch
+        except pa.ArrowInvalid as e:
+            if "straddl" in str(e):
+                raise _RowTooLong(str(e)) from e
+            raise DataError(f"{path}: bytes {start}-{end}: {e}") from e
+
+    def bad_rows(self) -> list[BadRow]:
+        """The range's bad rows, placed at their offsets, in file order."""
+        if not (self._malformed or self._typed):
+            return []
+        starts = nonempty_record_starts(self._f, self._start, self._end)
+        return place_bad_rows(starts, self._malformed, self._typed, header=self._start == 0)
