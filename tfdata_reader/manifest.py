@@ -47,6 +47,11 @@ NAME_RULE = "ASCII letters, digits, '_' and '.'"
 _SHARD_NAME_RE = re.compile(r"^([A-Za-z0-9_.]+?)-\d{5,}-of-\d{5,}(\.g\d+)?\.tfrecord(\.gz)?$")
 
 
+_LOGICAL_RE = re.compile(
+    r"date32\[day\]|timestamp\[(s|ms|us|ns)(, tz=[^\]]+)?\]|(time64|duration)\[(s|ms|us|ns)\]"
+)
+
+
 def is_valid_name(name: str) -> bool:
     """True for a shard prefix or split name: only ASCII letters, digits, '_' and '.'."""
     return bool(_NAME_RE.fullmatch(name))
@@ -112,12 +117,17 @@ class FeatureSpec:
       dtype: "int64", "float32" or "bytes".
       shape: `[]` for one value per record, `[k]` for exactly k values, None for a variable count.
       nullable: True when some records hold the feature with no values (a missing value).
+      logical_type: for an int64 feature holding dates or times, what its integers count, as
+        the Arrow type they are: `date32[day]` (days since 1970-01-01), `timestamp[us]` or
+        `timestamp[us, tz=Europe/Paris]` (microseconds since 1970-01-01 UTC; the time zone
+        the source gave), `time64[us]` (microseconds since midnight), `duration[us]`.
     """
 
     name: str
     dtype: str
     shape: list[int] | None = dataclasses.field(default_factory=list)
     nullable: bool = False
+    logical_type: str | None = None
 
     def __post_init__(self) -> None:
         if not self.name:
@@ -135,6 +145,14 @@ class FeatureSpec:
                 f"feature {self.name!r}: shape must be [] (scalar), [k] with k >= 1, or null "
                 f"(variable length), got {self.shape!r}"
             )
+        if self.logical_type is not None and (
+            self.dtype != "int64" or not _LOGICAL_RE.fullmatch(self.logical_type)
+        ):
+            raise ManifestError(
+                f"feature {self.name!r}: logical_type must be date32[day], timestamp[UNIT] or "
+                "timestamp[UNIT, tz=ZONE], time64[UNIT] or duration[UNIT] on an int64 feature, "
+                f"got {self.logical_type!r} on {self.dtype}"
+            )
 
     @property
     def is_fixed(self) -> bool:
@@ -142,7 +160,10 @@ class FeatureSpec:
         return self.shape is not None and not self.nullable
 
     def to_json(self) -> dict[str, Any]:
-        return dataclasses.asdict(self)
+        obj = dataclasses.asdict(self)
+        if self.logical_type is None:
+            del obj["logical_type"]
+        return obj
 
     @classmethod
     def from_json(cls, obj: Any) -> FeatureSpec:
@@ -156,6 +177,7 @@ class FeatureSpec:
             dtype=str(obj["dtype"]),
             shape=obj.get("shape", []),
             nullable=bool(obj.get("nullable", False)),
+            logical_type=obj.get("logical_type"),
         )
 
 

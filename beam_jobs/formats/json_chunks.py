@@ -34,7 +34,7 @@ from beam_jobs.schema import conform as arrow_conform
 from beam_jobs.sink.dead_letter import BadRow, as_text
 from tfdata_reader.manifest import FeatureSpec
 
-__all__ = ["MAX_DEPTH", "line_problem", "read_chunk"]
+__all__ = ["MAX_DEPTH", "line_problem", "parse_chunk", "read_chunk"]
 
 MAX_DEPTH = 64
 
@@ -96,6 +96,11 @@ def _parse(data: bytes, int64_names: frozenset[str], single_line: bool) -> pa.Ta
             if pa.types.is_floating(value_type):
                 raise _Rejected(f"{name!r} mixes integers and other numbers")
     return flat
+
+
+def parse_chunk(data: bytes) -> pa.Table:
+    """A chunk of lines as one flattened table; ValueError when it does not parse cleanly."""
+    return _parse(data, frozenset(), single_line=False)
 
 
 def _no_duplicate_keys(pairs: list[tuple[str, Any]]) -> dict:

@@ -9,6 +9,7 @@ are counted in the piece's report.
 from __future__ import annotations
 
 import collections
+import dataclasses
 import json
 from collections.abc import Generator, Iterator, Sequence
 from typing import Any
@@ -17,7 +18,7 @@ import pyarrow as pa
 
 from beam_jobs.errors import DataError
 from beam_jobs.formats.base import InputFormat, OnBadRow, PieceReport, Sample
-from beam_jobs.formats.json_chunks import line_problem, read_chunk
+from beam_jobs.formats.json_chunks import line_problem, parse_chunk, read_chunk
 from beam_jobs.formats.text import piece_chunks, sample_head
 from beam_jobs.plan.shards import InputFile, Piece
 from beam_jobs.schema import conform as arrow_conform
@@ -37,6 +38,25 @@ def _sample_rows(lines: bytes) -> list[dict]:
     return rows
 
 
+def _with_dates(features: list[FeatureSpec], lines: bytes) -> list[FeatureSpec]:
+    """Text features pyarrow reads as ISO 8601 dates or timestamps become int64 timestamps
+    (microseconds since the epoch, recorded as their logical type), as the writers read them."""
+    try:
+        types = {f.name: f.type for f in parse_chunk(lines).schema}
+    except ValueError:
+        return features  # not one clean chunk: keep what Python's json module saw
+    found = []
+    for feature in features:
+        arrow_type = types.get(feature.name)
+        if arrow_type is not None and arrow_conform.is_list(arrow_type):
+            arrow_type = arrow_type.value_type
+        logical = arrow_conform.logical_type_of(arrow_type) if arrow_type is not None else None
+        if feature.dtype == "bytes" and logical is not None:
+            feature = dataclasses.replace(feature, dtype="int64", logical_type=logical)
+        found.append(feature)
+    return found
+
+
 class JsonLinesFormat(InputFormat):
     name = "jsonl"
     extensions = (".jsonl", ".ndjson", ".json")
@@ -54,7 +74,9 @@ class JsonLinesFormat(InputFormat):
     def infer_features(
         self, samples: Sequence[Sample], overrides: Sequence[FeatureSpec]
     ) -> list[FeatureSpec]:
-        per_sample = [infer_from_rows(s.data[1], s.path) for s in samples if s.data[1]]
+        per_sample = [
+            _with_dates(infer_from_rows(s.data[1], s.path), s.data[0]) for s in samples if s.data[1]
+        ]
         if not per_sample and not overrides:
             raise DataError(f"{samples[0].path}: no JSON object among the sampled lines")
         return arrow_conform.merge_features(per_sample, overrides)

@@ -1,9 +1,10 @@
 """Typed Arrow columns (from JSON, Parquet or decoded Examples) to and from feature specs.
 
 Inference maps Arrow types to Example dtypes: integers and booleans -> int64, floats and
-decimals -> float32, strings and binaries -> bytes, dates and timestamps -> int64 (their Arrow
-integer value), lists of those -> variable-length features. Structs are flattened into dotted
-names first (`a.b`).
+decimals -> float32, strings and binaries -> bytes, dates and times -> int64 in one unit per
+feature, recorded as its `logical_type` (days for dates, microseconds for timestamps, times and
+durations, whatever unit each file stored), lists of those -> variable-length features.
+Structs are flattened into dotted names first (`a.b`).
 
 `conform` casts a batch to the spec column by column, all at once; only a column that fails is
 looked at value by value, to name the rows at fault. A row that contradicts the spec (a value of
@@ -30,6 +31,8 @@ __all__ = [
     "infer_from_table",
     "is_list",
     "list_parts",
+    "logical_arrow_type",
+    "logical_type_of",
     "merge_features",
     "missing_count",
 ]
@@ -93,6 +96,33 @@ def _lengths(column: pa.Array) -> np.ndarray:
     return pc.fill_null(pc.list_value_length(column), 0).to_numpy(zero_copy_only=False)
 
 
+def logical_type_of(arrow_type: pa.DataType) -> str | None:
+    """The logical type an int64 feature records for a date or time Arrow type (None: not
+    one): dates in days, the others in microseconds, a timestamp's time zone kept."""
+    if pa.types.is_dictionary(arrow_type):
+        arrow_type = arrow_type.value_type
+    if pa.types.is_timestamp(arrow_type):
+        return str(pa.timestamp("us", tz=arrow_type.tz))
+    if pa.types.is_date(arrow_type):
+        return str(pa.date32())
+    if pa.types.is_time(arrow_type):
+        return str(pa.time64("us"))
+    if pa.types.is_duration(arrow_type):
+        return str(pa.duration("us"))
+    return None
+
+
+def logical_arrow_type(logical_type: str) -> pa.DataType:
+    """The Arrow type a logical type names (see `FeatureSpec.logical_type`)."""
+    if logical_type == "date32[day]":
+        return pa.date32()
+    kind, _, rest = logical_type.partition("[")
+    unit, _, zone = rest.rstrip("]").partition(", tz=")
+    if kind == "timestamp":
+        return pa.timestamp(unit, tz=zone or None)
+    return pa.time64(unit) if kind == "time64" else pa.duration(unit)
+
+
 def infer_from_table(table: pa.Table, scalar_lists: bool = False) -> list[FeatureSpec]:
     """Feature specs for a sample's (flattened) columns.
 
@@ -117,6 +147,7 @@ def infer_from_table(table: pa.Table, scalar_lists: bool = False) -> list[Featur
                 "flatten it upstream or leave it out with --schema)"
             ) from None
         shape: list[int] | None = [] if not listed else None
+        logical = logical_type_of(column.type.value_type if listed else column.type)
         nullable = column.null_count > 0
         if listed:
             lengths = _lengths(column)
@@ -124,7 +155,9 @@ def infer_from_table(table: pa.Table, scalar_lists: bool = False) -> list[Featur
             present = lengths[lengths > 0]
             if scalar_lists and present.size and (present == present[0]).all():
                 shape = [] if present[0] == 1 else [int(present[0])]
-        features.append(FeatureSpec(name, dtype or "bytes", shape, nullable or dtype is None))
+        features.append(
+            FeatureSpec(name, dtype or "bytes", shape, nullable or dtype is None, logical)
+        )
     return features
 
 
@@ -155,10 +188,27 @@ def merge_features(
         shapes = [s.shape for s in specs]
         shape = shapes[0] if all(s == shapes[0] for s in shapes) else None
         nullable = any(s.nullable for s in specs) or len(specs) < len(per_sample)
-        merged.append(FeatureSpec(name, dtype, shape, nullable))
+        logical = (
+            _merged_logical(name, [s.logical_type for s in specs]) if dtype == "int64" else None
+        )
+        merged.append(FeatureSpec(name, dtype, shape, nullable, logical))
     unknown = sorted(set(by_name) - set(order))
     merged.extend(by_name[n] for n in unknown)  # a schema may name columns the sample lacked
     return merged
+
+
+def _merged_logical(name: str, logical_types: list[str | None]) -> str | None:
+    """One logical type for a column the samples typed alike, or a DataError naming it."""
+    found = set(logical_types)
+    if len(found) == 1:
+        return found.pop()
+    if all(t is not None and t.startswith("timestamp") for t in found):
+        # Time zones differ: the values are all microseconds since the epoch in UTC.
+        return "timestamp[us, tz=UTC]"
+    raise DataError(
+        f"column {name!r} holds {' and '.join(sorted(str(t) for t in found))} values in "
+        "different input files; convert them to one type upstream, or set it with --schema"
+    )
 
 
 def missing_count(column: pa.Array) -> int:
@@ -182,13 +232,27 @@ def check_float32_range(values: pa.Array) -> None:
         raise pa.ArrowInvalid(f"{first!r} is out of the float32 range (at most 3.4e38)")
 
 
-def _cast_values(column: pa.Array, dtype: str) -> pa.Array:
+def _temporal_integers(column: pa.Array, logical_type: str) -> pa.Array:
+    """Dates or times (or ISO 8601 text) as the integers the logical type counts; raises
+    ArrowInvalid for a value the type cannot hold exactly (a nanosecond in microseconds)."""
+    typed = pc.cast(column, logical_arrow_type(logical_type))  # safe: exact or an error
+    if pa.types.is_date32(typed.type):
+        return pc.cast(pc.cast(typed, pa.int32()), pa.int64())
+    return pc.cast(typed, pa.int64())
+
+
+def _cast_values(column: pa.Array, dtype: str, logical_type: str | None = None) -> pa.Array:
     """Casts scalars (or a list's values) to the Example type; raises ArrowInvalid."""
     target = VALUE_TYPES[dtype]
     if len(column) == 0:
         return pa.array([], target)
     if pa.types.is_dictionary(column.type):
         column = column.dictionary_decode()
+    temporal_source = pa.types.is_temporal(column.type) or (
+        pa.types.is_string(column.type) or pa.types.is_large_string(column.type)
+    )
+    if dtype == "int64" and logical_type and temporal_source:
+        return _temporal_integers(column, logical_type)
     if dtype == "int64" and pa.types.is_temporal(column.type):
         return pc.cast(column, pa.int64())
     if dtype == "float32":
@@ -218,7 +282,7 @@ def _conform_column(column: pa.Array, feature: FeatureSpec) -> pa.Array:
     if not listed:
         if feature.shape not in ([], None):
             raise ValueError(f"one value where {feature.shape[0]} are expected")
-        return _cast_values(column, feature.dtype)
+        return _cast_values(column, feature.dtype, feature.logical_type)
     if pa.types.is_fixed_size_list(column.type) or pa.types.is_large_list(column.type):
         column = pc.cast(column, pa.list_(column.type.value_type))
     if feature.shape is not None:
@@ -229,7 +293,7 @@ def _conform_column(column: pa.Array, feature: FeatureSpec) -> pa.Array:
             raise ValueError(f"{int(lengths[wrong][0])} values where {want} are expected")
     offsets, values = list_parts(column)
     return pa.ListArray.from_arrays(
-        offsets, _cast_values(values, feature.dtype), mask=column.is_null()
+        offsets, _cast_values(values, feature.dtype, feature.logical_type), mask=column.is_null()
     )
 
 

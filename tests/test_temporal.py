@@ -1,0 +1,78 @@
+"""Dates and times: one unit per feature, recorded in the manifest, whatever unit each input
+file stored; a value the unit cannot hold exactly is a dead letter, never truncated."""
+
+from __future__ import annotations
+
+import datetime
+import json
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+from support.datasets import convert, read_all
+
+EPOCH = datetime.datetime(1970, 1, 1, tzinfo=datetime.timezone.utc)
+
+
+def _micros(moment: datetime.datetime) -> int:
+    return (moment - EPOCH) // datetime.timedelta(microseconds=1)
+
+
+def test_parquet_timestamps_in_several_units_and_dates_convert_to_one_unit(tmp_path):
+    moments = [datetime.datetime(2026, 12, 1, 8, i, i, 1000 * i, tzinfo=datetime.timezone.utc)
+               for i in range(50)]  # fmt: skip
+    days = [datetime.date(2026, 1, 1) + datetime.timedelta(days=i) for i in range(50)]
+    times = [datetime.time(10, i, 30) for i in range(50)]
+    for name, unit in (("a", "ms"), ("b", "ns")):
+        table = pa.table(
+            {
+                "id": pa.array(range(50) if name == "a" else range(50, 100), pa.int64()),
+                "at": pa.array(moments, pa.timestamp(unit, tz="UTC")),
+                "day": pa.array(days, pa.date32() if name == "a" else pa.date64()),
+                "clock": pa.array(times, pa.time32("s") if name == "a" else pa.time64("us")),
+            }
+        )
+        pq.write_table(table, tmp_path / f"{name}.parquet")
+    out = tmp_path / "out"
+    manifest = convert([str(tmp_path / "*.parquet")], out)
+    logical = {f.name: (f.dtype, f.logical_type) for f in manifest.features}
+    assert logical == {
+        "id": ("int64", None),
+        "at": ("int64", "timestamp[us, tz=UTC]"),
+        "day": ("int64", "date32[day]"),
+        "clock": ("int64", "time64[us]"),
+    }
+    rows = {r["id"]: r for r in read_all(out)}
+    for i in range(50):
+        for base in (0, 50):
+            row = rows[base + i]
+            assert row["at"] == _micros(moments[i])
+            assert row["day"] == (days[i] - datetime.date(1970, 1, 1)).days
+            assert row["clock"] == ((10 * 60 + i) * 60 + 30) * 1_000_000
+    manifest_json = json.loads((out / "manifest.json").read_text())
+    assert manifest_json["features"][1]["logical_type"] == "timestamp[us, tz=UTC]"
+
+
+def test_a_nanosecond_timestamp_is_a_dead_letter_not_truncated(tmp_path):
+    ns = [1_700_000_000_000_000_000 + 1000 * i for i in range(100)]
+    ns[60] += 1  # not a whole microsecond
+    pq.write_table(
+        pa.table({"id": list(range(100)), "at": pa.array(ns, pa.timestamp("ns"))}),
+        tmp_path / "t.parquet",
+    )
+    manifest = convert([str(tmp_path / "t.parquet")], tmp_path / "out", "--max_bad_fraction=0.1")
+    assert (manifest.total_records, manifest.counts["bad_records"]) == (99, 1)
+    got = {r["id"]: r["at"] for r in read_all(tmp_path / "out")}
+    assert got[61] == ns[61] // 1000 and 60 not in got
+
+
+def test_json_iso_dates_convert_to_microseconds(tmp_path):
+    path = tmp_path / "events.jsonl"
+    stamps = [f"2026-12-{1 + i % 28:02d}T10:00:{i % 60:02d}" for i in range(200)]
+    path.write_text("".join(json.dumps({"id": i, "at": s}) + "\n" for i, s in enumerate(stamps)))
+    manifest = convert([str(path)], tmp_path / "out")
+    assert manifest.feature("at").logical_type == "timestamp[us]"
+    assert manifest.counts["bad_records"] == 0
+    got = {r["id"]: r["at"] for r in read_all(tmp_path / "out")}
+    for i, s in enumerate(stamps):
+        moment = datetime.datetime.fromisoformat(s).replace(tzinfo=datetime.timezone.utc)
+        assert got[i] == _micros(moment)
