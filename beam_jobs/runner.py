@@ -13,6 +13,8 @@ from collections.abc import Sequence
 
 from apache_beam.options.pipeline_options import DirectOptions, PipelineOptions, StandardOptions
 
+from beam_jobs import local_runner_fix
+
 __all__ = ["choose_runner", "normalize_argv"]
 
 LOCAL_RUNNER = "FnApiRunner"
@@ -51,7 +53,8 @@ def choose_runner(
     No `--runner`: Beam's FnApiRunner with one worker per core, as threads of this process for
     inputs up to `LOCAL_THREADS_MAX_BYTES` (starting worker processes costs seconds, and the
     hot path is C++ that releases the GIL: 2M rows convert 10-25% faster here), as processes
-    for larger inputs, where they scale past the GIL.
+    for larger inputs, where they scale past the GIL. Threads only with `local_runner_fix`
+    applied (Beam 2.77's in-process workers otherwise drop data); else processes.
     `--runner DirectRunner`: the same, because Beam 2.77's DirectRunner first tries to download
     the Prism runner binary, which an offline machine cannot; pass `--prism_location` to a local
     Prism binary to keep DirectRunner. Any other runner is used as given.
@@ -70,9 +73,17 @@ def choose_runner(
                 "try to download the Prism runner (pass --prism_location=BINARY to use Prism)"
             )
         standard.runner = LOCAL_RUNNER
+        fixed = local_runner_fix.apply()  # threads drop data on Beam 2.77 without it
         if not any(a.startswith("--direct_running_mode") for a in argv):
             small = input_bytes is not None and input_bytes <= LOCAL_THREADS_MAX_BYTES
-            direct.direct_running_mode = "multi_threading" if small else "multi_processing"
+            threads = small and fixed
+            direct.direct_running_mode = "multi_threading" if threads else "multi_processing"
+        elif direct.direct_running_mode == "multi_threading" and not fixed:
+            note = (
+                "--direct_running_mode=multi_threading on this Beam version may drop elements "
+                "silently (see docs/beam-local-runner-data-loss.md); every run's counts are "
+                "checked, but multi_processing is safe"
+            )
         if not any(a.startswith("--direct_num_workers") for a in argv):
             direct.direct_num_workers = os.cpu_count() or 1
         logging.getLogger(__name__).info(

@@ -1,8 +1,10 @@
 """`verify`: re-read every shard and compare it with what the manifest promises.
 
-Checks, per shard: the file exists, its stored size and CRC32C match, and walking its records
-(after GZIP decompression) finds exactly the listed count with every record checksum intact. It
-also reports shard-like files in the output directory that the manifest does not list.
+Checks that the manifest's counts add up (records read = written + set aside; written = the
+shards' records), then, per shard: the file exists, its stored size and CRC32C match, and walking
+its records (after GZIP decompression) finds exactly the listed count with every record checksum
+intact. It also reports shard-like files in the output directory that the manifest does not
+list.
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ from apache_beam.io.filesystems import FileSystems
 from beam_jobs.errors import FramingError
 from beam_jobs.sink.output_dir import load_manifest
 from beam_jobs.sink.tfrecord import count_records
-from tfdata_reader.manifest import Manifest, ShardInfo
+from tfdata_reader.manifest import MANIFEST_NAME, Manifest, ShardInfo
 
 __all__ = ["ShardProblem", "verify"]
 
@@ -72,6 +74,29 @@ def _check_shard(path: str, shard: ShardInfo, compression: str) -> list[str]:
     return problems
 
 
+def _count_problems(manifest: Manifest) -> list[str]:
+    """The manifest's counts must add up: records read = written + set aside, and written =
+    the records its shards list."""
+    counts = manifest.counts
+    if not counts:
+        return []
+    found = []
+    read = counts.get("records_read")
+    written = counts.get("records_written")
+    bad = counts.get("bad_records", 0)
+    if written is not None and written != manifest.total_records:
+        found.append(
+            f"counts say {written:,} records were written, the shards list "
+            f"{manifest.total_records:,}"
+        )
+    if read is not None and written is not None and read != written + bad:
+        found.append(
+            f"counts say {read:,} records were read but {written:,} written and {bad:,} set "
+            "aside: rows in != rows out"
+        )
+    return found
+
+
 def verify(output: str) -> tuple[Manifest, list[ShardProblem]]:
     """Checks every shard listed in `output`'s manifest; returns the manifest and all problems.
 
@@ -80,7 +105,7 @@ def verify(output: str) -> tuple[Manifest, list[ShardProblem]]:
     """
     output = output.rstrip("/")
     manifest = load_manifest(output)
-    problems = []
+    problems = [ShardProblem(MANIFEST_NAME, p) for p in _count_problems(manifest)]
     for shard in manifest.shards:
         path = FileSystems.join(output, shard.path)
         if not FileSystems.exists(path):

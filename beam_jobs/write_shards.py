@@ -18,6 +18,7 @@ from typing import Any
 import apache_beam as beam
 from apache_beam.io.filesystems import FileSystems
 
+from beam_jobs import local_runner_fix
 from beam_jobs.errors import UsageError
 from beam_jobs.options import (
     DEFAULT_MAX_BAD_FRACTION,
@@ -95,14 +96,17 @@ class WriteShards(beam.PTransform):
         self._temp_dir = FileSystems.join(self._output, TEMP_DIR_PREFIX + uuid.uuid4().hex[:12])
 
     def expand(self, pcoll: beam.PCollection) -> beam.PCollection:
+        # Many elements cross stage boundaries here: on Beam 2.77's local runner in
+        # multi_threading mode that loses elements unless this fix is in (harmless elsewhere).
+        local_runner_fix.apply()
         spec = self._spec(pcoll)  # None when the features were given
         encoded = (
             pcoll
             | "Batch" >> beam.BatchElements(min_batch_size=64, max_batch_size=4096)
-            # Serialized Examples; tagged: bad rows' dead-letter objects, missing-value counts.
+            # Serialized Examples; tagged: bad rows' dead-letter objects, per-batch tallies.
             | "Encode"
             >> beam.ParDo(EncodeElementsFn(self._features), spec=spec).with_outputs(
-                EncodeElementsFn.BAD, EncodeElementsFn.MISSING, main="records"
+                EncodeElementsFn.BAD, EncodeElementsFn.TALLY, main="records"
             )
         )
         records = encoded.records
@@ -129,7 +133,7 @@ class WriteShards(beam.PTransform):
                 WriteGroupFn(self._temp_dir, self._prefix, self._compression),
                 num_shards=num_shards,
                 bad_rows=beam.pvalue.AsList(encoded[EncodeElementsFn.BAD]),
-                missing=beam.pvalue.AsList(encoded[EncodeElementsFn.MISSING]),
+                tallies=beam.pvalue.AsList(encoded[EncodeElementsFn.TALLY]),
             )
             | "Publish" >> PublishShards(self._publish_spec(), features=spec)
         )

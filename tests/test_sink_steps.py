@@ -68,7 +68,7 @@ def _written(tmp_path, index: int, records: list[bytes], bad: int = 0) -> Writte
     name = f"data-{index:05d}-of-00002.tfrecord"
     return WrittenShard(
         index, str(path), name, writer.records, writer.bytes, writer.crc32c, 100,
-        {"id": 0, "name": index}, bad_records=bad, num_shards=2,
+        {"id": 0, "name": index}, bad_records=bad, num_shards=2, rows_read=len(records) + bad,
     )  # fmt: skip
 
 

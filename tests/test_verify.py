@@ -121,3 +121,20 @@ def test_a_manifest_that_points_outside_its_folder_is_refused_everywhere(dataset
     with pytest.raises(ManifestError, match=message):
         make_dataset(str(out), 8, skip_corrupt_shards=True)
     assert main(["verify", str(out)]) == 1
+
+
+def test_counts_that_do_not_add_up_are_named(dataset):
+    import json
+
+    out, _ = dataset
+    obj = json.loads((out / "manifest.json").read_text())
+    obj["counts"]["records_read"] += 3
+    (out / "manifest.json").write_text(json.dumps(obj))
+    _, problems = verify(str(out))
+    assert [(p.path, p.problem) for p in problems] == [
+        (
+            "manifest.json",
+            "counts say 12,003 records were read but 12,000 written and 0 set aside: rows in "
+            "!= rows out",
+        )
+    ]

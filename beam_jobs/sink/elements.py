@@ -68,10 +68,11 @@ def _flat(element: Any) -> dict:
 
 
 class EncodeElementsFn(beam.DoFn):
-    """Batches of elements -> serialized Examples; bad rows and missing-value counts aside."""
+    """Batches of elements -> serialized Examples; aside: bad rows, and per batch a tally (the
+    elements received, for the count check at publishing, and the missing values per feature)."""
 
     BAD = "bad"
-    MISSING = "missing"
+    TALLY = "tally"
 
     def __init__(self, features: Sequence[FeatureSpec] | None) -> None:
         self._fixed = tuple(features) if features else None
@@ -120,5 +121,6 @@ class EncodeElementsFn(beam.DoFn):
             )
         self._bad_counter.inc(len(bad))
         missing = {f.name: arrow_conform.missing_count(batch.column(f.name)) for f in features}
-        yield beam.pvalue.TaggedOutput(self.MISSING, missing)
+        rows = sum(e.num_rows if isinstance(e, pa.RecordBatch) else 1 for e in elements)
+        yield beam.pvalue.TaggedOutput(self.TALLY, {"elements": rows, "missing": missing})
         yield from records

@@ -1,6 +1,7 @@
 """Writing grouped records as shards, for `WriteShards`: each record goes to the lightest
 shard of its bundle, records are grouped by shard index, and each group becomes one temporary
-shard file (shard 0 also carries the dead letter and missing-value counts)."""
+shard file (shard 0 also carries the dead letter, the missing-value counts and the count of
+elements received, which publishing checks against the records written and set aside)."""
 
 from __future__ import annotations
 
@@ -82,7 +83,7 @@ class WriteGroupFn(beam.DoFn):
         group: tuple[int, Any],
         num_shards: int,
         bad_rows: list[dict],
-        missing: list[dict[str, int]],
+        tallies: list[dict[str, Any]],
     ) -> Iterator[WrittenShard]:
         index, records = group
         name = shard_name(self._prefix, index, num_shards, self._compression)
@@ -113,7 +114,8 @@ class WriteGroupFn(beam.DoFn):
             bytes=writer.bytes,
             crc32c=writer.crc32c,
             input_bytes=0,
-            null_counts=_sum_counts(missing) if first else {},
+            null_counts=_sum_counts([t["missing"] for t in tallies]) if first else {},
+            rows_read=sum(t["elements"] for t in tallies) if first else 0,
             bad_records=len(bad_rows) if first else 0,
             dead_letter_temp_path=dead_letter,
             num_shards=num_shards,

@@ -65,6 +65,7 @@ class WrittenShard:
     num_shards: int = 0
     covered: tuple[Covered, ...] = ()  # the input bytes its pieces' records took up
     ignored_fields: dict[str, int] = dataclasses.field(default_factory=dict)  # keys not in spec
+    rows_read: int = 0  # rows its writer read (WriteShards: elements received, on shard 0)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -143,7 +144,7 @@ def build_manifest(
         inputs=spec.inputs,
         options=spec.options,
         counts={
-            "records_read": records + bad,
+            "records_read": _rows_read(written, spec),
             "records_written": records,
             "bad_records": bad,
             "input_bytes_read": sum(w.input_bytes for w in written),
@@ -207,6 +208,36 @@ def _check_coverage(written: Sequence[WrittenShard]) -> None:
             )
 
 
+def _rows_read(written: Sequence[WrittenShard], spec: PublishSpec) -> int:
+    """Rows read, as the writers counted them where they read; the same for every split (each
+    split's writers read all input), else a DataError naming both counts."""
+    per_split = {}
+    for name in [n for n, _ in spec.splits] or [None]:
+        per_split[name] = sum(w.rows_read for w in written if w.split == name)
+    if len(set(per_split.values())) > 1:
+        counts = ", ".join(f"{name} {count:,}" for name, count in per_split.items())
+        raise DataError(
+            f"rows in != rows out: the writers of each split read all input, but counted "
+            f"different rows ({counts}); nothing was published"
+        )
+    return next(iter(per_split.values()))
+
+
+def _check_conservation(written: Sequence[WrittenShard], spec: PublishSpec) -> int:
+    """Every row read is written or set aside, counted where it was read and where it was
+    written: a row lost between stages (a runner that drops data) stops the publish."""
+    read = _rows_read(written, spec)
+    records = sum(w.records for w in written)
+    bad = sum(w.bad_records for w in written)
+    if read != records + bad:
+        raise DataError(
+            f"rows in != rows out: {read:,} rows were read, but {records:,} records were "
+            f"written and {bad:,} set aside as bad; {read - records - bad:,} rows are missing "
+            "between reading and publishing; nothing was published"
+        )
+    return read
+
+
 def _check_bad_fraction(
     written: Sequence[WrittenShard], output: str, limit: float, generation: int
 ) -> None:
@@ -266,6 +297,7 @@ def publish(
     previous = _previous(output)
     generation = previous.generation + 1 if previous else 0
     features = spec.features if spec.features is not None else features
+    _check_conservation(written, spec)
     manifest = build_manifest(written, spec, features or (), generation)
     _check_coverage(written)
     try:

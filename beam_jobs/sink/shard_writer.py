@@ -87,6 +87,7 @@ class WriteShardFn(beam.DoFn):
         self._input_bytes = Metrics.counter(METRICS_NAMESPACE, "input_bytes_read")
         self._shards = Metrics.counter(METRICS_NAMESPACE, "shards_written")
         self._bad = Metrics.counter(METRICS_NAMESPACE, "records_dead_lettered")
+        self._rows_read = Metrics.counter(METRICS_NAMESPACE, "records_read")
 
     def setup(self) -> None:
         self._encoder = ExampleEncoder(self._features)
@@ -101,23 +102,27 @@ class WriteShardFn(beam.DoFn):
         temp_path = FileSystems.join(self._temp_dir, f"{name}.{uuid.uuid4().hex}")
         null_counts = {f.name: 0 for f in self._features}
         primary = shard.split is None or self._splits.reports_bad_rows(shard.split)
-        bad_rows: list[BadRow] = []
-        on_bad_row = bad_rows.append if primary else _ignore
+        tally = _Tally(primary)
         reports: list[PieceReport] = []
         raw = FileSystems.create(temp_path, compression_type=CompressionTypes.UNCOMPRESSED)
         with ShardFileWriter(raw, self._compression) as writer:
             for piece in shard.pieces:
-                for batch in self._read(piece, on_bad_row, context, reports):
+                for batch in self._read(piece, tally.bad_row, context, reports):
+                    tally.read += batch.num_rows
                     if shard.split is not None:
-                        batch = self._splits.keep(batch, shard.split)
+                        kept = self._splits.keep(batch, shard.split)
+                        tally.elsewhere += batch.num_rows - kept.num_rows
+                        batch = kept
                     examples = self._encoder.encode(batch)
                     if self._max_record_bytes:
                         batch, examples = self._set_aside_oversized(
-                            batch, examples, piece, on_bad_row
+                            batch, examples, piece, tally.oversized_row
                         )
                     writer.write_records(examples)
                     for feature in self._features:
                         null_counts[feature.name] += missing_count(batch.column(feature.name))
+        tally.check(writer.records, name)
+        bad_rows = tally.bad_rows
         if bad_rows and self._format.needs_cut_counts:
             bad_rows = with_line_numbers(bad_rows, shard.pieces, context)
         input_bytes = shard.input_bytes if primary else 0
@@ -127,6 +132,7 @@ class WriteShardFn(beam.DoFn):
         progress.write_note(self._temp_dir, name, writer.records, writer.bytes, input_bytes)
         self._bad.inc(len(bad_rows))
         self._records.inc(writer.records)
+        self._rows_read.inc(tally.rows_read if primary else 0)
         self._bytes.inc(writer.bytes)
         self._input_bytes.inc(input_bytes)
         self._shards.inc()
@@ -145,6 +151,7 @@ class WriteShardFn(beam.DoFn):
             num_shards=shard.num_shards,
             covered=tuple(r.covered for r in reports if r.covered) if primary else (),
             ignored_fields=_sum_ignored(reports) if primary else {},
+            rows_read=tally.rows_read,
         )
 
     def _read(
@@ -182,6 +189,45 @@ class WriteShardFn(beam.DoFn):
             on_bad_row(BadRow(piece.path, piece.start, piece.end, reason, None, {"cells": cells}))
         keep = sizes <= limit
         return batch.filter(pa.array(keep)), [e for e, k in zip(examples, keep) if k]
+
+
+class _Tally:
+    """A writer's own count of rows in and out: every row read from its pieces is written, kept
+    by another split's writers, or set aside as bad (reported here when `primary`)."""
+
+    def __init__(self, primary: bool) -> None:
+        self.primary = primary
+        self.read = 0  # good rows the format yielded
+        self.bad = 0  # rows the format set aside
+        self.oversized = 0  # good rows set aside when encoded
+        self.elsewhere = 0  # rows of other splits
+        self.bad_rows: list[BadRow] = []
+
+    @property
+    def rows_read(self) -> int:
+        return self.read + self.bad
+
+    def bad_row(self, row: BadRow) -> None:
+        self.bad += 1
+        if self.primary:
+            self.bad_rows.append(row)
+
+    def oversized_row(self, row: BadRow) -> None:
+        self.oversized += 1
+        if self.primary:
+            self.bad_rows.append(row)
+
+    def check(self, written: int, shard: str) -> None:
+        """Raises DataError unless read = written + elsewhere + set aside."""
+        accounted = written + self.elsewhere + self.bad + self.oversized
+        if accounted != self.rows_read:
+            raise DataError(
+                f"rows in != rows out while writing {shard}: {self.rows_read:,} rows were read "
+                f"but {written:,} written, {self.elsewhere:,} kept for other splits and "
+                f"{self.bad + self.oversized:,} set aside; {self.rows_read - accounted:,} rows "
+                "were lost between reading and writing (stage WriteShards); nothing was "
+                "published"
+            )
 
 
 def _sum_ignored(reports: list[PieceReport]) -> dict[str, int]:
