@@ -45,13 +45,14 @@ def _inputs(workdir: pathlib.Path, name: str, rows: int) -> tuple[str, int]:
     return str(folder / "*.csv"), size
 
 
-def _convert(pattern: str, out: pathlib.Path, *flags: str) -> tuple[Measured, Manifest]:
+def _convert(
+    pattern: str, out: pathlib.Path, *flags: str, program: tuple[str, ...] = ("-m", "beam_jobs")
+) -> tuple[Measured, Manifest]:
     shutil.rmtree(out, ignore_errors=True)
     measured = run_measured(
         [
             PY,
-            "-m",
-            "beam_jobs",
+            *program,
             "convert",
             "--input",
             pattern,
@@ -144,7 +145,20 @@ def main() -> None:
     print("convert 4x input ...", flush=True)
     ours4, manifest4 = _convert(pattern4, work / "out_4x")
     table.append(_row("ours: convert, 4x input", rows4, in_bytes4, ours4, _shards_note(manifest4)))
-    shutil.rmtree(work / "out_4x")
+
+    print("local runner settings ...", flush=True)
+    small_pattern, small_bytes = _inputs(work, "in_small", rows // 10)
+    settings = []
+    for label, pat, n, size in (("small", small_pattern, rows // 10, small_bytes),
+                                ("4x", pattern4, rows4, in_bytes4)):  # fmt: skip
+        fixed, _ = _convert(pat, work / "out_setting")
+        unfixed, _ = _convert(
+            pat, work / "out_setting", program=(str(HERE / "convert_unfixed.py"),)
+        )
+        procs, _ = _convert(pat, work / "out_setting", "--direct_running_mode=multi_processing")
+        settings.append((label, n, size, fixed, unfixed, procs))
+    shutil.rmtree(work / "out_setting")
+    shutil.rmtree(work / "out_4x", ignore_errors=True)
 
     print("library loop (one process) ...", flush=True)
     loop = run_measured([PY, str(HERE / "library_loop.py"), str(work / "loop.tfrecord"), *files])
@@ -211,6 +225,18 @@ def main() -> None:
         lines.append(
             f"| {label} | {read[name]:,.0f} | {read[name] / read['raw_ceiling']:.0%} | "
             f"{read[name] / read['hand_written']:.1f}x |"
+        )
+    lines += [
+        "",
+        "| local runner (convert, whole process timed) | rows | threads, timed flush off "
+        "(chosen) | threads, Beam's timed flush (before; can drop rows) | worker processes |",
+        "|---|---|---|---|---|",
+    ]
+    for label, n, size, fixed, unfixed, procs in settings:
+        lines.append(
+            f"| {label} input ({size / 1e6:.0f} MB) | {n:,} | {fixed.seconds:.1f} s | "
+            f"{unfixed.seconds:.1f} s ({unfixed.seconds / fixed.seconds:.2f}x) | "
+            f"{procs.seconds:.1f} s ({procs.seconds / fixed.seconds:.2f}x) |"
         )
     lines += [
         "",
