@@ -16,7 +16,7 @@ from beam_jobs.errors import recover
 from beam_jobs.options import ConvertConfig
 from beam_jobs.pipeline import ConvertToShards
 from beam_jobs.plan.conversion import ConversionPlan, make_plan
-from beam_jobs.runner import choose_runner, normalize_argv
+from beam_jobs.runner import check_flags, choose_runner, normalize_argv
 from beam_jobs.sink import lease
 from beam_jobs.sink.output_dir import (
     load_manifest,
@@ -62,6 +62,7 @@ def run(argv: Sequence[str]) -> ConvertResult:
       OutputBusy: when another conversion is writing the output folder.
     """
     argv = normalize_argv(argv)
+    check_flags(argv)
     options = PipelineOptions(argv)
     config = ConvertConfig.from_options(options)
     plan = make_plan(config)

@@ -21,6 +21,42 @@ LOCAL_RUNNER = "FnApiRunner"
 LOCAL_THREADS_MAX_BYTES = 1 << 30
 
 
+def check_flags(argv: Sequence[str]) -> None:
+    """Raises UsageError for a flag that is neither ours nor any Beam pipeline option's.
+
+    Beam only logs "Discarding unparseable args" and goes on, so `--compresion gzip` would
+    convert without compression and exit 0. The flags are parsed as Beam parses them (every
+    registered options class, no abbreviations); a close match is suggested.
+    """
+    import difflib
+
+    from apache_beam.options.pipeline_options import _BeamArgumentParser
+
+    from beam_jobs.errors import UsageError
+    from beam_jobs.options import ConvertOptions  # noqa: F401  (registers our flags)
+
+    parser = _BeamArgumentParser(allow_abbrev=False)
+    classes: dict[str, type[PipelineOptions]] = {}
+    for cls in PipelineOptions.__subclasses__():
+        classes.setdefault(str(cls), cls)
+    for cls in classes.values():
+        cls._add_argparse_args(parser)
+    _, unknown = parser.parse_known_args(list(argv))
+    flags = [arg.split("=", 1)[0] for arg in unknown if arg.startswith("-")]
+    if not flags:
+        return
+    known = [s for s in parser._option_string_actions if s.startswith("--")]
+    problems = []
+    for flag in flags:
+        close = difflib.get_close_matches(flag, known, n=1, cutoff=0.75)
+        problems.append(f"{flag} (did you mean {close[0]}?)" if close else flag)
+    raise UsageError(
+        f"unknown flag{'s' if len(flags) > 1 else ''}: {', '.join(problems)}; "
+        "`tfrecord-etl convert --help` lists convert's flags, and any Beam pipeline option is "
+        "accepted too"
+    )
+
+
 def normalize_argv(argv: Sequence[str]) -> list[str]:
     """Lets `--dry_run` stand alone (Beam's own --dry_run flag expects a value), and reads
     `--labels FILE` as `--image_labels FILE`: Beam's Dataflow options own `--labels key=value`

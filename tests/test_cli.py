@@ -112,3 +112,25 @@ def test_too_many_bad_rows_print_a_few_lines_not_tracebacks(tmp_path):
         [*argv, "--output", str(tmp_path / "o2"), "--verbose"], capture_output=True, text=True
     )
     assert loud.returncode == 1 and "Traceback" in loud.stderr
+
+
+@pytest.mark.parametrize(
+    "flag, suggestion",
+    [("--compresion", "--compression"), ("--num_shard", "--num_shards"), ("--shard_prefx", None)],
+)
+def test_an_unknown_flag_is_a_usage_error_with_a_suggestion(tmp_path, capsys, flag, suggestion):
+    csv = tmp_path / "a.csv"
+    csv.write_text("id\n1\n")
+    argv = ["convert", "--input", str(csv), "--output", str(tmp_path / "o"), flag, "x"]
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    expected = f"{flag} (did you mean {suggestion}?)" if suggestion else f"{flag};"
+    assert f"error: unknown flag: {expected}" in err
+    assert not (tmp_path / "o").exists()
+
+
+def test_beam_flags_still_pass_through(tmp_path, capsys):
+    csv = tmp_path / "a.csv"
+    csv.write_text("id\n1\n")
+    argv = ["convert", "--input", str(csv), "--output", str(tmp_path / "o"), "--dry_run"]
+    assert main([*argv, "--project", "p", "--experiments=x", "--direct_num_workers=1"]) == 0
