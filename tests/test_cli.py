@@ -116,7 +116,7 @@ def test_too_many_bad_rows_print_a_few_lines_not_tracebacks(tmp_path):
 
 @pytest.mark.parametrize(
     "flag, suggestion",
-    [("--compresion", "--compression"), ("--num_shard", "--num_shards"), ("--shard_prefx", None)],
+    [("--compresion", "--compression"), ("--num_shard", "--num_shards"), ("--zzz_flag", None)],
 )
 def test_an_unknown_flag_is_a_usage_error_with_a_suggestion(tmp_path, capsys, flag, suggestion):
     csv = tmp_path / "a.csv"
