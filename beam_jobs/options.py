@@ -15,6 +15,7 @@ from apache_beam.options.pipeline_options import PipelineOptions, TestOptions
 
 from beam_jobs.errors import UsageError
 from beam_jobs.formats import FORMAT_NAMES, guess_format
+from beam_jobs.formats.csv.dialect import Dialect, parse_delimiter
 from beam_jobs.units import parse_size
 from tfdata_reader.manifest import COMPRESSIONS, NAME_RULE, is_valid_name
 
@@ -46,6 +47,24 @@ class ConvertOptions(PipelineOptions):
             default=None,
             help=f"Input format: {', '.join(FORMAT_NAMES)} (default: from the --input file "
             "extension; .gz, .bz2 and .zst inputs are decompressed on the fly).",
+        )
+        parser.add_argument(
+            "--delimiter",
+            default=None,
+            help="CSV field delimiter: one character, or tab, \\t, semicolon, pipe (default: "
+            "detected: tab for .tsv files, else the one of tab, ; and | that a header without "
+            "commas holds, else a comma).",
+        )
+        parser.add_argument(
+            "--column_names",
+            default=None,
+            help="CSV files have no header line: their columns, e.g. id,name,score.",
+        )
+        parser.add_argument(
+            "--skip_header_lines",
+            type=int,
+            default=0,
+            help="CSV: lines at the start of each file to skip before the header (or the data).",
         )
         parser.add_argument(
             "--image_labels",
@@ -140,6 +159,9 @@ class ConvertConfig:
     inputs: tuple[str, ...]
     output: str
     format: str = "csv"
+    delimiter: str | None = None  # None: detected from the sampled head
+    column_names: tuple[str, ...] = ()
+    skip_header_lines: int = 0
     schema: str | None = None
     labels: str | None = None
     splits: tuple[tuple[str, int], ...] = ()
@@ -166,6 +188,13 @@ class ConvertConfig:
             raise UsageError(
                 f"--format must be one of {', '.join(FORMAT_NAMES)}, got {self.format!r}"
             )
+        csv_flags = self.delimiter or self.column_names or self.skip_header_lines
+        if csv_flags and self.format != "csv":
+            raise UsageError(
+                "--delimiter, --column_names and --skip_header_lines are for --format csv only"
+            )
+        if self.skip_header_lines < 0:
+            raise UsageError(f"--skip_header_lines must be 0 or more, got {self.skip_header_lines}")
         if self.labels and self.format != "images":
             raise UsageError("--labels (--image_labels) is for --format images only")
         if self.split_key and not self.splits:
@@ -217,6 +246,13 @@ class ConvertConfig:
             raise UsageError(str(e)) from e
         inputs = tuple(fill_date(pattern, run_date) for pattern in view.input or ())
         format_name = view.format or guess_format(inputs)
+        try:
+            delimiter = parse_delimiter(view.delimiter) if view.delimiter else None
+        except ValueError as e:
+            raise UsageError(str(e)) from None
+        column_names = (
+            tuple(n.strip() for n in view.column_names.split(",")) if (view.column_names) else ()
+        )
         if format_name is None:
             raise UsageError(
                 f"cannot tell the input format from {list(inputs)}; pass --format "
@@ -226,6 +262,9 @@ class ConvertConfig:
             inputs=inputs,
             output=fill_date(view.output or "", run_date).rstrip("/"),
             format=format_name,
+            delimiter=delimiter,
+            column_names=column_names,
+            skip_header_lines=view.skip_header_lines,
             schema=view.schema,
             labels=view.image_labels,
             splits=parse_splits(view.splits) if view.splits else (),
@@ -245,10 +284,15 @@ class ConvertConfig:
             plan_only=plan_only,
         )
 
+    def dialect(self) -> Dialect:
+        """The CSV dialect the flags give (a None delimiter is detected at planning)."""
+        return Dialect(self.delimiter, self.column_names, self.skip_header_lines)
+
     def to_json(self) -> dict[str, Any]:
         """The options that define the conversion, as recorded in the manifest."""
         options = dataclasses.asdict(self) | {
             "inputs": list(self.inputs),
+            "column_names": list(self.column_names),
             "splits": [list(split) for split in self.splits],
         }
         for how_to_run in ("overwrite", "dry_run", "run_date", "wait", "plan_only"):

@@ -87,8 +87,12 @@ class ConvertToShards(beam.PTransform):
         """
         segments = []
         if self._plan.input_format.needs_cut_counts:
+            fmt = self._plan.input_format
             segments = segments_between_cuts(
-                cut_points(self._plan.shards), quotes=self._plan.input_format.quoted_records
+                cut_points(self._plan.shards),
+                quotes=fmt.quoted_records,
+                delimiter=fmt.delimiter,
+                leading_lines=fmt.leading_lines(),
             )
         local = all(FileSystems.get_scheme(s.path) in (None, "file") for s in segments)
         if local and sum(s.end - s.start for s in segments) <= LAUNCHER_COUNT_BYTES:

@@ -148,7 +148,7 @@ def describe_plan(plan: ConversionPlan, output: str | None, target_shard_bytes: 
     features, and the planned shards."""
     lines = [
         f"dry run: nothing written to {output}" if output else "plan (nothing is written)",
-        f"format       {plan.input_format.name}",
+        f"format       {plan.input_format.describe()}",
         f"inputs       {len(plan.files)} files, {format_size(plan.input_bytes)}",
         f"estimate     {plan.estimated_records:,.0f} records, "
         f"{format_size(plan.estimated_output_bytes)} of shards "

@@ -3,6 +3,7 @@ import io
 import pytest
 
 from beam_jobs.errors import DataError
+from beam_jobs.formats.csv.dialect import Dialect
 from beam_jobs.formats.csv.ranges import read_range
 from beam_jobs.formats.csv.source import infer_features, parse_sample
 from beam_jobs.sink.dead_letter import BadRow
@@ -15,17 +16,19 @@ HEAD = (
     b"3,3,NA,3,,true,2024-01-03\n"
 )
 
+DIALECT = Dialect(",")
+
 
 def test_parse_sample_cuts_at_the_last_complete_record():
     head = HEAD + b"4,4.5,partial"
-    sample = parse_sample("a.csv", head, is_whole_file=False)
+    sample = parse_sample("a.csv", head, is_whole_file=False, dialect=DIALECT)
     assert sample.column_names == ["i", "f", "s", "mixed", "empty", "flag", "ts"]
     assert sample.data == HEAD
     assert sample.table.num_rows == 3
 
 
 def test_infer_features():
-    sample = parse_sample("a.csv", HEAD, is_whole_file=True)
+    sample = parse_sample("a.csv", HEAD, is_whole_file=True, dialect=DIALECT)
     assert infer_features([sample]) == [
         FeatureSpec("i", "int64", [], False),
         FeatureSpec("f", "float32", [], True),
@@ -38,16 +41,16 @@ def test_infer_features():
 
 
 def test_infer_features_merges_samples_and_applies_overrides():
-    a = parse_sample("a.csv", b"n,m\n1,x\n", is_whole_file=True)
-    b = parse_sample("b.csv", b"n,m\n2.5,y\n", is_whole_file=True)
+    a = parse_sample("a.csv", b"n,m\n1,x\n", is_whole_file=True, dialect=DIALECT)
+    b = parse_sample("b.csv", b"n,m\n2.5,y\n", is_whole_file=True, dialect=DIALECT)
     assert [f.dtype for f in infer_features([a, b])] == ["float32", "bytes"]
     overrides = [FeatureSpec("n", "bytes")]
     assert infer_features([a, b], overrides)[0] == FeatureSpec("n", "bytes", [], False)
 
 
 def test_infer_features_rejects_different_headers_and_unknown_overrides():
-    a = parse_sample("a.csv", b"n,m\n1,x\n", is_whole_file=True)
-    b = parse_sample("b.csv", b"n,k\n2,y\n", is_whole_file=True)
+    a = parse_sample("a.csv", b"n,m\n1,x\n", is_whole_file=True, dialect=DIALECT)
+    b = parse_sample("b.csv", b"n,k\n2,y\n", is_whole_file=True, dialect=DIALECT)
     with pytest.raises(DataError, match=r"b.csv: header \['n', 'k'\] differs from \['n', 'm'\]"):
         infer_features([a, b])
     with pytest.raises(DataError, match=r"--schema names columns \['zz'\]"):
@@ -63,7 +66,7 @@ def test_infer_features_rejects_different_headers_and_unknown_overrides():
 )
 def test_parse_sample_errors(head, whole, message):
     with pytest.raises(DataError, match=message):
-        parse_sample("a.csv", head, is_whole_file=whole)
+        parse_sample("a.csv", head, is_whole_file=whole, dialect=DIALECT)
 
 
 FEATURES = [FeatureSpec("a", "int64"), FeatureSpec("b", "bytes")]
@@ -79,6 +82,7 @@ def _read(data: bytes, start: int = 0, end: int | None = None):
             len(data) if end is None else end,
             FEATURES,
             bad.append,
+            header=start == 0,
         )
     )
     return [b.to_pydict() for b in batches], bad

@@ -7,6 +7,7 @@ from collections.abc import Sequence
 
 from beam_jobs.formats.base import InputFormat, Sample
 from beam_jobs.formats.compressed import COMPRESSED_SUFFIXES
+from beam_jobs.formats.csv.dialect import Dialect
 
 __all__ = ["FORMAT_NAMES", "InputFormat", "Sample", "guess_format", "make_format"]
 
@@ -42,12 +43,13 @@ def make_format(
     patterns: Sequence[str],
     labels: str | None = None,
     max_record_bytes: int = 64 << 20,
+    dialect: Dialect | None = None,
 ) -> InputFormat:
     """The format object for a conversion (the images format needs the inputs and labels; CSV
-    reads rows up to `max_record_bytes` long)."""
+    its dialect, and reads rows up to `max_record_bytes` long)."""
     cls = _classes()[name]
     if name == "images":
         return cls(patterns, labels)
     if name == "csv":
-        return cls(max_record_bytes)
+        return cls(max_record_bytes, dialect)
     return cls()

@@ -67,8 +67,19 @@ class InputFormat:
     # newline bytes before each cut) as `read_piece`'s context; CSV finds its first record by
     # the quotes, and every bad row gets its line number from the newlines.
     needs_cut_counts = False
-    # CSV: the cut counts follow the quote state too (quoted fields may hold newlines).
+    # CSV: the cut counts follow the quote state too (quoted fields may hold newlines), with
+    # this field delimiter, past this many lines at a file's start.
     quoted_records = False
+    delimiter = ","
+
+    def leading_lines(self) -> int:
+        """Lines at a file's start that are not records and not the header (CSV's
+        --skip_header_lines): the quote state starts after them."""
+        return 0
+
+    def describe(self) -> str:
+        """The format as `--dry_run` and `inspect --input` show it (CSV: with its dialect)."""
+        return self.name
 
     def list_files(self, files: Sequence[InputFile]) -> list[InputFile]:
         """The files of this format among the listed ones (default: all of them)."""

@@ -115,7 +115,9 @@ def make_plan(config: ConvertConfig) -> ConversionPlan:
       UsageError: for inputs that match nothing or a --split_key that is not a feature.
       DataError: for an empty input file or a sampled file that is not of the format.
     """
-    input_format = make_format(config.format, config.inputs, config.labels, config.max_record_bytes)
+    input_format = make_format(
+        config.format, config.inputs, config.labels, config.max_record_bytes, config.dialect()
+    )
     files = input_format.list_files(list_inputs(config.inputs, exclude=config.output or None))
     empty = [f.path for f in files if f.size == 0]
     if empty and input_format.name != "images":  # an empty image is dead-lettered instead

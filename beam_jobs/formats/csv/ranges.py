@@ -33,13 +33,13 @@ class _Window(io.RawIOBase):
     quote state (`scanner.in_quotes` after `scanner.finish()`: the range ends in a quoted
     field)."""
 
-    def __init__(self, f: BinaryIO, start: int, end: int) -> None:
+    def __init__(self, f: BinaryIO, start: int, end: int, delimiter: str) -> None:
         f.seek(start)
         self._f = f
         self._left = end - start
         self._position = start
         # `start` is a record start: outside quotes, at the start of a field.
-        self.scanner = QuoteScanner(False, FILE_START)
+        self.scanner = QuoteScanner(False, FILE_START, delimiter)
 
     def readable(self) -> bool:
         return True
@@ -104,11 +104,11 @@ def _typed_batch(
 
 
 def _refuse_a_swallowing_row(
-    f: BinaryIO, path: str, start: int, end: int, first_line: int | None
+    f: BinaryIO, path: str, start: int, end: int, first_line: int | None, delimiter: str
 ) -> None:
     """Raises DataError when the range's last row, whose quoted field never closes, spans
     more than its own line."""
-    row_start = int(nonempty_record_starts(f, start, end)[-1])
+    row_start = int(nonempty_record_starts(f, start, end, delimiter)[-1])
     f.seek(row_start)
     text = f.read(end - row_start)
     lines = text.rstrip(b"\r\n").count(b"\n")
@@ -135,6 +135,8 @@ def read_range(
     on_bad_row: Callable[[BadRow], None],
     first_line: int | None = None,
     max_record_bytes: int = _BLOCK_SIZE,
+    header: bool = True,
+    delimiter: str = ",",
 ) -> Iterator[pa.RecordBatch]:
     """Reads the records in bytes [start, end) of a CSV file as Arrow batches.
 
@@ -152,12 +154,14 @@ def read_range(
     Args:
       f: the file, opened for binary reading and seekable.
       path: its path, for error messages.
-      start: a record start; 0 means the range begins with the file's header line.
+      start: a record start (the header line's, with `header`).
       end: a record start (or the file size) after `start`.
       features: the columns, in header order, with the dtypes to convert to.
       on_bad_row: called once per row that is left out.
       first_line: the line `start` is on (1 = the first), for the error message.
       max_record_bytes: the longest record that must be read (`--max_record_bytes`).
+      header: the range begins with the file's header line (else its columns are `features`).
+      delimiter: the field delimiter.
 
     Raises:
       DataError: naming the file and the byte range, for a header that differs from the
@@ -165,7 +169,9 @@ def read_range(
     """
     yielded = 0
     for block_size in (_BLOCK_SIZE, max(_BLOCK_SIZE, 2 * max_record_bytes)):
-        reader = _RangeReader(f, path, start, end, features, block_size, first_line)
+        reader = _RangeReader(
+            f, path, start, end, features, block_size, first_line, header, delimiter
+        )
         try:
             for batch in reader.batches(skip=yielded):
                 yielded += batch.num_rows
@@ -199,8 +205,11 @@ class _RangeReader:
         features: Sequence[FeatureSpec],
         block_size: int,
         first_line: int | None,
+        header: bool,
+        delimiter: str,
     ) -> None:
         self._f, self._path, self._start, self._end = f, path, start, end
+        self._header, self._delimiter = header, delimiter
         self._features = features
         self._block_size = block_size
         self._first_line = first_line
@@ -240,12 +249,14 @@ class _RangeReader:
         read_options = pcsv.ReadOptions(
             block_size=self._block_size,
             use_threads=False,
-            column_names=None if start == 0 else names,
+            column_names=None if self._header else names,
         )
         parse_options = pcsv.ParseOptions(
-            newlines_in_values=True, invalid_row_handler=self._on_malformed
+            delimiter=self._delimiter,
+            newlines_in_values=True,
+            invalid_row_handler=self._on_malformed,
         )
-        window = _Window(f, start, end)
+        window = _Window(f, start, end, self._delimiter)
         try:
             reader = pcsv.open_csv(
                 io.BufferedReader(window, buffer_size=_BLOCK_SIZE),
@@ -266,7 +277,7 @@ class _RangeReader:
                     pending = raw
             window.scanner.finish()
             if pending is not None and window.scanner.in_quotes:
-                _refuse_a_swallowing_row(f, path, start, end, self._first_line)
+                _refuse_a_swallowing_row(f, path, start, end, self._first_line, self._delimiter)
                 last = pending.num_rows - 1
                 reason = "unterminated quoted field: it runs to the end of the file"
                 row = self._rows_before + last
@@ -283,5 +294,5 @@ class _RangeReader:
         """The range's bad rows, placed at their offsets, in file order."""
         if not (self._malformed or self._typed):
             return []
-        starts = nonempty_record_starts(self._f, self._start, self._end)
-        return place_bad_rows(starts, self._malformed, self._typed, header=self._start == 0)
+        starts = nonempty_record_starts(self._f, self._start, self._end, self._delimiter)
+        return place_bad_rows(starts, self._malformed, self._typed, header=self._header)

@@ -19,7 +19,7 @@ Each run is therefore one of three functions of the state: *toggle* (odd, at a f
 stretch of bytes is computed for all runs at once with numpy. A stretch's effect on the state
 is a `QuoteEffect` (the same three kinds, composed), so stretches between cut points are
 summarized in parallel and composed in order, and a writer knows the exact state at its cut.
-The delimiter is `,`.
+The field delimiter is `,` unless given (`--delimiter`).
 """
 
 from __future__ import annotations
@@ -39,7 +39,7 @@ __all__ = [
 
 QUOTE = ord('"')
 NEWLINE = ord("\n")
-_FIELD_ENDS = np.array([ord(","), NEWLINE, ord("\r")], dtype=np.uint8)
+_LINE_ENDS = (NEWLINE, ord("\r"))
 _SCAN_BLOCK = 1 << 20
 FILE_START = -1  # the "byte before" offset 0: a field starts there
 
@@ -64,9 +64,10 @@ class QuoteEffect:
         return QuoteEffect(self.resets, (self.flips + later.flips) % 2)
 
 
-def _runs(arr: np.ndarray, previous: int) -> tuple[np.ndarray, np.ndarray]:
+def _runs(arr: np.ndarray, previous: int, delimiter: int) -> tuple[np.ndarray, np.ndarray]:
     """Start offsets of the quote runs in `arr`, and each run's kind: 0 identity, 1 toggle,
-    2 reset. `previous` is the byte before `arr[0]` (FILE_START at the file's start)."""
+    2 reset. `previous` is the byte before `arr[0]` (FILE_START at the file's start); a field
+    starts after `delimiter`, a line end, or at the file's start."""
     quotes = np.flatnonzero(arr == QUOTE)
     if quotes.size == 0:
         return quotes, quotes
@@ -76,7 +77,7 @@ def _runs(arr: np.ndarray, previous: int) -> tuple[np.ndarray, np.ndarray]:
     before = arr[np.maximum(starts - 1, 0)].astype(np.int16)
     if starts[0] == 0:
         before[0] = previous
-    field_start = np.isin(before, _FIELD_ENDS) | (before == FILE_START)
+    field_start = np.isin(before, (delimiter, *_LINE_ENDS)) | (before == FILE_START)
     odd = (ends - starts) % 2 == 1
     kinds = np.where(odd, np.where(field_start, 1, 2), 0)
     return starts, kinds
@@ -106,8 +107,11 @@ class QuoteScanner:
         whose effect `in_quotes` already includes, so they are skipped.
     """
 
-    def __init__(self, in_quotes: bool = False, previous: int = FILE_START) -> None:
+    def __init__(
+        self, in_quotes: bool = False, previous: int = FILE_START, delimiter: str = ","
+    ) -> None:
         self.in_quotes = in_quotes
+        self._delimiter = ord(delimiter)
         self.effect = QuoteEffect()
         self._previous = previous
         self._skip_leading_quotes = previous == QUOTE
@@ -144,7 +148,7 @@ class QuoteScanner:
 
     def _scan(self, block: bytes, offset: int) -> np.ndarray:
         arr = np.frombuffer(block, dtype=np.uint8)
-        starts, kinds = _runs(arr, self._previous)
+        starts, kinds = _runs(arr, self._previous, self._delimiter)
         newlines = np.flatnonzero(arr == NEWLINE)
         if starts.size:
             after = _states_after(kinds, self.in_quotes)
@@ -165,10 +169,12 @@ def _effect_of(kinds: np.ndarray) -> QuoteEffect:
     return QuoteEffect(False, int((kinds == 1).sum()) % 2)
 
 
-def record_starts(block: bytes, in_quotes: bool = False, previous: int = FILE_START) -> np.ndarray:
+def record_starts(
+    block: bytes, in_quotes: bool = False, previous: int = FILE_START, delimiter: str = ","
+) -> np.ndarray:
     """Offsets within `block` just past every newline that ends a record (the block is taken
     as the whole stream: a trailing quote run is resolved as at the file's end)."""
-    scanner = QuoteScanner(in_quotes, previous)
+    scanner = QuoteScanner(in_quotes, previous, delimiter)
     found = scanner.feed(block, 0)
     scanner.finish()
     return found
@@ -181,7 +187,9 @@ def _byte_before(f: BinaryIO, offset: int) -> int:
     return f.read(1)[0]
 
 
-def record_start_at_or_after(f: BinaryIO, offset: int, in_quotes: bool, file_size: int) -> int:
+def record_start_at_or_after(
+    f: BinaryIO, offset: int, in_quotes: bool, file_size: int, delimiter: str = ","
+) -> int:
     """The first record start at or after `offset` in a seekable CSV file (`file_size` when no
     record starts there).
 
@@ -190,6 +198,7 @@ def record_start_at_or_after(f: BinaryIO, offset: int, in_quotes: bool, file_siz
       offset: any byte offset in [0, file_size].
       in_quotes: the lexer's state at `offset`: after every quote run that starts before it.
       file_size: size of the file in bytes.
+      delimiter: the field delimiter.
     """
     if offset <= 0:
         return 0
@@ -198,7 +207,7 @@ def record_start_at_or_after(f: BinaryIO, offset: int, in_quotes: bool, file_siz
     previous = _byte_before(f, offset)
     if previous == NEWLINE and not in_quotes:
         return offset
-    scanner = QuoteScanner(in_quotes, previous)
+    scanner = QuoteScanner(in_quotes, previous, delimiter)
     position = offset
     f.seek(offset)
     while position < file_size:
@@ -212,14 +221,14 @@ def record_start_at_or_after(f: BinaryIO, offset: int, in_quotes: bool, file_siz
     return file_size
 
 
-def nonempty_record_starts(f: BinaryIO, start: int, end: int) -> np.ndarray:
+def nonempty_record_starts(f: BinaryIO, start: int, end: int, delimiter: str = ",") -> np.ndarray:
     """Offsets of the non-empty records that start in [start, end) of a file, in order.
 
     `start` must be a record start. Blank lines (`\\n` or `\\r\\n` alone) are left out, as
     pyarrow skips them. Reads the range once; used only to place bad rows, which pyarrow
     reports by record number, at their exact byte offset.
     """
-    scanner = QuoteScanner(False, FILE_START if start == 0 else NEWLINE)
+    scanner = QuoteScanner(False, FILE_START if start == 0 else NEWLINE, delimiter)
     f.seek(start)
     ends, position = [], start
     while position < end:

@@ -17,18 +17,13 @@ import pyarrow.compute as pc
 import pyarrow.csv as pcsv
 
 from beam_jobs.errors import DataError
-from beam_jobs.formats.csv.record_starts import (
-    record_starts,
-)
+from beam_jobs.formats.csv.dialect import Dialect, looks_like_data, skip_lines
+from beam_jobs.formats.csv.record_starts import record_starts
 from tfdata_reader.manifest import FeatureSpec
 
 __all__ = ["CsvSample", "convert_options", "infer_features", "parse_sample"]
 
-_BLOCK_SIZE = 1 << 20
-# Arrow types each Example dtype is converted from. Floats are parsed as float64 and rounded to
-# float32 afterwards, exactly as `float(text)` into a `tf.train.FloatList` would.
 _log = logging.getLogger(__name__)
-_PARSE_TYPES = {"int64": pa.int64(), "float32": pa.float64(), "bytes": pa.string()}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -38,12 +33,19 @@ class CsvSample:
     path: str
     column_names: list[str]
     table: pa.Table  # the sampled rows, with pyarrow's own type inference
-    data: bytes  # the sampled bytes, header included, ending at a record boundary
+    data: bytes  # the sampled bytes past any skipped lines, ending at a record boundary
+    dialect: Dialect
 
 
-def _parse_options() -> pcsv.ParseOptions:
+def _parse_options(delimiter: str) -> pcsv.ParseOptions:
     # Malformed rows in a sample are left out of inference; the writers dead-letter them.
-    return pcsv.ParseOptions(newlines_in_values=True, invalid_row_handler=lambda row: "skip")
+    return pcsv.ParseOptions(
+        delimiter=delimiter, newlines_in_values=True, invalid_row_handler=lambda row: "skip"
+    )
+
+
+def _read_options(dialect: Dialect) -> pcsv.ReadOptions:
+    return pcsv.ReadOptions(use_threads=False, column_names=list(dialect.column_names) or None)
 
 
 def convert_options(column_types: dict[str, pa.DataType] | None = None) -> pcsv.ConvertOptions:
@@ -56,17 +58,25 @@ def convert_options(column_types: dict[str, pa.DataType] | None = None) -> pcsv.
     )
 
 
-def parse_sample(path: str, head: bytes, is_whole_file: bool) -> CsvSample:
+def parse_sample(path: str, head: bytes, is_whole_file: bool, dialect: Dialect) -> CsvSample:
     """Parses the first bytes of a CSV file: its header and the complete records among them.
 
     Args:
       path: the file's path, for error messages.
-      head: the file's first bytes.
+      head: the file's first bytes (before `dialect.skip_lines` are skipped).
       is_whole_file: True when `head` is the entire file (so its last record is complete).
+      dialect: the layout, its delimiter known.
     """
     if not head.strip():
         raise DataError(f"{path}: the file is empty; a CSV input needs at least a header line")
-    starts = record_starts(head)
+    skipped = skip_lines(head, dialect.skip_lines)
+    if skipped is None:
+        raise DataError(
+            f"{path}: fewer than --skip_header_lines {dialect.skip_lines} lines in its first "
+            f"{len(head):,} bytes"
+        )
+    head = head[skipped:]
+    starts = record_starts(head, delimiter=dialect.delimiter)
     if starts.size == 0 and not is_whole_file:
         raise DataError(
             f"{path}: no complete header line in the first {len(head)} bytes; is it a CSV file?"
@@ -75,13 +85,38 @@ def parse_sample(path: str, head: bytes, is_whole_file: bool) -> CsvSample:
     try:
         table = pcsv.read_csv(
             io.BytesIO(head[:end]),
-            read_options=pcsv.ReadOptions(use_threads=False),
-            parse_options=_parse_options(),
+            read_options=_read_options(dialect),
+            parse_options=_parse_options(dialect.delimiter),
             convert_options=convert_options(),
         )
     except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as e:
         raise DataError(f"{path}: bytes 0-{end}: {e}") from e
-    return CsvSample(path, table.column_names, table, head[:end])
+    return CsvSample(path, table.column_names, table, head[:end], dialect)
+
+
+def _check_names(sample: CsvSample) -> None:
+    """Column names must be distinct and not empty: a DataError naming the file otherwise."""
+    names = sample.column_names
+    where = "--column_names" if sample.dialect.column_names else f"{sample.path}: the header"
+    empty = [i + 1 for i, n in enumerate(names) if not n.strip()]
+    if empty:
+        raise DataError(
+            f"{where} has empty column names (column {', '.join(map(str, empty))}); name them, "
+            "or pass --column_names (and --skip_header_lines 1 to skip the header)"
+        )
+    twice = sorted({n for n in names if names.count(n) > 1})
+    if twice:
+        raise DataError(
+            f"{where} names columns more than once: {', '.join(repr(n) for n in twice)}; "
+            "rename them, or pass --column_names (and --skip_header_lines 1 to skip the header)"
+        )
+    if sample.dialect.has_header and looks_like_data(names):
+        _log.warning(
+            "%s: the first line (%s) looks like data, not column names; if the files have no "
+            "header line, pass --column_names",
+            sample.path,
+            sample.dialect.delimiter.join(names),
+        )
 
 
 def infer_features(
@@ -96,6 +131,7 @@ def infer_features(
     Raises:
       DataError: when samples disagree on the header or an override names no column.
     """
+    _check_names(samples[0])
     names = samples[0].column_names
     for sample in samples[1:]:
         if sample.column_names != names:
@@ -139,8 +175,8 @@ def _integer_texts(sample: CsvSample, name: str) -> bool:
     """Whether every sampled value of a column is written as an integer (digits, a sign)."""
     table = pcsv.read_csv(
         io.BytesIO(sample.data),
-        read_options=pcsv.ReadOptions(use_threads=False),
-        parse_options=_parse_options(),
+        read_options=_read_options(sample.dialect),
+        parse_options=_parse_options(sample.dialect.delimiter),
         convert_options=pcsv.ConvertOptions(
             column_types={name: pa.string()}, include_columns=[name], null_values=[""]
         ),

@@ -42,6 +42,8 @@ class Segment:
     start: int
     end: int
     quotes: bool = True
+    delimiter: str = ","
+    leading_lines: int = 0  # lines at the file's start that the quote state ignores
 
 
 @dataclasses.dataclass(frozen=True)
@@ -78,12 +80,16 @@ class CutCounts:
         return 0 if offset == 0 else self.newlines[path][offset]
 
 
-def segments_between_cuts(cuts: dict[str, list[int]], quotes: bool = True) -> list[Segment]:
+def segments_between_cuts(
+    cuts: dict[str, list[int]], quotes: bool = True, delimiter: str = ",", leading_lines: int = 0
+) -> list[Segment]:
     """The segments between consecutive cut points of each file, from its start."""
     segments = []
     for path, offsets in sorted(cuts.items()):
         starts = [0, *offsets[:-1]]
-        segments.extend(Segment(path, s, e, quotes) for s, e in zip(starts, offsets))
+        segments.extend(
+            Segment(path, s, e, quotes, delimiter, leading_lines) for s, e in zip(starts, offsets)
+        )
     return segments
 
 
@@ -135,12 +141,18 @@ def _count(segment: Segment) -> Counted:
             if segment.start:
                 f.seek(segment.start - 1)
                 previous = f.read(1)[0]
-            scanner = QuoteScanner(False, previous)
+            scanner = QuoteScanner(False, previous, segment.delimiter)
         position, last = segment.start, b""
+        skip = segment.leading_lines if segment.start == 0 else 0
         for chunk in read_chunks(f, segment.start, segment.end):
             newlines += chunk.count(b"\n")
-            if scanner is not None:
-                scanner.feed(chunk, position)
+            scanned = chunk
+            while skip and scanned:  # leading lines are not CSV: no quote state in them
+                newline = scanned.find(b"\n")
+                scanned = b"" if newline < 0 else scanned[newline + 1 :]
+                skip -= newline >= 0
+            if scanner is not None and scanned:
+                scanner.feed(scanned, position + len(chunk) - len(scanned))
             position, last = position + len(chunk), chunk[-1:]
         if scanner is not None:
             if last == b'"':  # a run that reaches the segment's end: read on to its end

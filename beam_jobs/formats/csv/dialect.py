@@ -1,0 +1,91 @@
+"""The CSV dialect of a conversion: the field delimiter, whether files have a header line, and
+how many lines come before it. Given by flags, or the delimiter detected from a file's head.
+
+Detection is deliberately narrow, so that it is never a guess between several answers: a `.tsv`
+file is tab-separated; a file whose first line has no comma but exactly one of tab, `;` and
+`|` uses that one; anything else is comma-separated. `inspect --input` shows what was chosen.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import posixpath
+import re
+
+from beam_jobs.formats.compressed import COMPRESSED_SUFFIXES
+
+__all__ = ["Dialect", "detect_delimiter", "looks_like_data", "parse_delimiter", "skip_lines"]
+
+_OTHER_DELIMITERS = ("\t", ";", "|")
+_NAMES = {"tab": "\t", "\\t": "\t", "comma": ",", "semicolon": ";", "pipe": "|"}
+_NUMBER = re.compile(r"\s*[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?\s*")
+
+
+@dataclasses.dataclass(frozen=True)
+class Dialect:
+    """How a conversion's CSV files are laid out.
+
+    Attributes:
+      delimiter: the field delimiter; None until detected from the first sampled file.
+      column_names: the columns, when the files have no header line (`--column_names`).
+      skip_lines: lines before the header (or before the data, without one) to ignore.
+    """
+
+    delimiter: str | None = None
+    column_names: tuple[str, ...] = ()
+    skip_lines: int = 0
+
+    @property
+    def has_header(self) -> bool:
+        return not self.column_names
+
+    def describe(self, detected: bool) -> str:
+        shown = {"\t": "tab", ",": "comma", ";": "semicolon", "|": "pipe"}
+        delimiter = shown.get(self.delimiter or ",", repr(self.delimiter))
+        parts = [f"delimiter {delimiter}{' (detected)' if detected else ''}"]
+        parts.append("header line" if self.has_header else "no header line (--column_names)")
+        if self.skip_lines:
+            parts.append(f"{self.skip_lines} lines skipped first")
+        return ", ".join(parts)
+
+
+def parse_delimiter(text: str) -> str:
+    """`--delimiter` as one character: any character but a quote or a line end, or a name
+    (`tab`, `\\t`, `comma`, `semicolon`, `pipe`). Raises ValueError naming the value."""
+    value = _NAMES.get(text.lower(), text)
+    if len(value) != 1 or value in '"\r\n':
+        raise ValueError(
+            f"--delimiter must be one character other than a quote or a line end (or tab, "
+            f"\\t, comma, semicolon, pipe), got {text!r}"
+        )
+    return value
+
+
+def detect_delimiter(path: str, first_line: bytes) -> str:
+    """The delimiter a file's name and first line show, by the rule in this module's doc."""
+    name = posixpath.basename(path).lower()
+    for suffix in COMPRESSED_SUFFIXES:
+        name = name.removesuffix(suffix)
+    if name.endswith(".tsv"):
+        return "\t"
+    if b"," not in first_line:
+        found = [d for d in _OTHER_DELIMITERS if d.encode() in first_line]
+        if len(found) == 1:
+            return found[0]
+    return ","
+
+
+def skip_lines(data: bytes, count: int) -> int | None:
+    """The offset just past the first `count` lines of `data` (None: it has fewer)."""
+    offset = 0
+    for _ in range(count):
+        newline = data.find(b"\n", offset)
+        if newline < 0:
+            return None
+        offset = newline + 1
+    return offset
+
+
+def looks_like_data(names: list[str]) -> bool:
+    """True when every would-be column name is a number: the first line is probably a record."""
+    return bool(names) and all(_NUMBER.fullmatch(n) for n in names)

@@ -1,0 +1,118 @@
+"""CSV dialects: tab and semicolon files, files without a header, lines before the header, and
+headers that cannot be column names; values checked against Python's csv module."""
+
+from __future__ import annotations
+
+import csv
+import io
+
+import pytest
+from support.datasets import convert, read_all
+
+from beam_jobs.cli import main
+from beam_jobs.errors import DataError, UsageError
+from beam_jobs.formats.csv.dialect import detect_delimiter, looks_like_data, parse_delimiter
+
+
+def _write(path, rows, delimiter, header=("id", "name", "note")):
+    buffer = io.StringIO()
+    writer = csv.writer(buffer, delimiter=delimiter, lineterminator="\n")
+    if header:
+        writer.writerow(header)
+    writer.writerows(rows)
+    path.write_text(buffer.getvalue())
+
+
+def _rows(n: int, delimiter: str) -> list[list]:
+    # Fields that hold the delimiter, quotes and newlines, so they must be quoted.
+    return [[i, f"n{i}{delimiter}x" if i % 3 else f'say "{i}"', f"a\nb{i}"] for i in range(n)]
+
+
+@pytest.mark.parametrize(
+    "name, delimiter, flags",
+    [
+        ("a.tsv", "\t", []),
+        ("a.csv", ";", []),
+        ("a.csv", "|", []),
+        ("a.txt", ";", ["--format=csv", "--delimiter=semicolon"]),
+        ("a.csv", "\t", ["--delimiter=\\t"]),
+    ],
+)
+def test_delimited_files_convert_with_every_value_exact(tmp_path, name, delimiter, flags):
+    path = tmp_path / name
+    rows = _rows(3000, delimiter)
+    _write(path, rows, delimiter)
+    manifest = convert([str(path)], tmp_path / "out", "--num_shards=7", *flags)
+    assert [f.name for f in manifest.features] == ["id", "name", "note"]
+    assert manifest.counts["bad_records"] == 0
+    got = sorted(
+        [r["id"], r["name"].decode(), r["note"].decode()] for r in read_all(tmp_path / "out")
+    )
+    assert got == sorted(rows)
+
+
+def test_files_without_a_header_take_the_given_column_names(tmp_path):
+    path = tmp_path / "plain.csv"
+    rows = [[i, i * 2.5] for i in range(100)]
+    _write(path, rows, ",", header=None)
+    manifest = convert([str(path)], tmp_path / "out", "--column_names=a,b", "--num_shards=3")
+    assert [(f.name, f.dtype) for f in manifest.features] == [("a", "int64"), ("b", "float32")]
+    assert sorted(r["a"] for r in read_all(tmp_path / "out")) == list(range(100))  # no row lost
+
+
+def test_lines_before_the_header_are_skipped_even_with_a_quote_in_them(tmp_path):
+    path = tmp_path / "report.csv"
+    preamble = '"Q3 report\nexported 2026-12-01\n'  # its quote opens a field, for CSV
+    body = io.StringIO()
+    csv.writer(body, lineterminator="\n").writerows([["id", "v"], *_rows(2000, ",")])
+    path.write_text(preamble + body.getvalue().replace("id,v\n", "id,v,w\n", 1))
+    manifest = convert([str(path)], tmp_path / "out", "--skip_header_lines=2", "--num_shards=5")
+    assert [f.name for f in manifest.features] == ["id", "v", "w"]
+    assert manifest.total_records == 2000 and manifest.counts["bad_records"] == 0
+
+
+def test_a_header_that_looks_like_data_is_named_at_plan_time(tmp_path, caplog):
+    path = tmp_path / "numbers.csv"
+    _write(path, [[i, i + 1] for i in range(50)], ",", header=("10", "11"))
+    convert([str(path)], tmp_path / "out", "--dry_run")
+    assert "looks like data, not column names" in caplog.text
+    assert "--column_names" in caplog.text
+
+
+@pytest.mark.parametrize(
+    "header, message",
+    [(("id", "id"), "names columns more than once: 'id'"), (("id", ""), "empty column names")],
+)
+def test_duplicate_or_empty_column_names_are_a_data_error(tmp_path, header, message):
+    path = tmp_path / "dup.csv"
+    _write(path, [[1, 2]], ",", header=header)
+    with pytest.raises(DataError, match=rf"^{path}: the header .*{message}"):
+        convert([str(path)], tmp_path / "out")
+
+
+def test_inspect_shows_the_dialect_it_chose(tmp_path, capsys):
+    path = tmp_path / "a.csv"
+    _write(path, _rows(10, ";"), ";")
+    assert main(["inspect", "--input", str(path)]) == 0
+    assert (
+        "format       csv: delimiter semicolon (detected), header line" in capsys.readouterr().out
+    )
+
+
+def test_dialect_rules():
+    assert detect_delimiter("x.tsv.gz", b"a,b") == "\t"
+    assert detect_delimiter("x.csv", b"a;b;c") == ";"
+    assert detect_delimiter("x.csv", b"a;b\tc") == ","  # two candidates: no guess
+    assert detect_delimiter("x.csv", b"a,b;c") == ","
+    assert parse_delimiter("tab") == parse_delimiter("\\t") == "\t"
+    for bad in ('"', "ab", "\n", ""):
+        with pytest.raises(ValueError, match="--delimiter must be one character"):
+            parse_delimiter(bad)
+    assert looks_like_data(["1", "2.5", "-3e2"]) and not looks_like_data(["id", "2"])
+
+
+def test_dialect_flags_are_for_csv_only(tmp_path):
+    path = tmp_path / "a.jsonl"
+    path.write_text('{"a": 1}\n')
+    with pytest.raises(UsageError, match="are for --format csv only"):
+        convert([str(path)], tmp_path / "out", "--delimiter=;")
