@@ -118,3 +118,16 @@ def test_killed_runs_leave_nothing_that_a_rerun_or_reader_trusts(sample_csv, tmp
         (s.path, s.records, s.bytes) for s in clean.shards
     ]
     assert not [p for p in out.iterdir() if p.name.startswith(".tfrecord-etl-tmp-")]
+
+
+def test_an_input_edited_in_place_with_the_same_size_is_converted_again(tmp_path):
+    path = tmp_path / "a.csv"
+    path.write_text("id,v\n1,x\n2,y\n")
+    out = tmp_path / "out"
+    first = run(_argv([str(path)], out))
+    path.write_text("id,v\n1,x\n2,z\n")  # corrected: the same size
+    os.utime(path, (first.manifest.inputs["files"][0]["modified"] + 60,) * 2)
+    second = run(_argv([str(path)], out))
+    assert second.converted and second.manifest.generation == 1
+    again = run(_argv([str(path)], out))
+    assert not again.converted

@@ -10,6 +10,7 @@ that a file that is not a decodable JPEG, PNG, GIF or BMP is dead-lettered, not 
 
 from __future__ import annotations
 
+import dataclasses
 import io
 import os
 import posixpath
@@ -167,7 +168,7 @@ class ImagesFormat(InputFormat):
             self._rows[posixpath.normpath(name)] = {"label": label, **cells}
 
     def with_cuts(self, files: Sequence[InputFile], target_shard_bytes: int) -> list[InputFile]:
-        return [InputFile(f.path, f.size, ()) for f in files]
+        return [dataclasses.replace(f, cuts=()) for f in files]
 
     def _record(self, path: str, data: bytes) -> dict[str, Any]:
         """One image's record; raises ValueError saying why it cannot be converted."""

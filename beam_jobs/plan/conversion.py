@@ -56,8 +56,9 @@ class ConversionPlan:
         return self.input_bytes * self.records_per_input_byte
 
     def files_json(self) -> list[dict[str, Any]]:
-        """The input files as the manifest records them (and rerun detection compares)."""
-        return [{"path": f.path, "bytes": f.size} for f in self.files]
+        """The input files as the manifest records them, and rerun detection compares: path,
+        size and modification time (a file edited in place is a new input)."""
+        return [{"path": f.path, "bytes": f.size, "modified": f.modified} for f in self.files]
 
     def shards_per_split(self) -> dict[str | None, int]:
         """Planned shards of each split (None: the only key without splits), in split order."""

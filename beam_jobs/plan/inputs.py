@@ -56,7 +56,7 @@ def list_inputs(patterns: Sequence[str], exclude: str | None = None) -> list[Inp
       UsageError: naming a pattern that matches no file.
     """
     excluded = _identity(exclude.rstrip("/")) if exclude else None
-    files: dict[str, tuple[str, int]] = {}  # identity -> (path, size)
+    files: dict[str, InputFile] = {}  # identity -> file
     skipped = 0
     for pattern, result in zip(patterns, FileSystems.match(list(patterns))):
         matched = result.metadata_list
@@ -76,7 +76,10 @@ def list_inputs(patterns: Sequence[str], exclude: str | None = None) -> list[Inp
             raise UsageError(f"--input {pattern!r} matches no files")
         for meta in matched:
             path = os.path.abspath(meta.path) if _is_local(meta.path) else meta.path
-            files.setdefault(_identity(meta.path), (path, meta.size_in_bytes))
+            modified = getattr(meta, "last_updated_in_seconds", None)
+            files.setdefault(
+                _identity(meta.path), InputFile(path, meta.size_in_bytes, None, modified)
+            )
     if skipped:
         _log.info("left out %d file(s) under the output folder %s", skipped, exclude)
-    return [InputFile(path, size) for path, size in sorted(files.values())]
+    return sorted(files.values(), key=lambda f: f.path)

@@ -32,11 +32,14 @@ class InputFile:
     `cuts` says where a shard boundary may fall inside the file: None anywhere (the writer moves
     it to the next record start), otherwise only at these offsets (Parquet row groups), and
     nowhere inside for `()` (a compressed file or an image, read whole by one writer).
+    `modified` is when the file system says it last changed (seconds since the epoch): with the
+    size, what tells an edited input from the one converted before.
     """
 
     path: str
     size: int
     cuts: tuple[int, ...] | None = None
+    modified: float | None = None
 
 
 @dataclasses.dataclass(frozen=True)
