@@ -112,7 +112,8 @@ def test_manifest_describes_the_output(converted, sample_csv):
     assert manifest.counts["null_values"]["note"] == 1200  # every 10th row
     assert manifest.counts["null_values"]["score"] == 1714  # rows with i % 7 == 3
     assert manifest.inputs["files"] == [
-        {"path": p, "bytes": os.path.getsize(p)} for p in sorted(sample_csv)
+        {"path": p, "bytes": os.path.getsize(p), "modified": os.path.getmtime(p)}
+        for p in sorted(sample_csv)
     ]
     assert manifest.inputs["total_bytes"] == sum(os.path.getsize(p) for p in sample_csv)
     assert manifest.options["target_shard_bytes"] == TARGET
