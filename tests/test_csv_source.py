@@ -35,7 +35,7 @@ def test_infer_features():
         FeatureSpec("s", "bytes", [], False),
         FeatureSpec("mixed", "float32", [], False),
         FeatureSpec("empty", "bytes", [], True),
-        FeatureSpec("flag", "bytes", [], False),
+        FeatureSpec("flag", "int64", [], False),
         FeatureSpec("ts", "bytes", [], False),
     ]
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 
 import pytest
-from support.datasets import convert
+from support.datasets import convert, read_all
 
 from beam_jobs.cli import main
 from beam_jobs.errors import DataError, TooManyBadRecords
@@ -166,6 +166,21 @@ def test_an_unterminated_quote_on_the_last_line_is_dead_lettered(tmp_path):
     assert letter["line"] == 302
     ids = sorted(i for b in make_dataset(str(out), 64) for i in b["id"].numpy().tolist())
     assert ids == list(range(300))
+
+
+def test_an_unterminated_last_row_with_too_few_columns_leaves_the_row_before_it_alone(tmp_path):
+    # pyarrow leaves the last row out for its column count; the good row before it is written.
+    path = tmp_path / "open_quote.csv"
+    path.write_text("a,b,c\n" + "".join(f"{i},{i},{i}\n" for i in range(9)) + '9,9,9\n7,"8\n')
+    out = tmp_path / "out"
+    manifest = convert([str(path)], out, "--max_bad_fraction=0.2")
+    assert (manifest.total_records, manifest.counts["bad_records"]) == (10, 1)
+    [letter] = _dead_letters(out, manifest.dead_letter)
+    assert letter["reason"] == (
+        "unterminated quoted field: it runs to the end of the file (expected 3 columns, got 2)"
+    )
+    assert letter["line"] == 12
+    assert sorted(r["a"] for r in read_all(out)) == list(range(10))
 
 
 @pytest.mark.parametrize("sample_bytes", ["4096", "1MiB"])  # found while writing, or planning

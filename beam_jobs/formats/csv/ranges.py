@@ -4,6 +4,7 @@ convert is looked at value by value)."""
 
 from __future__ import annotations
 
+import dataclasses
 import io
 from collections.abc import Callable, Iterator, Sequence
 from typing import BinaryIO
@@ -14,6 +15,7 @@ import pyarrow.csv as pcsv
 
 from beam_jobs.errors import DataError
 from beam_jobs.formats.csv.bad_rows import place_bad_rows
+from beam_jobs.formats.csv.inference import BOOLEAN, INTEGER, NUMBER
 from beam_jobs.formats.csv.record_starts import FILE_START, QuoteScanner, nonempty_record_starts
 from beam_jobs.formats.csv.source import convert_options
 from beam_jobs.schema.conform import check_float32_range
@@ -62,15 +64,66 @@ def _cells(batch: pa.RecordBatch, index: int) -> dict:
     }
 
 
+def _normalized(text: pa.Array, dtype: str) -> pa.Array:
+    """Numbers as Arrow's casts take them: no spaces around, no `+` on integers, true/false
+    as 1/0 (only reached when the plain cast failed, so clean columns pay nothing)."""
+    text = pc.utf8_trim_whitespace(text)
+    if dtype == "int64":
+        text = pc.replace_substring_regex(text, r"^\+", "")
+        text = pc.replace_substring_regex(text, r"(?i)^true$", "1")
+        text = pc.replace_substring_regex(text, r"(?i)^false$", "0")
+    return text
+
+
 def _convert(column: pa.Array, dtype: str) -> pa.Array:
     """A binary column as the Arrow type the Example dtype is built from; raises ArrowInvalid."""
     if dtype == "bytes":
         return pc.cast(column, pa.string())  # validates UTF-8
     # Numbers need no UTF-8 check of their own: bytes that are not digits fail to parse anyway.
-    parsed = pc.cast(column.view(pa.string()), _PARSE_TYPES[dtype])
-    if dtype == "float32":
-        check_float32_range(parsed)
+    text = column.view(pa.string())
+    try:
+        parsed = pc.cast(text, _PARSE_TYPES[dtype])
+    except pa.ArrowInvalid:
+        parsed = pc.cast(_normalized(text, dtype), _PARSE_TYPES[dtype])
+    check_float32_range(parsed)
     return parsed
+
+
+# Values each number dtype takes (what `_convert` parses), to find bad rows without a loop.
+_READABLE = {"int64": f"{INTEGER}|{BOOLEAN}", "float32": NUMBER}
+
+
+def _bad_rows(column: pa.Array, feature: FeatureSpec) -> dict[int, str]:
+    """{row index: reason} for the values of a column that failed to convert: found in one
+    vectorized pass when the column's type has a pattern, value by value otherwise (or when a
+    value that looks right still fails: an integer beyond int64, a float beyond float32)."""
+    pattern = _READABLE.get(feature.dtype)
+    if pattern is not None:
+        text = column.view(pa.string())
+        unreadable = pc.invert(pc.fill_null(pc.match_substring_regex(text, pattern), True))
+        try:
+            _convert(column.filter(pc.invert(unreadable)), feature.dtype)
+        except pa.ArrowInvalid:
+            pass  # some values that look like numbers are out of range: look at each
+        else:
+            indices = pc.indices_nonzero(unreadable).to_pylist()
+            values = column.take(pa.array(indices, pa.int64())).to_pylist()
+            # Worded as Arrow words a failed cast, so every bad number reads the same.
+            return {
+                index: f"column {feature.name!r} ({feature.dtype}): Failed to parse string: "
+                f"'{value.decode('utf-8', 'replace')}' as a scalar of type "
+                f"{_PARSE_TYPES[feature.dtype]}"
+                for index, value in zip(indices, values)
+            }
+    bad = {}
+    for index, value in enumerate(column.to_pylist()):
+        if value is None:
+            continue
+        try:
+            _convert(pa.array([value], pa.binary()), feature.dtype)
+        except pa.ArrowInvalid as e:
+            bad[index] = f"column {feature.name!r} ({feature.dtype}): {e}"
+    return bad
 
 
 def _typed_batch(
@@ -78,8 +131,8 @@ def _typed_batch(
 ) -> tuple[pa.RecordBatch, dict[int, str]]:
     """Converts a batch of binary columns; returns the good rows and {bad row index: reason}.
 
-    The whole column is converted at once; only a column that fails is looked at value by
-    value, to find the rows at fault.
+    The whole column is converted at once; only a column that fails is looked at again, to
+    find the rows at fault.
     """
     bad: dict[int, str] = {}
     converted: dict[str, pa.Array] = {}
@@ -88,13 +141,8 @@ def _typed_batch(
         try:
             converted[feature.name] = _convert(column, feature.dtype)
         except pa.ArrowInvalid:
-            for index, value in enumerate(column.to_pylist()):
-                if value is None or index in bad:
-                    continue
-                try:
-                    _convert(pa.array([value], pa.binary()), feature.dtype)
-                except pa.ArrowInvalid as e:
-                    bad[index] = f"column {feature.name!r} ({feature.dtype}): {e}"
+            for index, reason in _bad_rows(column, feature).items():
+                bad.setdefault(index, reason)
     names = [f.name for f in features]
     if not bad:
         return pa.RecordBatch.from_arrays([converted[n] for n in names], names), bad
@@ -278,17 +326,31 @@ class _RangeReader:
             window.scanner.finish()
             if pending is not None and window.scanner.in_quotes:
                 _refuse_a_swallowing_row(f, path, start, end, self._first_line, self._delimiter)
-                last = pending.num_rows - 1
-                reason = "unterminated quoted field: it runs to the end of the file"
-                row = self._rows_before + last
-                self._typed.append(BadRow(path, start, end, reason, row, _cells(pending, last)))
-                pending = pending.slice(0, last)
+                pending = self._unterminated_last_row(pending)
             if pending is not None and (batch := self._typed_rows(pending)).num_rows:
                 yield batch
         except pa.ArrowInvalid as e:
             if "straddl" in str(e):
                 raise _RowTooLong(str(e)) from e
             raise DataError(f"{path}: bytes {start}-{end}: {e}") from e
+
+    def _unterminated_last_row(self, pending: pa.RecordBatch) -> pa.RecordBatch:
+        """Marks the range's last record, whose quoted field never closes, as a bad row; returns
+        `pending` less that row when it is among them (it may be a row already left out for its
+        column count: pyarrow numbers records from 1, the header included)."""
+        reason = "unterminated quoted field: it runs to the end of the file"
+        records = int(self._header) + self._rows_before + pending.num_rows + len(self._malformed)
+        if self._malformed and self._malformed[-1][1] == records:
+            bad, number = self._malformed[-1]
+            bad = dataclasses.replace(bad, reason=f"{reason} ({bad.reason})")
+            self._malformed[-1] = (bad, number)
+            return pending
+        last = pending.num_rows - 1
+        row = self._rows_before + last
+        self._typed.append(
+            BadRow(self._path, self._start, self._end, reason, row, _cells(pending, last))
+        )
+        return pending.slice(0, last)
 
     def bad_rows(self) -> list[BadRow]:
         """The range's bad rows, placed at their offsets, in file order."""

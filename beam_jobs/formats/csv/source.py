@@ -13,11 +13,11 @@ import logging
 from collections.abc import Sequence
 
 import pyarrow as pa
-import pyarrow.compute as pc
 import pyarrow.csv as pcsv
 
 from beam_jobs.errors import DataError
 from beam_jobs.formats.csv.dialect import Dialect, looks_like_data, skip_lines
+from beam_jobs.formats.csv.inference import infer_column
 from beam_jobs.formats.csv.record_starts import record_starts
 from tfdata_reader.manifest import FeatureSpec
 
@@ -35,6 +35,7 @@ class CsvSample:
     table: pa.Table  # the sampled rows, with pyarrow's own type inference
     data: bytes  # the sampled bytes past any skipped lines, ending at a record boundary
     dialect: Dialect
+    texts: pa.Table  # the sampled rows as written: every column as text, null when empty
 
 
 def _parse_options(delimiter: str) -> pcsv.ParseOptions:
@@ -89,9 +90,15 @@ def parse_sample(path: str, head: bytes, is_whole_file: bool, dialect: Dialect) 
             parse_options=_parse_options(dialect.delimiter),
             convert_options=convert_options(),
         )
+        texts = pcsv.read_csv(
+            io.BytesIO(head[:end]),
+            read_options=_read_options(dialect),
+            parse_options=_parse_options(dialect.delimiter),
+            convert_options=convert_options(dict.fromkeys(table.column_names, pa.string())),
+        )
     except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as e:
         raise DataError(f"{path}: bytes 0-{end}: {e}") from e
-    return CsvSample(path, table.column_names, table, head[:end], dialect)
+    return CsvSample(path, table.column_names, table, head[:end], dialect, texts)
 
 
 def _check_names(sample: CsvSample) -> None:
@@ -124,9 +131,9 @@ def infer_features(
 ) -> list[FeatureSpec]:
     """Feature specs for the columns of the first sample, typed from all samples.
 
-    A column is int64 when pyarrow reads every sampled value as an integer, float32 when as a
-    number, and bytes otherwise (also when all sampled values are missing). `overrides` (from a
-    `--schema` file) win over inference, column by column.
+    Each column's type comes from its sampled values as written (`inference.infer_column`:
+    numbers, codes with leading zeros, true/false), and what a user should know about it is
+    logged as a warning. `overrides` (from a `--schema` file) win, column by column.
 
     Raises:
       DataError: when samples disagree on the header or an override names no column.
@@ -143,45 +150,19 @@ def infer_features(
     unknown = sorted(set(by_name) - set(names))
     if unknown:
         raise DataError(f"--schema names columns {unknown} that the CSV header {names} lacks")
-    features = []
+    features, warned = [], set()
     for name in names:
         if name in by_name:
             features.append(dataclasses.replace(by_name[name], shape=[]))
             continue
-        types = [s.table.schema.field(name).type for s in samples]
-        nullable = any(s.table.column(name).null_count for s in samples)
-        known = [t for t in types if not pa.types.is_null(t)]
-        if known and all(pa.types.is_integer(t) for t in known):
-            dtype = "int64"
-        elif known and all(pa.types.is_integer(t) or pa.types.is_floating(t) for t in known):
-            dtype = "float32"
-            if all(_integer_texts(s, name) for s in samples):
-                # pyarrow reads integers beyond int64 (20-digit ids) as doubles; as float32
-                # they would silently become other numbers.
-                _log.warning(
-                    "column %r holds integers beyond the int64 range (e.g. in %s): it is read "
-                    "as text (bytes), as no Example number type holds them exactly",
-                    name,
-                    samples[0].path,
-                )
-                dtype = "bytes"
-        else:
-            dtype = "bytes"
-        features.append(FeatureSpec(name, dtype, [], nullable))
+        columns = [s.texts.column(name) for s in samples]
+        nullable = any(c.null_count for c in columns)
+        chunks = [chunk for column in columns for chunk in column.chunks]
+        texts = pa.chunked_array(chunks, type=pa.string()).combine_chunks().drop_null()
+        guess = infer_column(name, texts)
+        for warning in guess.warnings:
+            if warning not in warned:
+                warned.add(warning)
+                _log.warning("%s", warning)
+        features.append(FeatureSpec(name, guess.dtype, [], nullable))
     return features
-
-
-def _integer_texts(sample: CsvSample, name: str) -> bool:
-    """Whether every sampled value of a column is written as an integer (digits, a sign)."""
-    table = pcsv.read_csv(
-        io.BytesIO(sample.data),
-        read_options=_read_options(sample.dialect),
-        parse_options=_parse_options(sample.dialect.delimiter),
-        convert_options=pcsv.ConvertOptions(
-            column_types={name: pa.string()}, include_columns=[name], null_values=[""]
-        ),
-    )
-    values = table.column(name).drop_null()
-    return len(values) > 0 and bool(
-        pc.all(pc.match_substring_regex(values, r"^\s*[+-]?\d+\s*$")).as_py()
-    )
