@@ -63,7 +63,7 @@ def test_keys_first_seen_after_the_sample_are_counted(tmp_path, capsys):
         ('{"id": {"x": 1}}', "feature 'id': an object where a value is expected"),
         ('{"id": 12345678901234567890}', "id"),
         ("[1, 2]", "not a JSON object"),
-        ('{"id": NaN}', "NaN is not a JSON number"),
+        ('{"id": NaN}', "Float value nan was truncated converting to int64"),
     ],
     ids=["duplicate", "1e400", "depth5000", "dotted_collision", "object", "beyond_int64",
          "array", "nan"],
@@ -96,7 +96,81 @@ def test_a_few_mistyped_lines_cost_a_few_extra_parses_not_one_per_line(monkeypat
     chunk = ("\n".join(lines) + "\n").encode()
     features = [FeatureSpec("id", "int64"), FeatureSpec("name", "bytes")]
     bad = []
-    batch = json_chunks.read_chunk(chunk, 0, "f.jsonl", features, bad.append)
-    assert batch.num_rows == 39_997 and len(bad) == 3
+    batches = json_chunks.read_chunk(chunk, 0, "f.jsonl", features, bad.append)
+    assert sum(batch.num_rows for batch in batches) == 39_997 and len(bad) == 3
     assert sum(parsed) <= 6 * len(chunk), sum(parsed) / len(chunk)
     assert len(parsed) < 150
+
+
+def _good_line(i: int) -> bytes:
+    tags = None if i % 7 == 0 else [f"t{i}", "x"]
+    return json.dumps({"id": i, "a": i % 5, "ids": [i, BIG + i], "t": f"s{i}", "tags": tags})
+
+
+def _deep(depth: int) -> str:
+    return '{"id": 1, "x": ' + '{"a": ' * depth + "1" + "}" * depth + "}"
+
+
+# Each line below is wrong in a way pyarrow alone would let through, alter, or crash on; each
+# must be a dead letter (Python's json module is the judge of which lines are records).
+HOSTILE = {
+    "two_objects": b'{"id": 1000, "a": 1} {"id": 1001, "a": 2}',
+    "carriage_return_inside": b'{"id": 1002}\r{"id": 1003}',
+    "form_feed_only": b"\x0c",
+    "deep_400": _deep(400).encode(),
+    "deep_100000": _deep(100_000).encode(),
+    "deep_array": b'{"id": 1, "x": ' + b"[" * 5000 + b"]" * 5000 + b"}",
+    "rounded_in_list": b'{"id": 1, "ids": [9007199254740993, 2.0]}',
+    "below_int64": b'{"id": -9223372036854775809}',
+    "above_int64_list": b'{"id": 1, "ids": [9223372036854775808]}',
+    "dotted_key": b'{"id": 1001, "a.x": 5}',
+    "empty_object": b'{"id": 1, "a": {}}',
+    "object_of_null": b'{"id": 1, "a": {"b": null}}',
+    "not_utf8": b'{"id": 1, "t": "ab\xffcd"}',
+    "mistyped": b'{"id": "3000", "tags": null}',
+    "number_as_text": b'{"id": 1, "t": 5}',
+}
+
+
+def test_hostile_lines_are_dead_letters_and_every_other_line_is_exact(tmp_path):
+    good = [_good_line(i).encode() for i in range(3000)]
+    lines = list(good)
+    at = {}
+    for k, (name, line) in enumerate(HOSTILE.items()):
+        at[name] = 600 + 150 * k  # past the sampled head, spread over chunks and parts
+        lines.insert(at[name], line)
+    path = tmp_path / "hostile.jsonl"
+    path.write_bytes(b"\n".join(lines) + b"\n")
+    out = tmp_path / "out"
+    manifest = convert([str(path)], out, "--sample_bytes=8192", "--max_bad_fraction=0.01")
+    counts = manifest.counts
+    assert (manifest.total_records, counts["bad_records"]) == (3000, len(HOSTILE))
+    assert counts["records_read"] == len(lines)
+    letters = {letter["line"]: letter for letter in _dead(out, manifest)}
+    assert sorted(letters) == sorted(lines.index(line) + 1 for line in HOSTILE.values())
+    expected = [json.loads(line) for line in good]
+    got = sorted(read_all(out), key=lambda row: row["id"])
+    assert [r["id"] for r in got] == [e["id"] for e in expected]
+    assert [r["ids"] for r in got] == [e["ids"] for e in expected]
+    assert [r["a"] for r in got] == [e["a"] for e in expected]
+    assert [r["tags"] for r in got] == [[t.encode() for t in e["tags"] or []] for e in expected]
+
+
+@pytest.mark.parametrize("bad_every", [10_000, 100])
+def test_mistyped_lines_among_lists_and_nulls_are_dead_letters(bad_every):
+    # Parts split apart differ in layout (a part with no list values); each is its own batch.
+    lines = [_good_line(i) for i in range(20_000)]
+    for i in range(7, len(lines), bad_every):
+        lines[i] = json.dumps({"id": str(i), "tags": None})
+    chunk = ("\n".join(lines) + "\n").encode()
+    features = [
+        FeatureSpec("id", "int64"),
+        FeatureSpec("ids", "int64", None),
+        FeatureSpec("tags", "bytes", None),
+    ]
+    bad = []
+    batches = json_chunks.read_chunk(chunk, 0, "f.jsonl", features, bad.append)
+    mistyped = len(range(7, len(lines), bad_every))
+    assert len(bad) == mistyped and all("'id'" in b.reason for b in bad)
+    ids = [i for batch in batches for i in batch.column("id").to_pylist()]
+    assert ids == [i for i in range(20_000) if i < 7 or (i - 7) % bad_every]

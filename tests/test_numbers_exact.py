@@ -43,3 +43,46 @@ def test_json_values_beyond_float32_are_dead_letters(tmp_path):
     manifest = convert([str(path)], out, "--max_bad_fraction=0.01", "--sample_bytes=4096")
     assert (manifest.total_records, manifest.counts["bad_records"]) == (999, 1)
     assert "out of the float32 range" in (out / manifest.dead_letter[0]).read_text()
+
+
+def test_a_float_too_small_for_float32_is_a_dead_letter_not_zero(tmp_path):
+    path = tmp_path / "tiny.csv"
+    rows = [f"{i},{i / 3}" for i in range(1000)]
+    rows[500], rows[600], rows[700] = "500,1e-50", "600,-1e-46", "700,1e-40"  # 1e-40: subnormal
+    path.write_text("id,x\n" + "\n".join(rows) + "\n")
+    out = tmp_path / "out"
+    manifest = convert([str(path)], out, "--max_bad_fraction=0.01", "--sample_bytes=4096")
+    assert (manifest.total_records, manifest.counts["bad_records"]) == (998, 2)
+    letters = [
+        json.loads(line) for line in (out / manifest.dead_letter[0]).read_text().splitlines()
+    ]
+    assert sorted(letter["line"] for letter in letters) == [502, 602]
+    assert all("too small for float32: it would be 0" in letter["reason"] for letter in letters)
+    values = {r["id"]: r["x"] for r in read_all(out)}
+    assert values[700] != 0 and 500 not in values and 600 not in values
+
+
+def test_parquet_decimals_stay_exact(tmp_path):
+    import decimal
+
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    big = [decimal.Decimal(12345678901234567890 + i) for i in range(50)]
+    money = [decimal.Decimal(f"{123456789 + i}.{i:02d}") for i in range(50)]
+    small = [decimal.Decimal(1000 + i) for i in range(50)]
+    table = pa.table(
+        {
+            "big": pa.array(big, pa.decimal128(20, 0)),
+            "money": pa.array(money, pa.decimal128(12, 2)),
+            "small": pa.array(small, pa.decimal128(9, 0)),
+        }
+    )
+    pq.write_table(table, tmp_path / "d.parquet")
+    manifest = convert([str(tmp_path / "d.parquet")], tmp_path / "out")
+    dtypes = {f.name: f.dtype for f in manifest.features}
+    assert dtypes == {"big": "bytes", "money": "bytes", "small": "int64"}
+    rows = sorted(read_all(tmp_path / "out"), key=lambda r: r["small"])
+    assert [r["big"].decode() for r in rows] == [str(v) for v in big]
+    assert [r["money"].decode() for r in rows] == [str(v) for v in money]
+    assert [r["small"] for r in rows] == [int(v) for v in small]

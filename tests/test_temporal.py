@@ -76,3 +76,41 @@ def test_json_iso_dates_convert_to_microseconds(tmp_path):
     for i, s in enumerate(stamps):
         moment = datetime.datetime.fromisoformat(s).replace(tzinfo=datetime.timezone.utc)
         assert got[i] == _micros(moment)
+
+
+def test_a_time_of_day_in_an_unsampled_file_of_a_date_feature_is_a_dead_letter(tmp_path):
+    days = [datetime.date(2024, 3, 1) + datetime.timedelta(days=i) for i in range(20)]
+    for k in range(10):  # only some files are sampled; file 4 stores timestamps
+        if k == 4:
+            moments = [datetime.datetime(d.year, d.month, d.day) for d in days]
+            moments[3] = moments[3].replace(hour=13, minute=45, second=7)
+            column = pa.array(moments, pa.timestamp("us"))
+        else:
+            column = pa.array(days, pa.date32())
+        ids = pa.array(range(20 * k, 20 * k + 20), pa.int64())
+        pq.write_table(pa.table({"id": ids, "day": column}), tmp_path / f"p{k}.parquet")
+    out = tmp_path / "out"
+    manifest = convert([str(tmp_path / "*.parquet")], out, "--max_bad_fraction=0.01")
+    assert manifest.feature("day").logical_type == "date32[day]"
+    assert (manifest.total_records, manifest.counts["bad_records"]) == (199, 1)
+    letter = json.loads((out / manifest.dead_letter[0]).read_text())
+    assert "2024-03-04 13:45:07" in letter["reason"] and "date32" in letter["reason"]
+    got = {r["id"]: r["day"] for r in read_all(out)}
+    epoch = datetime.date(1970, 1, 1)
+    assert got == {
+        20 * k + i: (d - epoch).days for k in range(10) for i, d in enumerate(days)
+        if (k, i) != (4, 3)
+    }  # fmt: skip
+
+
+def test_a_json_number_in_a_timestamp_feature_is_a_dead_letter(tmp_path):
+    path = tmp_path / "events.jsonl"
+    lines = [json.dumps({"id": i, "at": f"2026-12-01T10:00:{i % 60:02d}"}) for i in range(600)]
+    lines[500] = json.dumps({"id": 500, "at": 1704103200})
+    path.write_text("\n".join(lines) + "\n")
+    out = tmp_path / "out"
+    manifest = convert([str(path)], out, "--sample_bytes=4096", "--max_bad_fraction=0.01")
+    assert manifest.feature("at").logical_type == "timestamp[us]"
+    assert (manifest.total_records, manifest.counts["bad_records"]) == (599, 1)
+    letter = json.loads((out / manifest.dead_letter[0]).read_text())
+    assert letter["line"] == 501 and "where timestamp[us] is expected" in letter["reason"]

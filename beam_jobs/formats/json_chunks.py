@@ -1,26 +1,31 @@
 """Parsing a chunk of JSON lines into rows of the feature spec, exactly, with bad lines named.
 
 pyarrow's C++ JSON reader parses the whole chunk at once. A chunk is taken as parsed only when
-nothing in it could have been altered on the way: no object nested deeper than `MAX_DEPTH`, no
-dotted key colliding with a nested one (`"a.b"` beside `{"a": {"b": ...}}`), and no `int64`
-feature read as floating point (pyarrow reads a column that mixes integers and other numbers as
-doubles, which would round integers from 2**53 up). Otherwise the chunk's lines are first
-checked by Python's `json` module (not JSON, not UTF-8, not an object, a duplicate key, a
-number out of range, nesting too deep: each a dead letter with its reason), and the rest are
-parsed by halves until every part parses cleanly; a single line that still does not is a dead
-letter with pyarrow's reason. A few bad lines cost a few extra parses of shrinking parts.
+nothing in it could have been altered on the way: it is UTF-8, no line nests `MAX_DEPTH` levels
+or more (measured on the bytes first: pyarrow crashes on very deep lines), pyarrow made exactly
+one row per non-blank line (two objects on one line would shift every row after them), no
+dotted key collides with a nested one (`"a.b"` beside `{"a": {"b": ...}}`), and no `int64`
+feature was read as floating point (pyarrow reads a column that mixes integers and other
+numbers as doubles, which would round integers from 2**53 up). Otherwise the chunk's lines are
+first checked by Python's `json` module (not JSON, two values on a line, not UTF-8, not an
+object, a duplicate key, a number out of range, nesting too deep: each a dead letter with its
+reason), and the rest are parsed in parts: split at the row pyarrow names in its error (a line
+whose value changes type), else by halves, until every part parses cleanly; a single line that
+still does not is a dead letter with pyarrow's reason.
 
-After parsing: an object where the spec has a value (`{"a": {"x": 1}}` for a scalar `a`) is a
-dead letter, and keys the spec does not have are counted, never dropped silently.
+After parsing: an object (even `{}`) or a dotted key where the spec has a value is a dead
+letter, and keys the spec does not have are counted, never dropped silently.
 """
 
 from __future__ import annotations
 
 import collections
+import contextlib
 import io
 import json
 import math
-from collections.abc import Sequence
+import re
+from collections.abc import Callable, Sequence
 from typing import Any, NamedTuple
 
 import numpy as np
@@ -29,14 +34,18 @@ import pyarrow.compute as pc
 import pyarrow.json as pj
 
 from beam_jobs.formats.base import OnBadRow
+from beam_jobs.formats.json_depth import deep_lines, nesting_depth
 from beam_jobs.formats.lines.chunks import line_offsets
 from beam_jobs.schema import conform as arrow_conform
+from beam_jobs.schema.rows import flatten_object
 from beam_jobs.sink.dead_letter import BadRow, as_text
 from tfdata_reader.manifest import FeatureSpec
 
 __all__ = ["MAX_DEPTH", "line_problem", "parse_chunk", "read_chunk"]
 
 MAX_DEPTH = 64
+_MIN_RUN = 64  # lines: the least `_parts` tries at once after a bad line
+_PARSER_DEPTH = 512  # far below where pyarrow's recursive parser overflows a thread's stack
 
 
 class Line(NamedTuple):
@@ -48,16 +57,49 @@ class Line(NamedTuple):
 class _Rejected(ValueError):
     """A part of a chunk that does not parse cleanly as a whole."""
 
+    def __init__(self, reason: str, row: int | None = None) -> None:
+        super().__init__(reason)
+        self.row = row  # the row pyarrow stopped at, when it says
 
-def _lines(chunk: bytes, offset: int) -> list[Line]:
-    """Each non-blank line, which is each row pyarrow makes."""
-    starts, ends = line_offsets(chunk)
-    found = []
-    for start, end in zip(starts.tolist(), ends.tolist()):
-        text = chunk[start:end]
-        if text.strip():
-            found.append(Line(offset + start, offset + end, text))
-    return found
+
+_JSON_BLANK = b" \t\r"  # JSON's whitespace on a line; Python's bytes.strip() takes more
+_ERROR_ROW = re.compile(r"in row (\d+)$")
+_INT64_MIN, _INT64_MAX = -(2**63), 2**63 - 1
+
+
+class _ChunkLines:
+    """The non-blank lines of a chunk (each one a row pyarrow makes), as offsets."""
+
+    def __init__(self, chunk: bytes, offset: int) -> None:
+        self.chunk, self.offset = chunk, offset
+        starts, ends = line_offsets(chunk)
+        if len(starts):
+            data = np.frombuffer(chunk, dtype=np.uint8)
+            first = data[np.minimum(starts, len(data) - 1)]
+            # Only an empty line or one that starts blank can be blank: few are looked at.
+            maybe = np.flatnonzero((ends == starts) | (first == 32) | (first == 9) | (first == 13))
+            blank = [i for i in maybe.tolist() if not chunk[starts[i] : ends[i]].strip(_JSON_BLANK)]
+            starts, ends = np.delete(starts, blank), np.delete(ends, blank)
+        self.starts, self.ends = starts, ends
+
+    def __len__(self) -> int:
+        return len(self.starts)
+
+    def text(self, i: int) -> bytes:
+        return self.chunk[self.starts[i] : self.ends[i]]
+
+    def line(self, i: int) -> Line:
+        return Line(
+            self.offset + int(self.starts[i]), self.offset + int(self.ends[i]), self.text(i)
+        )
+
+    def data(self, rows: np.ndarray) -> bytes:
+        """Lines `rows` (in order) as one input to parse: a slice of the chunk when no
+        non-blank line between the first and the last is left out."""
+        first, last = int(rows[0]), int(rows[-1])
+        if last - first + 1 == len(rows):
+            return self.chunk[self.starts[first] : self.ends[last]]
+        return b"\n".join(self.text(i) for i in rows.tolist())
 
 
 def _bad(path: str, line: Line, reason: str) -> BadRow:
@@ -65,22 +107,23 @@ def _bad(path: str, line: Line, reason: str) -> BadRow:
     return BadRow(path, line.start, line.end, reason, None, raw, offset=line.start)
 
 
-def _depth(arrow_type: pa.DataType) -> int:
-    if pa.types.is_struct(arrow_type):
-        return 1 + max((_depth(f.type) for f in arrow_type), default=0)
-    if arrow_conform.is_list(arrow_type):
-        return 1 + _depth(arrow_type.value_type)
-    return 0
-
-
-def _parse(data: bytes, int64_names: frozenset[str], single_line: bool) -> pa.Table:
-    """The flattened table of `data`, or `_Rejected` saying why it cannot be trusted whole."""
-    options = pj.ReadOptions(use_threads=False, block_size=max(1 << 20, len(data) + 1))
+def _read_json(data: bytes) -> pa.Table:
+    # One block for the whole part: a smaller block could not hold a long line.
+    options = pj.ReadOptions(use_threads=False, block_size=max(1 << 16, len(data) + 1))
     try:
-        table = pj.read_json(io.BytesIO(data), read_options=options)
+        return pj.read_json(io.BytesIO(data), read_options=options)
     except (pa.ArrowInvalid, UnicodeDecodeError) as e:
-        raise _Rejected(str(e)) from None
-    depth = max((_depth(f.type) for f in table.schema), default=0)
+        found = _ERROR_ROW.search(str(e))
+        raise _Rejected(str(e), int(found.group(1)) if found else None) from None
+
+
+def _parse(data: bytes, rows: int, int64_names: frozenset[str]) -> tuple[pa.Table, pa.Table]:
+    """The table of `data` (which holds `rows` non-blank lines), as parsed and flattened, or
+    `_Rejected` saying why it cannot be trusted whole."""
+    table = _read_json(data)
+    if table.num_rows != rows:
+        raise _Rejected(f"{table.num_rows} objects in {rows} lines")
+    depth = max((_type_depth(f.type) for f in table.schema), default=0) + 1
     if depth >= MAX_DEPTH:
         raise _Rejected(f"nested {depth} levels deep, more than {MAX_DEPTH}")
     flat = arrow_conform.flatten_structs(table)
@@ -88,19 +131,66 @@ def _parse(data: bytes, int64_names: frozenset[str], single_line: bool) -> pa.Ta
     if len(set(names)) != len(names):
         twice = sorted({n for n in names if names.count(n) > 1})
         raise _Rejected(f"the key {twice[0]!r} is given twice, once as a nested object's key")
-    if not single_line:
-        for name in int64_names & set(names):
-            value_type = flat.schema.field(name).type
-            if arrow_conform.is_list(value_type):
-                value_type = value_type.value_type
-            if pa.types.is_floating(value_type):
+    for name in int64_names & set(names):
+        value_type = flat.schema.field(name).type
+        if arrow_conform.is_list(value_type):
+            value_type = value_type.value_type
+        if pa.types.is_floating(value_type):
+            if rows > 1:
                 raise _Rejected(f"{name!r} mixes integers and other numbers")
-    return flat
+            _refuse_rounded_integers(data, name)
+    return table, flat
+
+
+def _refuse_rounded_integers(line: bytes, name: str) -> None:
+    """pyarrow read feature `name` of one line as doubles: that is exact unless the line holds
+    an integer a double cannot (beyond 2**53, beside a number with a fraction, or beyond
+    int64), which `_Rejected` names."""
+    value = flatten_object(json.loads(line)).get(name)
+    for number in value if isinstance(value, list) else [value]:
+        if isinstance(number, int) and not isinstance(number, bool):
+            if not _INT64_MIN <= number <= _INT64_MAX:
+                raise _Rejected(f"feature {name!r}: the integer {number} is beyond the int64 range")
+            if abs(number) > 2**53:
+                raise _Rejected(
+                    f"feature {name!r}: the integer {number} is beside numbers with a fraction "
+                    "or exponent, so it cannot be read exactly"
+                )
+
+
+def _type_depth(arrow_type: pa.DataType) -> int:
+    """How deeply a parsed column nests (iterative: it may be deep)."""
+    deepest, pending = 0, [(arrow_type, 0)]
+    while pending:
+        value_type, depth = pending.pop()
+        deepest = max(deepest, depth)
+        if pa.types.is_struct(value_type):
+            pending += [(field.type, depth + 1) for field in value_type]
+        elif arrow_conform.is_list(value_type):
+            pending.append((value_type.value_type, depth + 1))
+    return deepest
+
+
+def _trusted_whole(lines: _ChunkLines) -> bool:
+    """Whether pyarrow may parse the chunk at once: it is UTF-8 (pyarrow does not check) and
+    no line is deep enough to exhaust pyarrow's stack (the depth limit itself is checked on
+    the parsed types, which cost nothing to look at)."""
+    try:
+        lines.chunk.decode("utf-8")
+    except UnicodeDecodeError:
+        return False
+    return not deep_lines(lines.chunk, _PARSER_DEPTH, (lines.starts, lines.ends))
+
+
+def _parse_whole(lines: _ChunkLines, int64_names: frozenset[str]) -> tuple[pa.Table, pa.Table]:
+    if not _trusted_whole(lines):
+        raise _Rejected("not UTF-8, or nested too deeply")
+    return _parse(lines.chunk, len(lines), int64_names)
 
 
 def parse_chunk(data: bytes) -> pa.Table:
     """A chunk of lines as one flattened table; ValueError when it does not parse cleanly."""
-    return _parse(data, frozenset(), single_line=False)
+    return _parse_whole(_ChunkLines(data, 0), frozenset())[1]
 
 
 def _no_duplicate_keys(pairs: list[tuple[str, Any]]) -> dict:
@@ -119,30 +209,20 @@ def _finite(text: str) -> float:
     return value
 
 
-def _refuse_constant(name: str) -> float:
-    raise ValueError(f"{name} is not a JSON number")
-
-
-def _nesting(value: Any, depth: int = 0) -> int:
-    if isinstance(value, dict):
-        return max((_nesting(v, depth + 1) for v in value.values()), default=depth + 1)
-    if isinstance(value, list):
-        return max((_nesting(v, depth + 1) for v in value), default=depth + 1)
-    return depth
-
-
 def line_problem(text: bytes) -> str | None:
     """Why one line cannot be a record, as Python's json module sees it (None: it can)."""
     try:
         decoded = text.decode("utf-8")
     except UnicodeDecodeError as e:
         return f"invalid UTF-8: {e}"
+    depth = nesting_depth(text) if text.count(b"{") + text.count(b"[") >= MAX_DEPTH else 1
+    if depth >= MAX_DEPTH:
+        return f"nested {depth} levels deep, more than {MAX_DEPTH}"
     try:
         value = json.loads(
             decoded,
             object_pairs_hook=_no_duplicate_keys,
             parse_float=_finite,
-            parse_constant=_refuse_constant,
         )
     except RecursionError:
         return f"nested more deeply than the {MAX_DEPTH} levels a record may have"
@@ -150,44 +230,123 @@ def line_problem(text: bytes) -> str | None:
         return f"invalid JSON: {e}"
     if not isinstance(value, dict):
         return f"not a JSON object: a JSON {type(value).__name__}"
-    depth = _nesting(value)
-    if depth >= MAX_DEPTH:
-        return f"nested {depth} levels deep, more than {MAX_DEPTH}"
     return None
 
 
-def _parts(
-    lines: list[Line], int64_names: frozenset[str], path: str, on_bad_row: OnBadRow
-) -> list[tuple[pa.Table, list[Line]]]:
-    """The lines as tables that parse cleanly, halving a part that does not."""
-    try:
-        data = b"\n".join(line.text for line in lines)
-        return [(_parse(data, int64_names, len(lines) == 1), lines)]
-    except _Rejected as e:
-        if len(lines) == 1:
-            on_bad_row(_bad(path, lines[0], f"cannot read as JSON: {e}"))
-            return []
-    middle = len(lines) // 2
-    return _parts(lines[:middle], int64_names, path, on_bad_row) + _parts(
-        lines[middle:], int64_names, path, on_bad_row
-    )
+class _Part(NamedTuple):
+    table: pa.Table  # as parsed
+    flat: pa.Table  # nested objects flattened into dotted names
+    rows: np.ndarray | None  # the chunk's lines it holds (None: all of them)
 
 
-def _object_rows(table: pa.Table, features: Sequence[FeatureSpec]) -> dict[int, str]:
-    """Rows holding an object where the spec has a value (flattened away into `name.*`)."""
+class _Splitter:
+    """Parses runs of a chunk's lines, splitting a run that does not parse cleanly where pyarrow
+    says the trouble is (a line whose value differs in type from the lines before it: the lines
+    before it, that line, and the rest), else in halves. After a split, the rest is tried in
+    runs about twice the distance to the last bad line, doubling while they parse; the lines
+    split off alone are set aside and parsed together at the end. So mistyped lines cost a
+    couple of small parses each, not a parse of the rest of the chunk each."""
+
+    def __init__(
+        self, lines: _ChunkLines, int64_names: frozenset[str], on_bad_line: Callable
+    ) -> None:
+        self._lines, self._int64_names, self._on_bad_line = lines, int64_names, on_bad_line
+
+    def parts(self, rows: np.ndarray) -> list[_Part]:
+        aside: list[int] = []
+        parts = self._parts(rows, aside)
+        if aside:
+            parts += self._parts(np.array(aside), None)
+        return parts
+
+    def _parts(self, rows: np.ndarray, aside: list[int] | None) -> list[_Part]:
+        parts: list[_Part] = []
+        lo, hi = 0, len(rows)
+        window = hi
+        while lo < hi:
+            top = min(hi, lo + window)
+            run = rows[lo:top]
+            try:
+                table, flat = _parse(self._lines.data(run), len(run), self._int64_names)
+                parts.append(_Part(table, flat, run))
+                lo, window = top, 2 * window
+                continue
+            except _Rejected as e:
+                if len(run) == 1:
+                    self._on_bad_line(int(run[0]), str(e))
+                    lo += 1
+                    continue
+                row = e.row if e.row is not None and e.row < len(run) else None
+            if row is None:
+                middle = (lo + top) // 2
+                parts += self._parts(rows[lo:middle], aside)
+                lo, window = middle, top - middle
+                continue
+            if row:
+                parts += self._parts(rows[lo : lo + row], aside)
+            if aside is None:
+                parts += self._parts(rows[lo + row : lo + row + 1], None)
+            else:
+                aside.append(int(rows[lo + row]))
+            lo, window = lo + row + 1, max(_MIN_RUN, 2 * row)
+        return parts
+
+
+def _merged(parts: list[_Part]) -> list[_Part]:
+    """Parts whose columns have the same types, as one part each: one conversion per layout,
+    not one per part."""
+    groups: dict[str, list[_Part]] = {}
+    for part in parts:
+        groups.setdefault(part.table.schema.to_string(), []).append(part)
+    merged = []
+    for group in groups.values():
+        if len(group) == 1:
+            merged.append(group[0])
+            continue
+        merged.append(
+            _Part(
+                pa.concat_tables([part.table for part in group]),
+                pa.concat_tables([part.flat for part in group]),
+                np.concatenate([part.rows for part in group]),
+            )
+        )
+    return merged
+
+
+def _struct_paths(table: pa.Table) -> dict[str, pa.Array]:
+    """Every object-valued column of a parsed table by dotted name, with its parents' nulls."""
+    found: dict[str, pa.Array] = {}
+    pending = [
+        (field.name, table.column(i).combine_chunks()) for i, field in enumerate(table.schema)
+    ]
+    while pending:
+        name, column = pending.pop()
+        if pa.types.is_struct(column.type):
+            found[name] = column
+            children = column.flatten()  # applies the parent's nulls
+            pending += [(f"{name}.{f.name}", c) for f, c in zip(column.type, children)]
+    return found
+
+
+def _object_rows(part: _Part, features: Sequence[FeatureSpec]) -> dict[int, str]:
+    """Rows holding an object (even an empty one), or a dotted key, where the spec has a value:
+    both are flattened away into `name.*` columns the spec does not have."""
     bad: dict[int, str] = {}
-    names = set(table.column_names)
+    objects = _struct_paths(part.table)
+    flat_names = part.flat.column_names
+    feature_names = {f.name for f in features}
     for feature in features:
-        if feature.name in names:
-            continue
-        nested = [n for n in names if n.startswith(feature.name + ".")]
-        if not nested:
-            continue
-        present = np.zeros(table.num_rows, dtype=bool)
-        for name in nested:
-            present |= np.asarray(pc.is_valid(table.column(name)))
-        reason = f"feature {feature.name!r}: an object where a value is expected"
-        bad.update(dict.fromkeys(np.flatnonzero(present).tolist(), reason))
+        if feature.name in objects:
+            rows = np.flatnonzero(np.asarray(objects[feature.name].is_valid())).tolist()
+            reason = f"feature {feature.name!r}: an object where a value is expected"
+            bad.update(dict.fromkeys(rows, reason))
+        prefix = feature.name + "."
+        for name in flat_names:
+            if name.startswith(prefix) and name not in feature_names:
+                rows = np.flatnonzero(np.asarray(pc.is_valid(part.flat.column(name)))).tolist()
+                reason = f"feature {feature.name!r}: a value under {name!r}, a key inside it"
+                for row in rows:
+                    bad.setdefault(row, reason)
     return bad
 
 
@@ -197,35 +356,64 @@ def _count_ignored(
     known = {f.name for f in features}
     for name in table.column_names:
         if name in known or any(name.startswith(k + ".") for k in known):
-            continue
+            continue  # a feature, or a dead letter for `_object_rows`
         values = int(pc.sum(pc.is_valid(table.column(name))).as_py() or 0)
         if values:
             ignored[name] += values
 
 
 def _conform(
-    table: pa.Table,
-    lines: list[Line] | None,
-    chunk: bytes,
-    offset: int,
+    part: _Part,
+    lines: _ChunkLines,
     features: Sequence[FeatureSpec],
     path: str,
     on_bad_row: OnBadRow,
     ignored: collections.Counter,
 ) -> pa.RecordBatch:
-    """The table's good rows conformed to the spec; `lines` is worked out only when needed."""
-    _count_ignored(table, features, ignored)
-    bad = _object_rows(table, features)
+    """The part's good rows conformed to the spec."""
+    table = part.flat
+    bad = _object_rows(part, features)
     if bad:
         table = table.filter(pa.array([i not in bad for i in range(table.num_rows)]))
+    _count_ignored(table, features, ignored)
     batch, typed = arrow_conform.conform(table, features)
     if bad or typed:
-        lines = lines if lines is not None else _lines(chunk, offset)
-        kept = [i for i in range(len(lines)) if i not in bad]
+        rows = part.rows if part.rows is not None else np.arange(len(lines))
+        kept = [i for i in range(len(rows)) if i not in bad]
         problems = {**bad, **{kept[i]: reason for i, reason in typed.items()}}
         for index, reason in sorted(problems.items()):
-            on_bad_row(_bad(path, lines[index], reason))
+            on_bad_row(_bad(path, lines.line(int(rows[index])), reason))
     return batch
+
+
+def _slow_parts(
+    lines: _ChunkLines, int64_names: frozenset[str], path: str, on_bad_row: OnBadRow
+) -> list[_Part]:
+    """The chunk in parts that parse cleanly, for a chunk that does not as a whole; a line
+    pyarrow cannot be given (not UTF-8, too deep) or rejects alone is a dead letter, with
+    the reason Python's json module gives when it has one."""
+
+    def on_bad_line(i: int, reason: str) -> None:
+        line = lines.line(i)
+        problem = line_problem(line.text)
+        on_bad_row(_bad(path, line, problem or f"cannot read as JSON: {reason}"))
+
+    unsafe = [i for i in range(len(lines)) if not _parser_safe(lines.text(i))]
+    for i in unsafe:
+        on_bad_line(i, "")
+    rows = np.delete(np.arange(len(lines)), unsafe)
+    if not len(rows):
+        return []
+    return _Splitter(lines, int64_names, on_bad_line).parts(rows)
+
+
+def _parser_safe(line: bytes) -> bool:
+    """Whether pyarrow may be given the line (see `_trusted_whole`)."""
+    try:
+        line.decode("utf-8")
+    except UnicodeDecodeError:
+        return False
+    return len(line) < 2 * _PARSER_DEPTH or nesting_depth(line) < _PARSER_DEPTH
 
 
 def read_chunk(
@@ -235,8 +423,12 @@ def read_chunk(
     features: Sequence[FeatureSpec],
     on_bad_row: OnBadRow,
     ignored: collections.Counter | None = None,
-) -> pa.RecordBatch | None:
-    """The good rows of a chunk of whole lines, conformed to `features` (None: no rows).
+) -> list[pa.RecordBatch]:
+    """The good rows of a chunk of whole lines, conformed to `features`.
+
+    A chunk that parses cleanly is one batch in file order. Otherwise its parts are converted
+    a batch per column layout (parts may differ in it: one value per row, or a list), in the
+    order of the lines that begin each layout.
 
     Args:
       chunk: whole lines of a JSON lines file.
@@ -248,28 +440,15 @@ def read_chunk(
     """
     ignored = ignored if ignored is not None else collections.Counter()
     int64_names = frozenset(f.name for f in features if f.dtype == "int64")
-    try:
-        table = _parse(chunk, int64_names, single_line=False)
-    except _Rejected:
-        table = None
-    if table is not None:
-        if not table.num_rows:
-            return None
-        return _conform(table, None, chunk, offset, features, path, on_bad_row, ignored)
-    # The slow path, for a chunk that did not parse cleanly: Python's json module names the
-    # lines that are not records at all; halving isolates the ones pyarrow alone rejects.
-    good = []
-    for line in _lines(chunk, offset):
-        problem = line_problem(line.text)
-        if problem is None:
-            good.append(line)
-        else:
-            on_bad_row(_bad(path, line, problem))
+    lines = _ChunkLines(chunk, offset)
+    parts: list[_Part] | None = None
+    with contextlib.suppress(_Rejected):
+        parts = [_Part(*_parse_whole(lines, int64_names), None)]
+    if parts is None:
+        parts = _merged(_slow_parts(lines, int64_names, path, on_bad_row))
     batches = [
-        _conform(table, part, chunk, offset, features, path, on_bad_row, ignored)
-        for table, part in (_parts(good, int64_names, path, on_bad_row) if good else [])
+        _conform(part, lines, features, path, on_bad_row, ignored)
+        for part in parts
+        if part.table.num_rows
     ]
-    batches = [b for b in batches if b.num_rows]
-    if not batches:
-        return None
-    return pa.Table.from_batches(batches).combine_chunks().to_batches()[0]
+    return [batch for batch in batches if batch.num_rows]

@@ -31,8 +31,8 @@ __all__ = ["JsonLinesFormat"]
 def _sample_rows(lines: bytes) -> list[dict]:
     """The sampled lines that are records, as flat dicts (the others are left to the writers)."""
     rows = []
-    for line in lines.splitlines():
-        if line.strip() and line_problem(line) is None:
+    for line in lines.split(b"\n"):
+        if line.strip(b" \t\r") and line_problem(line) is None:
             value = json.loads(line)
             rows.append(flatten_object(value))
     return rows
@@ -84,9 +84,7 @@ class JsonLinesFormat(InputFormat):
     def sample_batches(
         self, sample: Sample, features: Sequence[FeatureSpec]
     ) -> Iterator[pa.RecordBatch]:
-        batch = read_chunk(sample.data[0], 0, sample.path, features, lambda row: None)
-        if batch is not None:
-            yield batch
+        yield from read_chunk(sample.data[0], 0, sample.path, features, lambda row: None)
 
     def read_piece(
         self,
@@ -97,7 +95,5 @@ class JsonLinesFormat(InputFormat):
     ) -> Generator[pa.RecordBatch, None, PieceReport]:
         ignored: collections.Counter = collections.Counter()
         for offset, chunk in piece_chunks(piece):
-            batch = read_chunk(chunk, offset, piece.path, features, on_bad_row, ignored)
-            if batch is not None and batch.num_rows:
-                yield batch
+            yield from read_chunk(chunk, offset, piece.path, features, on_bad_row, ignored)
         return PieceReport(ignored_fields=dict(ignored))

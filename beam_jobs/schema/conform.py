@@ -65,7 +65,12 @@ def example_dtype(arrow_type: pa.DataType) -> str | None:
         or pa.types.is_temporal(arrow_type)
     ):
         return "int64"
-    if pa.types.is_floating(arrow_type) or pa.types.is_decimal(arrow_type):
+    if pa.types.is_decimal(arrow_type):
+        # Exact: whole numbers that fit int64 as int64, others as their decimal text (float32
+        # would keep about 7 digits of a price or a 20-digit id); `--schema` can ask for float32.
+        exact_int = arrow_type.scale == 0 and arrow_type.precision <= 18
+        return "int64" if exact_int else "bytes"
+    if pa.types.is_floating(arrow_type):
         return "float32"
     if (
         pa.types.is_string(arrow_type)
@@ -222,7 +227,8 @@ _FLOAT32_MAX = float(np.finfo(np.float32).max)
 
 
 def check_float32_range(values: pa.Array) -> None:
-    """Raises ArrowInvalid when a finite value would become infinite as float32 (`1e40`)."""
+    """Raises ArrowInvalid when a finite value would become infinite as float32 (`1e40`), or a
+    value other than zero would become zero (`1e-50`)."""
     if len(values) == 0:
         return
     finite = pc.is_finite(values)
@@ -230,12 +236,25 @@ def check_float32_range(values: pa.Array) -> None:
     if pc.any(too_big).as_py():
         first = values.filter(too_big)[0].as_py()
         raise pa.ArrowInvalid(f"{first!r} is out of the float32 range (at most 3.4e38)")
+    narrow = pc.cast(values, pa.float32(), safe=False)
+    vanished = pc.and_(pc.not_equal(values, 0), pc.equal(narrow, 0))
+    if pc.any(vanished).as_py():
+        first = values.filter(vanished)[0].as_py()
+        raise pa.ArrowInvalid(f"{first!r} is too small for float32: it would be 0")
 
 
 def _temporal_integers(column: pa.Array, logical_type: str) -> pa.Array:
     """Dates or times (or ISO 8601 text) as the integers the logical type counts; raises
-    ArrowInvalid for a value the type cannot hold exactly (a nanosecond in microseconds)."""
-    typed = pc.cast(column, logical_arrow_type(logical_type))  # safe: exact or an error
+    ArrowInvalid for a value the type cannot hold exactly (a nanosecond in microseconds, a
+    time of day in a date)."""
+    target = logical_arrow_type(logical_type)
+    typed = pc.cast(column, target)  # safe for units, but a date drops a timestamp's time
+    if pa.types.is_temporal(column.type) and column.type != target:
+        back = pc.cast(typed, column.type)
+        changed = pc.fill_null(pc.not_equal(back, column), False)
+        if pc.any(changed).as_py():
+            first = column.filter(changed)[0]
+            raise pa.ArrowInvalid(f"{first} is not exactly a {target} value (the feature's type)")
     if pa.types.is_date32(typed.type):
         return pc.cast(pc.cast(typed, pa.int32()), pa.int64())
     return pc.cast(typed, pa.int64())
@@ -253,6 +272,11 @@ def _cast_values(column: pa.Array, dtype: str, logical_type: str | None = None) 
     )
     if dtype == "int64" and logical_type and temporal_source:
         return _temporal_integers(column, logical_type)
+    if dtype == "int64" and logical_type and column.null_count < len(column):
+        # A number is not a date: 1704103200 would be read as microseconds (1970-01-01).
+        raise pa.ArrowInvalid(f"a value of type {column.type} where {logical_type} is expected")
+    if dtype == "bytes" and pa.types.is_decimal(column.type):
+        return pc.cast(pc.cast(column, pa.string()), target)
     if dtype == "int64" and pa.types.is_temporal(column.type):
         return pc.cast(column, pa.int64())
     if dtype == "float32":
