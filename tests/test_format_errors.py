@@ -158,3 +158,30 @@ def test_a_zstd_bomb_is_read_in_bounded_memory(tmp_path):
     content, grown_kib = map(int, out.stdout.split())
     assert content == 256 << 20
     assert grown_kib < 64 * 1024, grown_kib  # 256 MiB of content, read through a few MiB
+
+
+@pytest.mark.parametrize("fmt", ["text", "jsonl", "csv"])
+def test_one_endless_line_in_a_small_gzip_stops_with_its_offset_not_memory(tmp_path, fmt):
+    # A 1 MB .gz holding a head of good lines, then one 64 MiB line of NUL bytes: the readers
+    # stop at twice --max_record_bytes, naming the file and where the line starts.
+    head = {
+        "text": b"".join(b"line %d\n" % i for i in range(2000)),
+        "jsonl": b"".join(b'{"id": %d}\n' % i for i in range(2000)),
+        "csv": b"id,x\n" + b"".join(b"%d,%d\n" % (i, i) for i in range(2000)),
+    }[fmt]
+    suffix = {"text": ".txt", "jsonl": ".jsonl", "csv": ".csv"}[fmt]
+    bomb = tmp_path / f"bomb{suffix}.gz"
+    with gzip.open(bomb, "wb", compresslevel=9) as f:
+        f.write(head)
+        for _ in range(64):
+            f.write(bytes(1 << 20))
+    assert bomb.stat().st_size < 1 << 20
+    with pytest.raises(DataError) as e:
+        convert([str(bomb)], tmp_path / "out", "--max_record_bytes=1MiB", "--sample_bytes=4096")
+    message = str(e.value)
+    assert message.startswith(f"{bomb}: "), message
+    if fmt == "csv":
+        assert "bytes 0 to the end hold a record too long" in message
+    else:
+        assert f"the line starting at byte {len(head):,} is longer than 2,097,152 bytes" in message
+    assert not (tmp_path / "out" / "manifest.json").exists()

@@ -46,10 +46,12 @@ def make_format(
     dialect: Dialect | None = None,
 ) -> InputFormat:
     """The format object for a conversion (the images format needs the inputs and labels; CSV
-    its dialect, and reads rows up to `max_record_bytes` long)."""
+    its dialect; line formats read lines up to twice `max_record_bytes` long)."""
     cls = _classes()[name]
     if name == "images":
         return cls(patterns, labels)
     if name == "csv":
         return cls(max_record_bytes, dialect)
+    if name in ("text", "jsonl"):
+        return cls(max_record_bytes)
     return cls()

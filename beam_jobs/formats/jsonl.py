@@ -62,6 +62,9 @@ class JsonLinesFormat(InputFormat):
     extensions = (".jsonl", ".ndjson", ".json")
     needs_cut_counts = True  # for the line numbers of bad lines
 
+    def __init__(self, max_record_bytes: int = 64 << 20) -> None:
+        self._max_record_bytes = max_record_bytes
+
     def sample(self, f: InputFile, sample_bytes: int) -> Sample:
         lines, input_bytes = sample_head(f, sample_bytes)
         if f.size and not lines.strip():
@@ -94,6 +97,6 @@ class JsonLinesFormat(InputFormat):
         context: Any = None,
     ) -> Generator[pa.RecordBatch, None, PieceReport]:
         ignored: collections.Counter = collections.Counter()
-        for offset, chunk in piece_chunks(piece):
+        for offset, chunk in piece_chunks(piece, self._max_record_bytes):
             yield from read_chunk(chunk, offset, piece.path, features, on_bad_row, ignored)
         return PieceReport(ignored_fields=dict(ignored))

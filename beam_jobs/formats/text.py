@@ -8,10 +8,11 @@ from typing import Any
 
 import pyarrow as pa
 
+from beam_jobs.errors import DataError
 from beam_jobs.formats.base import InputFormat, OnBadRow, Sample
 from beam_jobs.formats.compressed import compression_of, open_input
 from beam_jobs.formats.compressed import read_head as read_content_head
-from beam_jobs.formats.lines.chunks import line_chunks, split_lines
+from beam_jobs.formats.lines.chunks import LineTooLong, line_chunks, split_lines
 from beam_jobs.plan.shards import InputFile, Piece
 from tfdata_reader.manifest import FeatureSpec
 
@@ -32,17 +33,32 @@ def sample_head(f: InputFile, sample_bytes: int) -> tuple[bytes, float]:
     return lines, len(lines) * head.stored_per_byte
 
 
-def piece_chunks(piece: Piece) -> Iterator[tuple[int, bytes]]:
-    """The line chunks a piece owns; a compressed file is read whole by its one piece."""
+def piece_chunks(piece: Piece, max_record_bytes: int) -> Iterator[tuple[int, bytes]]:
+    """The line chunks a piece owns; a compressed file is read whole by its one piece.
+
+    Raises:
+      DataError: for a line over twice `max_record_bytes` (a shorter one over it is a dead
+        letter when encoded), before more of it is held in memory.
+    """
     compression = compression_of(piece.path)
     start, end = (0, sys.maxsize) if compression else (piece.start, piece.end)
     with open_input(piece.path, compression) as f:  # damage: DataError from the decompressor
-        yield from line_chunks(f, start, end)
+        try:
+            yield from line_chunks(f, start, end, max_line_bytes=2 * max_record_bytes)
+        except LineTooLong as e:
+            where = "of the decompressed text " if compression else ""
+            raise DataError(
+                f"{piece.path}: {e} {where}(twice --max_record_bytes); is it line-delimited? "
+                "Raise --max_record_bytes to read it"
+            ) from None
 
 
 class TextFormat(InputFormat):
     name = "text"
     extensions = (".txt", ".text")
+
+    def __init__(self, max_record_bytes: int = 64 << 20) -> None:
+        self._max_record_bytes = max_record_bytes
 
     def sample(self, f: InputFile, sample_bytes: int) -> Sample:
         lines, input_bytes = sample_head(f, sample_bytes)
@@ -65,5 +81,5 @@ class TextFormat(InputFormat):
         on_bad_row: OnBadRow,
         context: Any = None,
     ) -> Iterator[pa.RecordBatch]:
-        for _, chunk in piece_chunks(piece):
+        for _, chunk in piece_chunks(piece, self._max_record_bytes):
             yield pa.RecordBatch.from_arrays([split_lines(chunk)], ["text"])

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import dataclasses
 import io
+import sys
 from collections.abc import Callable, Iterator, Sequence
 from typing import BinaryIO
 
@@ -227,7 +228,7 @@ def read_range(
         except _RowTooLong as e:
             if block_size >= 2 * max_record_bytes:
                 raise DataError(
-                    f"{path}: bytes {start}-{end} hold a record too long to parse in blocks of "
+                    f"{path}: {_span(start, end)} hold a record too long to parse in blocks of "
                     f"{block_size:,} bytes (twice --max_record_bytes); raise --max_record_bytes "
                     f"to read it: {e}"
                 ) from e
@@ -235,6 +236,11 @@ def read_range(
         for bad in reader.bad_rows():
             on_bad_row(bad)
         return
+
+
+def _span(start: int, end: int) -> str:
+    # A compressed file is read whole, to an end not known in advance (sys.maxsize).
+    return f"bytes {start:,} to the end" if end == sys.maxsize else f"bytes {start:,}-{end:,}"
 
 
 class _RowTooLong(Exception):
@@ -332,7 +338,7 @@ class _RangeReader:
         except pa.ArrowInvalid as e:
             if "straddl" in str(e):
                 raise _RowTooLong(str(e)) from e
-            raise DataError(f"{path}: bytes {start}-{end}: {e}") from e
+            raise DataError(f"{path}: {_span(start, end)}: {e}") from e
 
     def _unterminated_last_row(self, pending: pa.RecordBatch) -> pa.RecordBatch:
         """Marks the range's last record, whose quoted field never closes, as a bad row; returns

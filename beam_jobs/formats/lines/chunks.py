@@ -13,7 +13,7 @@ from typing import BinaryIO
 import numpy as np
 import pyarrow as pa
 
-__all__ = ["line_chunks", "line_offsets", "split_lines"]
+__all__ = ["LineTooLong", "line_chunks", "line_offsets", "split_lines"]
 
 CHUNK_BYTES = 4 << 20
 _SCAN_BYTES = 64 << 10
@@ -33,12 +33,28 @@ def _next_line_start(f: BinaryIO, offset: int) -> int | None:
         position += len(block)
 
 
+class LineTooLong(Exception):
+    """A line runs on past the longest a reader holds in memory (a decompression bomb, or a
+    file that is not line-delimited)."""
+
+    def __init__(self, offset: int, limit: int) -> None:
+        super().__init__(f"the line starting at byte {offset:,} is longer than {limit:,} bytes")
+        self.offset, self.limit = offset, limit
+
+
 def line_chunks(
-    f: BinaryIO, start: int, end: int, chunk_bytes: int = CHUNK_BYTES
+    f: BinaryIO,
+    start: int,
+    end: int,
+    chunk_bytes: int = CHUNK_BYTES,
+    max_line_bytes: int | None = None,
 ) -> Iterator[tuple[int, bytes]]:
     """(offset, bytes) chunks holding exactly the lines that start in [start, end).
 
     Each chunk is whole lines, ending with a newline except the file's last line.
+
+    Raises:
+      LineTooLong: for a line longer than `max_line_bytes`, before more of it is read.
     """
     position = 0 if start == 0 else _next_line_start(f, start)
     if position is None or position >= end:
@@ -55,6 +71,8 @@ def line_chunks(
         last_newline = buffer.rfind(b"\n")
         if last_newline < 0:
             carry = buffer
+            if max_line_bytes is not None and len(carry) > max_line_bytes:
+                raise LineTooLong(position, max_line_bytes)
             continue
         complete, carry = buffer[: last_newline + 1], buffer[last_newline + 1 :]
         if position + len(complete) > end:
