@@ -35,6 +35,9 @@ def test_each_file_is_listed_once_by_its_full_path(tree, monkeypatch):
     assert [f.path for f in files] == [str(tree / "raw" / "a.csv")]
     os.symlink(tree / "raw" / "a.csv", tree / "link.csv")
     assert len(list_inputs(["raw/a.csv", "link.csv"])) == 1
+    os.link(tree / "raw" / "a.csv", tree / "hard.csv")  # one file, two names
+    assert _names(list_inputs(["raw/a.csv", "hard.csv"])) == ["raw/a.csv"]
+    assert _names(list_inputs(["hard.csv", "raw/*.csv"])) == ["hard.csv"]
 
 
 def test_the_output_folder_is_never_an_input(tree):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import posixpath
@@ -40,6 +41,16 @@ def _identity(path: str) -> str:
     return os.path.realpath(path) if _is_local(path) else path
 
 
+def _file_identity(path: str) -> str | tuple[int, int]:
+    """What makes two listed files the same content: for local files the device and inode
+    (hard links are one file under two names), else the path."""
+    if _is_local(path):
+        with contextlib.suppress(OSError):
+            found = os.stat(path)
+            return (found.st_dev, found.st_ino)
+    return _identity(path)
+
+
 def _under(path: str, folder: str) -> bool:
     return path == folder or path.startswith(folder.rstrip("/") + "/")
 
@@ -47,8 +58,9 @@ def _under(path: str, folder: str) -> bool:
 def list_inputs(patterns: Sequence[str], exclude: str | None = None) -> list[InputFile]:
     """Expands files, folders (all files below) and glob patterns into files sorted by path.
 
-    Each file is listed once, however many patterns reach it (`x.csv` and `./x.csv`, or two
-    overlapping globs): local paths are made absolute and compared resolved. Hidden files (a
+    Each file is listed once, however many patterns or names reach it (`x.csv` and
+    `./x.csv`, two overlapping globs, a symbolic or hard link): local files are compared by
+    device and inode, and listed by their absolute path. Hidden files (a
     name starting with '.') are left out, and so is everything under `exclude` (the
     conversion's own output folder, which may sit inside an input folder).
 
@@ -56,7 +68,7 @@ def list_inputs(patterns: Sequence[str], exclude: str | None = None) -> list[Inp
       UsageError: naming a pattern that matches no file.
     """
     excluded = _identity(exclude.rstrip("/")) if exclude else None
-    files: dict[str, InputFile] = {}  # identity -> file
+    files: dict[str | tuple[int, int], InputFile] = {}  # identity -> file
     skipped = 0
     for pattern, result in zip(patterns, FileSystems.match(list(patterns))):
         matched = result.metadata_list
@@ -77,9 +89,9 @@ def list_inputs(patterns: Sequence[str], exclude: str | None = None) -> list[Inp
         for meta in matched:
             path = os.path.abspath(meta.path) if _is_local(meta.path) else meta.path
             modified = getattr(meta, "last_updated_in_seconds", None)
-            files.setdefault(
-                _identity(meta.path), InputFile(path, meta.size_in_bytes, None, modified)
-            )
+            found = InputFile(path, meta.size_in_bytes, None, modified)
+            if files.setdefault(_file_identity(meta.path), found) is not found:
+                _log.info("%s is a file already listed (a link to it, or a second match)", path)
     if skipped:
         _log.info("left out %d file(s) under the output folder %s", skipped, exclude)
     return sorted(files.values(), key=lambda f: f.path)
