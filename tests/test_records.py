@@ -94,3 +94,22 @@ def test_the_fallback_without_the_private_class_reads_and_checks_the_same(
     damaged = _damaged(tmp_path, how)
     with pytest.raises(tf.errors.InvalidArgumentError, match="does not hold the"):
         _read(damaged, 0, len(RECORDS))
+
+
+@pytest.mark.parametrize("start", [0, 4])
+def test_a_missing_shard_fails_naming_it_instead_of_retrying_forever(tmp_path, start):
+    # Run apart: TF's reader retrying a missing file spins in C++, past any Python timeout.
+    import subprocess
+    import sys
+
+    path = tmp_path / "gone.tfrecord"
+    code = (
+        "import sys, tensorflow as tf; from tfdata_reader.records import checked_blocks\n"
+        "try:\n    list(checked_blocks(tf.constant(sys.argv[1]), *(tf.constant(v, tf.int64) "
+        f"for v in ({start}, 11, 11)), '', 4))\n"
+        "except tf.errors.InvalidArgumentError as e:\n    print(e.message)"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code, str(path)], capture_output=True, text=True, timeout=120
+    )
+    assert f"[shard] [{path}] [is missing: its dataset was replaced or damaged" in done.stdout

@@ -42,9 +42,11 @@ def checked_blocks(
     at_end = tf.equal(stop, shard_records)
     # Records this range must yield: one more than it holds at the shard's end would be an extra.
     wanted = stop - start
+    with tf.control_dependencies([_assert_exists(path)]):
+        count = tf.where(at_end, stop + 1, stop)
     blocks = (
         tf.data.TFRecordDataset(path, compression_type=compression, buffer_size=READ_BUFFER_BYTES)
-        .take(tf.where(at_end, stop + 1, stop))
+        .take(count)
         .skip(start)
         .batch(block_length)
         # A read error (a corrupt record) fails its block, and TF's reader moves past the file:
@@ -79,3 +81,23 @@ def checked_blocks(
             return tf.identity(block)
 
     return inline_map(blocks, check)
+
+
+def _assert_exists(path: tf.Tensor) -> tf.Operation:
+    """Fails naming the shard when it is missing: TF's reader, and `ignore_errors()` after it,
+    would retry opening it forever. A path with glob characters is not looked up (it would be
+    read as a pattern); it is rare, and its reading is left to TF."""
+    is_pattern = tf.strings.regex_full_match(path, r".*[*?\[\\].*")
+    found = tf.cond(
+        is_pattern,
+        lambda: tf.constant(True),
+        lambda: tf.size(tf.raw_ops.MatchingFiles(pattern=path)) > 0,
+    )
+    return tf.raw_ops.Assert(
+        condition=found,
+        data=[
+            "shard",
+            path,
+            "is missing: its dataset was replaced or damaged; run `tfrecord-etl verify` on it",
+        ],
+    )
