@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import dataclasses
 import gzip
+import logging
+import re
 import zlib
 from typing import BinaryIO
 
@@ -19,9 +21,12 @@ from apache_beam.io.filesystem import CompressionTypes
 from apache_beam.io.filesystems import FileSystems
 
 from beam_jobs.errors import FramingError
+from beam_jobs.sink.lease import read_lease
 from beam_jobs.sink.output_dir import load_manifest
 from beam_jobs.sink.tfrecord import count_records
 from tfdata_reader.manifest import MANIFEST_NAME, Manifest, ShardInfo
+
+_log = logging.getLogger(__name__)
 
 __all__ = ["ShardProblem", "verify"]
 
@@ -97,14 +102,21 @@ def _count_problems(manifest: Manifest) -> list[str]:
     return found
 
 
-def verify(output: str) -> tuple[Manifest, list[ShardProblem]]:
-    """Checks every shard listed in `output`'s manifest; returns the manifest and all problems.
+def _generation(name: str) -> int:
+    found = re.search(r"\.g(\d+)\.tfrecord", name)
+    return int(found.group(1)) if found else 0
 
-    Raises:
-      ManifestError: when the manifest itself is missing or malformed.
-    """
-    output = output.rstrip("/")
-    manifest = load_manifest(output)
+
+def _leased(output: str) -> bool:
+    """Whether a live conversion holds the folder (a lease we cannot read counts as held)."""
+    try:
+        lease = read_lease(output)[0]
+        return lease is not None and not lease.is_stale()
+    except Exception:
+        return True
+
+
+def _verify_once(output: str, manifest: Manifest) -> list[ShardProblem]:
     problems = [ShardProblem(MANIFEST_NAME, p) for p in _count_problems(manifest)]
     for shard in manifest.shards:
         path = FileSystems.join(output, shard.path)
@@ -115,8 +127,37 @@ def verify(output: str) -> tuple[Manifest, list[ShardProblem]]:
             ShardProblem(shard.path, p) for p in _check_shard(path, shard, manifest.compression)
         )
     listed = {s.path for s in manifest.shards}
+    publishing = _leased(output)
     for meta in FileSystems.match([FileSystems.join(output, "*.tfrecord*")])[0].metadata_list:
         name = meta.path.rstrip("/").rsplit("/", 1)[-1]
-        if name not in listed:
-            problems.append(ShardProblem(name, "not listed in the manifest"))
+        if name in listed or name.startswith("."):  # ours: the lease, temporary folders
+            continue
+        if publishing and _generation(name) > manifest.generation:
+            _log.info("%s: the next generation, being published by a running conversion", name)
+            continue
+        problems.append(ShardProblem(name, "not listed in the manifest"))
+    return problems
+
+
+def verify(output: str, attempts: int = 3) -> tuple[Manifest, list[ShardProblem]]:
+    """Checks every shard listed in `output`'s manifest; returns the manifest and all problems.
+
+    A conversion may publish into the folder meanwhile (a new manifest, new shards, the old
+    ones removed): the check is made again against the new manifest, up to `attempts` times.
+
+    Raises:
+      ManifestError: when the manifest itself is missing or malformed.
+    """
+    output = output.rstrip("/")
+    manifest = load_manifest(output)
+    for _ in range(attempts):
+        problems = _verify_once(output, manifest)
+        now = load_manifest(output)
+        if now == manifest:
+            return manifest, problems
+        _log.info("%s was published anew while being verified; verifying again", output)
+        manifest = now
+    problems.append(
+        ShardProblem(MANIFEST_NAME, f"replaced {attempts} times while being verified; try again")
+    )
     return manifest, problems

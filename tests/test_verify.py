@@ -138,3 +138,46 @@ def test_counts_that_do_not_add_up_are_named(dataset):
             "!= rows out",
         )
     ]
+
+
+def test_a_lease_and_a_publish_in_progress_are_not_damage(dataset):
+    import json
+
+    from beam_jobs.sink.lease import LEASE_NAME
+
+    out, manifest = dataset
+    next_gen = manifest.shards[0].path.replace(".tfrecord", f".g{manifest.generation + 1}.tfrecord")
+    shutil.copy(out / manifest.shards[0].path, out / next_gen)
+    # Without a lease, a next-generation shard is a leftover of a run that died publishing.
+    assert verify(str(out))[1] == [ShardProblem(next_gen, "not listed in the manifest")]
+    lease = {"run_id": "r", "host": "elsewhere", "pid": 1, "started": "2026-12-04T00:00:00+00:00",
+             "expires": "2999-01-01T00:00:00+00:00", "job": ""}  # fmt: skip
+    (out / LEASE_NAME).write_text(json.dumps(lease))  # a run holds the folder, publishing
+    assert verify(str(out))[1] == []
+    lease["expires"] = "2026-01-01T00:00:00+00:00"  # its holder is gone: a leftover again
+    (out / LEASE_NAME).write_text(json.dumps(lease))
+    assert verify(str(out))[1] == [ShardProblem(next_gen, "not listed in the manifest")]
+
+
+def test_a_dataset_published_anew_while_verified_is_verified_against_the_new_manifest(
+    dataset, monkeypatch
+):
+    import beam_jobs.verify as verify_module
+
+    out, manifest = dataset
+    old = manifest
+    new_manifest = verify_module.load_manifest(str(out))
+    calls = []
+
+    def load(output):  # the first read sees a manifest whose shards are gone
+        calls.append(output)
+        if len(calls) == 1:
+            return dataclasses.replace(old, shards=(*old.shards[:-1], gone))
+        return new_manifest
+
+    import dataclasses
+
+    gone = dataclasses.replace(old.shards[-1], path="data-00000-of-00001.g9.tfrecord")
+    monkeypatch.setattr(verify_module, "load_manifest", load)
+    assert verify(str(out)) == (new_manifest, [])
+    assert len(calls) == 3  # the first, its re-read, and the re-read after the second pass
