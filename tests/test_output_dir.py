@@ -131,3 +131,22 @@ def test_an_input_edited_in_place_with_the_same_size_is_converted_again(tmp_path
     assert second.converted and second.manifest.generation == 1
     again = run(_argv([str(path)], out))
     assert not again.converted
+
+
+def test_a_folder_that_only_looks_like_our_temporary_folder_is_kept(tmp_path):
+    import json
+
+    path = tmp_path / "a.csv"
+    path.write_text("id,v\n1,x\n2,y\n")
+    out = tmp_path / "out"
+    mine = out / ".tfrecord-etl-tmp-cafe"
+    mine.mkdir(parents=True)
+    (mine / "run.json").write_text(json.dumps({"my": "experiment"}))
+    (mine / "results.csv").write_text("a,b\n1,2\n")
+    dead = out / ".tfrecord-etl-tmp-beef"  # a killed run's: its marker names its run id
+    dead.mkdir()
+    (dead / "run.json").write_text(json.dumps({"run_id": "beef", "tool": "tfrecord-etl"}))
+    run(_argv([str(path)], out))
+    assert (mine / "results.csv").read_text() == "a,b\n1,2\n"
+    assert json.loads((mine / "run.json").read_text()) == {"my": "experiment"}
+    assert not dead.exists()

@@ -129,13 +129,26 @@ def _is_file(path: str) -> bool:
     return any(m.path.rstrip("/") == path.rstrip("/") for m in matched)
 
 
+def _holds_our_marker(output: str, folder: str) -> bool:
+    """Whether the folder's run marker is the one `start_temp_folder` writes for its run id
+    (a file of that name alone proves nothing: the folder may be a user's own)."""
+    path = FileSystems.join(output, folder, RUN_MARKER)
+    try:
+        with FileSystems.open(path, compression_type=CompressionTypes.UNCOMPRESSED) as f:
+            marker = json.loads(f.read(4096))
+    except (OSError, ValueError):
+        return False
+    expected = {"run_id": folder.removeprefix(TEMP_DIR_PREFIX), "tool": "tfrecord-etl"}
+    return marker == expected
+
+
 def _dead_temp_folders(output: str, listing: list[str], run_id: str) -> list[str]:
-    """Temporary folders of other runs that hold our marker (this run holds the lease, so
-    their runs are over); a folder without the marker is not provably ours and stays."""
+    """Temporary folders of other runs that hold our marker for their run id (this run holds
+    the lease, so their runs are over); any other folder is not provably ours and stays."""
     folders = {r.split("/", 1)[0] for r in listing if _TEMP_DIR_RE.fullmatch(r.split("/", 1)[0])}
     dead = []
     for folder in sorted(folders - {TEMP_DIR_PREFIX + run_id}):
-        if f"{folder}/{RUN_MARKER}" in listing:
+        if f"{folder}/{RUN_MARKER}" in listing and _holds_our_marker(output, folder):
             dead.append(FileSystems.join(output, folder))
         else:
             _log.warning("leaving %s in place: it does not hold a tfrecord-etl run marker", folder)
