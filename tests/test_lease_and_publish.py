@@ -171,7 +171,7 @@ def test_already_converted_still_removes_a_killed_runs_temporary_folder(sample_c
     convert(sample_csv[:1], out)
     leftover = out / ".tfrecord-etl-tmp-0123456789ab"
     leftover.mkdir()
-    (leftover / "run.json").write_text('{"run_id": "0123456789ab"}')
+    (leftover / "run.json").write_text('{"run_id": "0123456789ab", "tool": "tfrecord-etl"}')
     (leftover / "data-00000-of-00001.tfrecord.5f3a").write_bytes(b"x" * 1000)
     from beam_jobs.launcher import run
 

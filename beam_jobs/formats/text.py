@@ -46,9 +46,8 @@ def piece_chunks(piece: Piece, max_record_bytes: int) -> Iterator[tuple[int, byt
         try:
             yield from line_chunks(f, start, end, max_line_bytes=2 * max_record_bytes)
         except LineTooLong as e:
-            where = "of the decompressed text " if compression else ""
             raise DataError(
-                f"{piece.path}: {e} {where}(twice --max_record_bytes); is it line-delimited? "
+                f"{piece.path}: {e} (twice --max_record_bytes); is it line-delimited? "
                 "Raise --max_record_bytes to read it"
             ) from None
 

@@ -31,6 +31,33 @@ _BLOCK_SIZE = 1 << 20
 _PARSE_TYPES = {"int64": pa.int64(), "float32": pa.float64(), "bytes": pa.string()}
 
 
+_SCAN_STEP = 8 << 20
+
+
+def _endless_line(f: BinaryIO, start: int, end: int, limit: int) -> int | None:
+    """Where a line longer than `limit` starts in bytes [start, end), if one does: such a
+    line is a record too long to read (a record is whole lines), found in bounded memory
+    before pyarrow would hold blocks of it."""
+    f.seek(start)
+    position, line_start = start, start
+    while position < end:
+        data = f.read(min(_SCAN_STEP, end - position))
+        if not data:
+            break
+        last = data.rfind(b"\n")
+        if last < 0:
+            if position + len(data) - line_start > limit:
+                return line_start
+        else:
+            first = data.find(b"\n")
+            if position + first - line_start > limit:
+                return line_start
+            # Lines wholly inside this step are shorter than a step, which is under the limit.
+            line_start = position + last + 1
+        position += len(data)
+    return line_start if position - line_start > limit else None
+
+
 class _Window(io.RawIOBase):
     """Bytes [start, end) of a seekable binary file, as a readable stream that follows the
     quote state (`scanner.in_quotes` after `scanner.finish()`: the range ends in a quoted
@@ -50,7 +77,8 @@ class _Window(io.RawIOBase):
     def readinto(self, buffer) -> int:
         if self._left <= 0:
             return 0
-        view = memoryview(buffer)[: min(len(buffer), self._left)]
+        # In steps, so that the quote scanner's arrays stay small however big pyarrow's block.
+        view = memoryview(buffer)[: min(len(buffer), self._left, _SCAN_STEP)]
         data = self._f.read(len(view))
         view[: len(data)] = data
         self._left -= len(data)
@@ -226,6 +254,13 @@ def read_range(
                 yielded += batch.num_rows
                 yield batch
         except _RowTooLong as e:
+            endless = _endless_line(f, start, end, 2 * max_record_bytes)
+            if endless is not None:
+                raise DataError(
+                    f"{path}: the line starting at byte {endless:,} is longer than "
+                    f"{2 * max_record_bytes:,} bytes (twice --max_record_bytes); is it CSV? "
+                    "Raise --max_record_bytes to read it"
+                ) from e
             if block_size >= 2 * max_record_bytes:
                 raise DataError(
                     f"{path}: {_span(start, end)} hold a record too long to parse in blocks of "
