@@ -16,6 +16,7 @@ from beam_jobs.errors import recover
 from beam_jobs.options import ConvertConfig
 from beam_jobs.pipeline import ConvertToShards
 from beam_jobs.plan.conversion import ConversionPlan, make_plan
+from beam_jobs.report import plan_warnings
 from beam_jobs.runner import check_flags, choose_runner, normalize_argv
 from beam_jobs.sink import lease
 from beam_jobs.sink.output_dir import (
@@ -25,7 +26,7 @@ from beam_jobs.sink.output_dir import (
     start_temp_folder,
 )
 from beam_jobs.sink.progress import ProgressReporter
-from beam_jobs.units import format_size
+from beam_jobs.units import count_of, format_size
 from beam_jobs.version import __version__
 from tfdata_reader.manifest import Manifest
 
@@ -83,15 +84,17 @@ def run(argv: Sequence[str]) -> ConvertResult:
             )
             return ConvertResult(config, load_manifest(config.output), converted=False)
         _log.info(
-            "plan: %d %s input files (%s), %d features, %d shards%s of about %s each",
-            len(plan.files),
+            "plan: %s (%s input, %s), %s, %s%s of about %s each",
+            count_of(len(plan.files), "input file"),
             config.format,
             format_size(plan.input_bytes),
-            len(plan.features),
-            len(plan.shards),
+            count_of(len(plan.features), "feature"),
+            count_of(len(plan.shards), "shard"),
             _per_split(plan),
             format_size(plan.estimated_output_bytes / len(plan.shards)),
         )
+        for warning in plan_warnings(plan, config.target_shard_bytes):
+            _log.warning("%s", warning)
         temp_dir = start_temp_folder(config.output, run_id)
         transform = ConvertToShards(plan, config, __version__, run_id)
         if not config.wait:

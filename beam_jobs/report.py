@@ -4,12 +4,13 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from beam_jobs.formats.compressed import compression_of
 from beam_jobs.plan.conversion import ConversionPlan
 from beam_jobs.sink.dead_letter import DEAD_LETTER_DIR, first_bad_rows
-from beam_jobs.units import format_size
+from beam_jobs.units import count_of, format_size
 from tfdata_reader.manifest import FeatureSpec, Manifest
 
-__all__ = ["bad_rows_note", "describe", "describe_plan", "summarize_run"]
+__all__ = ["bad_rows_note", "describe", "describe_plan", "plan_warnings", "summarize_run"]
 
 
 def format_table(header: Sequence[str], rows: Sequence[Sequence[object]]) -> str:
@@ -126,12 +127,36 @@ def bad_rows_note(output: str, dead_letters: Sequence[str], limit: int = 5) -> l
     return [f"first bad rows (all of them are in {folder}/):", *(f"  {r}" for r in rows)]
 
 
+_OVERSIZED = 1.5  # times the target: a shard worth warning about
+
+
+def plan_warnings(plan: ConversionPlan, target_shard_bytes: int) -> list[str]:
+    """What a plan may get wrong that the user should hear before the run: no records at all,
+    and compressed inputs that make shards far over the target (one writer reads each whole)."""
+    found = []
+    if plan.estimated_records < 0.5:
+        found.append(
+            "the plan estimates 0 records: the sampled heads hold no complete record; check "
+            f"--format ({plan.input_format.name}) and the inputs"
+        )
+    for shard in plan.shards:
+        compressed = [p.path for p in shard.pieces if compression_of(p.path)]
+        estimate = shard.input_bytes * plan.output_bytes_per_input_byte
+        if compressed and estimate > _OVERSIZED * target_shard_bytes:
+            found.append(
+                f"shard {shard.index} will be about {format_size(estimate)} (target "
+                f"{format_size(target_shard_bytes)}): {compressed[0]} is compressed, so one "
+                "writer reads it whole; split such files upstream for size-targeted shards"
+            )
+    return found
+
+
 def _planned_shards(plan: ConversionPlan, target_shard_bytes: int) -> str:
     if not plan.splits:
         estimate = plan.estimated_output_bytes / len(plan.shards)
         return (
-            f"shards       {len(plan.shards)} of about {format_size(estimate)} each "
-            f"(target {format_size(target_shard_bytes)})"
+            f"shards       {count_of(len(plan.shards), 'shard')} of about "
+            f"{format_size(estimate)} each (target {format_size(target_shard_bytes)})"
         )
     total = sum(w for _, w in plan.splits)
     parts = []
@@ -149,11 +174,12 @@ def describe_plan(plan: ConversionPlan, output: str | None, target_shard_bytes: 
     lines = [
         f"dry run: nothing written to {output}" if output else "plan (nothing is written)",
         f"format       {plan.input_format.describe()}",
-        f"inputs       {len(plan.files)} files, {format_size(plan.input_bytes)}",
+        f"inputs       {count_of(len(plan.files), 'file')}, {format_size(plan.input_bytes)}",
         f"estimate     {plan.estimated_records:,.0f} records, "
         f"{format_size(plan.estimated_output_bytes)} of shards "
         f"({plan.output_bytes_per_input_byte:.3f} output bytes per input byte, from samples)",
         _planned_shards(plan, target_shard_bytes),
+        *(f"warning: {w}" for w in plan_warnings(plan, target_shard_bytes)),
         "",
         feature_table(plan.features),
         "",

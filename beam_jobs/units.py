@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 
-__all__ = ["format_size", "parse_size"]
+__all__ = ["count_of", "format_size", "parse_size"]
 
 _UNITS = {
     "": 1,
@@ -53,3 +53,8 @@ def format_size(num_bytes: float) -> str:
         if abs(value) < 1024:
             return f"{value:.3g} {unit}"
     return f"{value / 1024:.3g} TiB"
+
+
+def count_of(n: int, noun: str) -> str:
+    """`1 shard`, `2 shards`: a count with its noun in the right number."""
+    return f"{n:,} {noun}" if n == 1 else f"{n:,} {noun}s"

@@ -174,3 +174,18 @@ def test_mistyped_lines_among_lists_and_nulls_are_dead_letters(bad_every):
     assert len(bad) == mistyped and all("'id'" in b.reason for b in bad)
     ids = [i for batch in batches for i in batch.column("id").to_pylist()]
     assert ids == [i for i in range(20_000) if i < 7 or (i - 7) % bad_every]
+
+
+@pytest.mark.parametrize("sampled", [True, False])
+def test_a_json_array_file_is_refused_saying_it_is_an_array(tmp_path, sampled):
+    from beam_jobs.errors import DataError
+
+    folder = tmp_path / "in"
+    folder.mkdir()
+    array = folder / ("a.json" if sampled else "z.json")  # 12 files: not all are sampled
+    array.write_text('[\n  {"id": 1},\n  {"id": 2}\n]\n')
+    for i in range(11):
+        (folder / f"f{i:02d}.json").write_text(json.dumps({"id": i}) + "\n")
+    with pytest.raises(DataError) as e:
+        convert([str(folder)], tmp_path / "out", "--format=jsonl")
+    assert str(e.value).startswith(f"{array}: holds a JSON array (it starts with '['), not JSON")

@@ -18,6 +18,8 @@ import pyarrow as pa
 
 from beam_jobs.errors import DataError
 from beam_jobs.formats.base import InputFormat, OnBadRow, PieceReport, Sample
+from beam_jobs.formats.compressed import compression_of
+from beam_jobs.formats.compressed import read_head as read_content_head
 from beam_jobs.formats.json_chunks import line_problem, parse_chunk, read_chunk
 from beam_jobs.formats.text import piece_chunks, sample_head
 from beam_jobs.plan.shards import InputFile, Piece
@@ -36,6 +38,16 @@ def _sample_rows(lines: bytes) -> list[dict]:
             value = json.loads(line)
             rows.append(flatten_object(value))
     return rows
+
+
+def _refuse_an_array(path: str, head: bytes) -> None:
+    """A `.json` file holding one JSON array (the most common JSON file) is not JSON lines:
+    said plainly, instead of a dead letter per line."""
+    if head.lstrip(b"\xef\xbb\xbf \t\r\n").startswith(b"["):
+        raise DataError(
+            f"{path}: holds a JSON array (it starts with '['), not JSON lines (one object per "
+            f"line); convert it first, e.g. jq -c '.[]' {path} > records.jsonl"
+        )
 
 
 def _with_dates(features: list[FeatureSpec], lines: bytes) -> list[FeatureSpec]:
@@ -67,6 +79,9 @@ class JsonLinesFormat(InputFormat):
 
     def sample(self, f: InputFile, sample_bytes: int) -> Sample:
         lines, input_bytes = sample_head(f, sample_bytes)
+        _refuse_an_array(
+            f.path, lines or read_content_head(f, 4096, compression_of(f.path)).content
+        )
         if f.size and not lines.strip():
             raise DataError(
                 f"{f.path}: no complete line in the first {sample_bytes} bytes; is it JSON lines?"
@@ -98,5 +113,7 @@ class JsonLinesFormat(InputFormat):
     ) -> Generator[pa.RecordBatch, None, PieceReport]:
         ignored: collections.Counter = collections.Counter()
         for offset, chunk in piece_chunks(piece, self._max_record_bytes):
+            if offset == 0:  # a file the plan did not sample
+                _refuse_an_array(piece.path, chunk)
             yield from read_chunk(chunk, offset, piece.path, features, on_bad_row, ignored)
         return PieceReport(ignored_fields=dict(ignored))

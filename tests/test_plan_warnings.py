@@ -1,0 +1,48 @@
+"""What --dry_run warns about before anything runs: no records, oversized compressed shards."""
+
+from __future__ import annotations
+
+import gzip
+
+from beam_jobs.cli import main
+from beam_jobs.units import count_of
+
+
+def test_counts_take_their_noun_in_the_right_number():
+    assert [count_of(n, "shard") for n in (0, 1, 2, 1500)] == [
+        "0 shards",
+        "1 shard",
+        "2 shards",
+        "1,500 shards",
+    ]
+
+
+def _dry_run(capsys, *argv: str) -> str:
+    assert main(["convert", *argv, "--dry_run"]) == 0
+    return capsys.readouterr().out
+
+
+def test_a_compressed_file_over_the_target_is_warned_about(tmp_path, capsys):
+    path = tmp_path / "big.csv.gz"
+    with gzip.open(path, "wt") as f:
+        f.write("id,text\n" + "".join(f"{i},some text {i}\n" for i in range(40_000)))
+    out = _dry_run(capsys, "--input", str(path), "--output", str(tmp_path / "o"),
+                   "--target_shard_bytes=64KiB")  # fmt: skip
+    assert "inputs       1 file, " in out
+    assert "shards       1 shard of about " in out
+    [warning] = [line for line in out.splitlines() if line.startswith("warning: ")]
+    assert warning.startswith("warning: shard 0 will be about ")
+    assert f"(target 64 KiB): {path} is compressed, so one writer reads it whole" in warning
+
+
+def test_a_plan_of_no_records_is_warned_about(tmp_path, capsys):
+    path = tmp_path / "header_only.csv"
+    path.write_text("id,text\n")
+    out = _dry_run(capsys, "--input", str(path), "--output", str(tmp_path / "o"))
+    assert "warning: the plan estimates 0 records" in out
+
+
+def test_a_plain_plan_has_no_warnings(sample_csv, tmp_path, capsys):
+    out = _dry_run(capsys, *[a for p in sample_csv for a in ("--input", p)],
+                   "--output", str(tmp_path / "o"))  # fmt: skip
+    assert "inputs       3 files, " in out and "warning" not in out
