@@ -15,7 +15,7 @@ from apache_beam.options.pipeline_options import PipelineOptions, TestOptions
 
 from beam_jobs.errors import UsageError
 from beam_jobs.formats import FORMAT_NAMES, guess_format
-from beam_jobs.formats.csv.dialect import Dialect, parse_delimiter
+from beam_jobs.formats.csv.dialect import Dialect, parse_delimiter, parse_encoding
 from beam_jobs.units import parse_size
 from tfdata_reader.manifest import COMPRESSIONS, NAME_RULE, is_valid_name
 
@@ -59,6 +59,12 @@ class ConvertOptions(PipelineOptions):
             "--column_names",
             default=None,
             help="CSV files have no header line: their columns, e.g. id,name,score.",
+        )
+        parser.add_argument(
+            "--encoding",
+            default="utf-8",
+            help="CSV and text: the files' text encoding, e.g. latin-1 or cp1252 (default "
+            "utf-8); read as UTF-8 from then on.",
         )
         parser.add_argument(
             "--skip_header_lines",
@@ -162,6 +168,7 @@ class ConvertConfig:
     delimiter: str | None = None  # None: detected from the sampled head
     column_names: tuple[str, ...] = ()
     skip_header_lines: int = 0
+    encoding: str = "utf-8"
     schema: str | None = None
     labels: str | None = None
     splits: tuple[tuple[str, int], ...] = ()
@@ -192,6 +199,11 @@ class ConvertConfig:
         if csv_flags and self.format != "csv":
             raise UsageError(
                 "--delimiter, --column_names and --skip_header_lines are for --format csv only"
+            )
+        if self.encoding != "utf-8" and self.format not in ("csv", "text"):
+            raise UsageError(
+                f"--encoding is for --format csv and text; {self.format} input is UTF-8 by "
+                "definition"
             )
         if self.skip_header_lines < 0:
             raise UsageError(f"--skip_header_lines must be 0 or more, got {self.skip_header_lines}")
@@ -253,6 +265,10 @@ class ConvertConfig:
         column_names = (
             tuple(n.strip() for n in view.column_names.split(",")) if (view.column_names) else ()
         )
+        try:
+            encoding = parse_encoding(view.encoding)
+        except ValueError as e:
+            raise UsageError(str(e)) from None
         if format_name is None:
             raise UsageError(
                 f"cannot tell the input format from {list(inputs)}; pass --format "
@@ -265,6 +281,7 @@ class ConvertConfig:
             delimiter=delimiter,
             column_names=column_names,
             skip_header_lines=view.skip_header_lines,
+            encoding=encoding,
             schema=view.schema,
             labels=view.image_labels,
             splits=parse_splits(view.splits) if view.splits else (),
@@ -286,7 +303,7 @@ class ConvertConfig:
 
     def dialect(self) -> Dialect:
         """The CSV dialect the flags give (a None delimiter is detected at planning)."""
-        return Dialect(self.delimiter, self.column_names, self.skip_header_lines)
+        return Dialect(self.delimiter, self.column_names, self.skip_header_lines, self.encoding)
 
     def to_json(self) -> dict[str, Any]:
         """The options that define the conversion, as recorded in the manifest."""

@@ -24,7 +24,7 @@ def test_dry_run_prints_the_plan_and_writes_nothing(sample_csv, tmp_path, capsys
     assert main(argv) == 0
     text = capsys.readouterr().out
     assert text.startswith(f"dry run: nothing written to {tmp_path}/daily/2026-12-01\n")
-    assert "shards       3 of about" in text
+    assert "shards       3 shards of about" in text
     assert _last_json(text) == {"status": "dry_run", "exit_code": 0, "planned_shards": 3}
     assert not (tmp_path / "daily").exists()
 

@@ -52,6 +52,8 @@ def make_format(
         return cls(patterns, labels)
     if name == "csv":
         return cls(max_record_bytes, dialect)
-    if name in ("text", "jsonl"):
+    if name == "text":
+        return cls(max_record_bytes, dialect.encoding if dialect else "utf-8")
+    if name == "jsonl":
         return cls(max_record_bytes)
     return cls()

@@ -56,12 +56,26 @@ class TextFormat(InputFormat):
     name = "text"
     extensions = (".txt", ".text")
 
-    def __init__(self, max_record_bytes: int = 64 << 20) -> None:
+    def __init__(self, max_record_bytes: int = 64 << 20, encoding: str = "utf-8") -> None:
         self._max_record_bytes = max_record_bytes
+        self._encoding = encoding
+
+    def _utf8(self, chunk: bytes, path: str, offset: int) -> bytes:
+        """A chunk in UTF-8 (`--encoding`): lines keep their count and order."""
+        if self._encoding == "utf-8":
+            return chunk
+        try:
+            return chunk.decode(self._encoding).encode("utf-8")
+        except UnicodeDecodeError as e:
+            raise DataError(
+                f"{path}: byte {offset + e.start:,} is not {self._encoding} ({e.reason}); "
+                "pass the file's --encoding"
+            ) from None
 
     def sample(self, f: InputFile, sample_bytes: int) -> Sample:
         lines, input_bytes = sample_head(f, sample_bytes)
-        return Sample(f.path, pa.table({"text": split_lines(lines)}), input_bytes)
+        text = self._utf8(lines, f.path, 0)
+        return Sample(f.path, pa.table({"text": split_lines(text)}), input_bytes)
 
     def infer_features(
         self, samples: Sequence[Sample], overrides: Sequence[FeatureSpec]
@@ -80,5 +94,6 @@ class TextFormat(InputFormat):
         on_bad_row: OnBadRow,
         context: Any = None,
     ) -> Iterator[pa.RecordBatch]:
-        for _, chunk in piece_chunks(piece, self._max_record_bytes):
-            yield pa.RecordBatch.from_arrays([split_lines(chunk)], ["text"])
+        for offset, chunk in piece_chunks(piece, self._max_record_bytes):
+            text = self._utf8(chunk, piece.path, offset)
+            yield pa.RecordBatch.from_arrays([split_lines(text)], ["text"])

@@ -8,13 +8,21 @@ file is tab-separated; a file whose first line has no comma but exactly one of t
 
 from __future__ import annotations
 
+import codecs
 import dataclasses
 import posixpath
 import re
 
 from beam_jobs.formats.compressed import COMPRESSED_SUFFIXES
 
-__all__ = ["Dialect", "detect_delimiter", "looks_like_data", "parse_delimiter", "skip_lines"]
+__all__ = [
+    "Dialect",
+    "detect_delimiter",
+    "looks_like_data",
+    "parse_delimiter",
+    "parse_encoding",
+    "skip_lines",
+]
 
 _OTHER_DELIMITERS = ("\t", ";", "|")
 _NAMES = {"tab": "\t", "\\t": "\t", "comma": ",", "semicolon": ";", "pipe": "|"}
@@ -29,11 +37,13 @@ class Dialect:
       delimiter: the field delimiter; None until detected from the first sampled file.
       column_names: the columns, when the files have no header line (`--column_names`).
       skip_lines: lines before the header (or before the data, without one) to ignore.
+      encoding: the files' text encoding (`--encoding`); pyarrow decodes it to UTF-8.
     """
 
     delimiter: str | None = None
     column_names: tuple[str, ...] = ()
     skip_lines: int = 0
+    encoding: str = "utf-8"
 
     @property
     def has_header(self) -> bool:
@@ -46,6 +56,8 @@ class Dialect:
         parts.append("header line" if self.has_header else "no header line (--column_names)")
         if self.skip_lines:
             parts.append(f"{self.skip_lines} lines skipped first")
+        if self.encoding != "utf-8":
+            parts.append(f"encoding {self.encoding}")
         return ", ".join(parts)
 
 
@@ -89,3 +101,27 @@ def skip_lines(data: bytes, count: int) -> int | None:
 def looks_like_data(names: list[str]) -> bool:
     """True when every would-be column name is a number: the first line is probably a record."""
     return bool(names) and all(_NUMBER.fullmatch(n) for n in names)
+
+
+# Bytes the readers find records by, before any decoding: they must be these same bytes.
+_STRUCTURE = "\n\r\t ,;|\"'{}[]:0123456789"
+
+
+def parse_encoding(name: str) -> str:
+    """`--encoding`: a codec Python knows whose newlines, quotes and delimiters are the ASCII
+    bytes (latin-1, cp1252, ...), normalized; ValueError for others (UTF-16 and UTF-32 files
+    must be converted to UTF-8 first)."""
+    try:
+        info = codecs.lookup(name)
+    except LookupError:
+        raise ValueError(f"--encoding {name!r} is not an encoding Python knows") from None
+    try:
+        same = _STRUCTURE.encode(info.name) == _STRUCTURE.encode("ascii")
+    except UnicodeEncodeError:
+        same = False
+    if not same:
+        raise ValueError(
+            f"--encoding {name!r} does not write newlines, quotes and delimiters as ASCII does; "
+            "convert such files to UTF-8 first (e.g. iconv -f UTF-16 -t UTF-8)"
+        )
+    return "utf-8" if info.name == "utf-8" else info.name

@@ -96,6 +96,7 @@ class CsvFormat(InputFormat):
             first_line=1 + self.dialect.skip_lines,
             header=self.dialect.has_header,
             delimiter=self.delimiter,
+            encoding=self.dialect.encoding,
         )
 
     def _read(
@@ -120,6 +121,7 @@ class CsvFormat(InputFormat):
             max_record_bytes=self._max_record_bytes,
             header=start == data_start and self.dialect.has_header,
             delimiter=self.delimiter,
+            encoding=self.dialect.encoding,
         )
 
     def read_piece(

@@ -214,6 +214,7 @@ def read_range(
     max_record_bytes: int = _BLOCK_SIZE,
     header: bool = True,
     delimiter: str = ",",
+    encoding: str = "utf-8",
 ) -> Iterator[pa.RecordBatch]:
     """Reads the records in bytes [start, end) of a CSV file as Arrow batches.
 
@@ -239,6 +240,7 @@ def read_range(
       max_record_bytes: the longest record that must be read (`--max_record_bytes`).
       header: the range begins with the file's header line (else its columns are `features`).
       delimiter: the field delimiter.
+      encoding: the file's text encoding (pyarrow decodes it to UTF-8).
 
     Raises:
       DataError: naming the file and the byte range, for a header that differs from the
@@ -247,7 +249,7 @@ def read_range(
     yielded = 0
     for block_size in (_BLOCK_SIZE, max(_BLOCK_SIZE, 2 * max_record_bytes)):
         reader = _RangeReader(
-            f, path, start, end, features, block_size, first_line, header, delimiter
+            f, path, start, end, features, block_size, first_line, header, delimiter, encoding
         )
         try:
             for batch in reader.batches(skip=yielded):
@@ -296,9 +298,10 @@ class _RangeReader:
         first_line: int | None,
         header: bool,
         delimiter: str,
+        encoding: str,
     ) -> None:
         self._f, self._path, self._start, self._end = f, path, start, end
-        self._header, self._delimiter = header, delimiter
+        self._header, self._delimiter, self._encoding = header, delimiter, encoding
         self._features = features
         self._block_size = block_size
         self._first_line = first_line
@@ -339,6 +342,7 @@ class _RangeReader:
             block_size=self._block_size,
             use_threads=False,
             column_names=None if self._header else names,
+            encoding=self._encoding,
         )
         parse_options = pcsv.ParseOptions(
             delimiter=self._delimiter,
@@ -374,6 +378,11 @@ class _RangeReader:
             if "straddl" in str(e):
                 raise _RowTooLong(str(e)) from e
             raise DataError(f"{path}: {_span(start, end)}: {e}") from e
+        except UnicodeDecodeError as e:  # pyarrow decodes the header's names as UTF-8
+            raise DataError(
+                f"{path}: the header is not {self._encoding} ({e.reason} at byte {e.start}); "
+                "pass --encoding (e.g. latin-1 or cp1252)"
+            ) from None
 
     def _unterminated_last_row(self, pending: pa.RecordBatch) -> pa.RecordBatch:
         """Marks the range's last record, whose quoted field never closes, as a bad row; returns

@@ -46,7 +46,11 @@ def _parse_options(delimiter: str) -> pcsv.ParseOptions:
 
 
 def _read_options(dialect: Dialect) -> pcsv.ReadOptions:
-    return pcsv.ReadOptions(use_threads=False, column_names=list(dialect.column_names) or None)
+    return pcsv.ReadOptions(
+        use_threads=False,
+        column_names=list(dialect.column_names) or None,
+        encoding=dialect.encoding,
+    )
 
 
 def convert_options(column_types: dict[str, pa.DataType] | None = None) -> pcsv.ConvertOptions:
@@ -98,6 +102,11 @@ def parse_sample(path: str, head: bytes, is_whole_file: bool, dialect: Dialect) 
         )
     except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as e:
         raise DataError(f"{path}: bytes 0-{end}: {e}") from e
+    except UnicodeDecodeError as e:  # pyarrow decodes the header's names as UTF-8
+        raise DataError(
+            f"{path}: the header is not {dialect.encoding} ({e.reason} at byte {e.start}); "
+            "pass --encoding (e.g. latin-1 or cp1252)"
+        ) from None
     return CsvSample(path, table.column_names, table, head[:end], dialect, texts)
 
 

@@ -1,0 +1,69 @@
+"""--encoding: CSV and text files that are not UTF-8 are read as their encoding says, and a
+header that is not UTF-8 without it is a data error naming the flag (not a traceback)."""
+
+from __future__ import annotations
+
+import csv
+
+import pytest
+from support.datasets import convert, read_all
+
+from beam_jobs.errors import DataError, UsageError
+
+
+def _latin1_csv(path) -> list[dict]:
+    rows = [{"id": str(i), "città": f"Forlì {i}", "note": "crème brûlée" if i % 2 else "ß"}
+            for i in range(500)]  # fmt: skip
+    with open(path, "w", encoding="latin-1", newline="") as f:
+        writer = csv.DictWriter(f, fieldnames=["id", "città", "note"])
+        writer.writeheader()
+        writer.writerows(rows)
+    with open(path, encoding="latin-1", newline="") as f:  # the oracle reads it back
+        return list(csv.DictReader(f))
+
+
+def test_a_latin1_csv_converts_with_its_encoding(tmp_path):
+    path = tmp_path / "latin.csv"
+    expected = _latin1_csv(path)
+    manifest = convert([str(path)], tmp_path / "out", "--encoding=latin-1", "--num_shards=3")
+    assert [f.name for f in manifest.features] == ["id", "città", "note"]
+    got = sorted(read_all(tmp_path / "out"), key=lambda r: r["id"])
+    assert [(str(r["id"]), r["città"].decode(), r["note"].decode()) for r in got] == [
+        (e["id"], e["città"], e["note"]) for e in expected
+    ]
+
+
+def test_a_header_that_is_not_utf8_names_the_flag(tmp_path):
+    path = tmp_path / "latin.csv"
+    _latin1_csv(path)
+    with pytest.raises(DataError, match=rf"^{path}: the header is not utf-8 .*pass --encoding"):
+        convert([str(path)], tmp_path / "out")
+
+
+def test_a_cp1252_text_file_converts_with_its_encoding(tmp_path):
+    path = tmp_path / "quotes.txt"
+    lines = [f"\u201cquoted\u201d line {i} \u2014 \u20ac{i}" for i in range(300)]
+    path.write_bytes("\r\n".join(lines).encode("cp1252") + b"\r\n")
+    convert([str(path)], tmp_path / "out", "--encoding=cp1252")
+    assert [r["text"].decode() for r in read_all(tmp_path / "out")] == lines
+
+
+@pytest.mark.parametrize(
+    "flags, message",
+    [
+        (["--encoding=utf-16"], "does not write newlines, quotes and delimiters as ASCII does"),
+        (["--encoding=klingon"], "is not an encoding Python knows"),
+    ],
+)
+def test_encodings_the_readers_cannot_follow_are_usage_errors(tmp_path, flags, message):
+    path = tmp_path / "a.csv"
+    path.write_text("id\n1\n")
+    with pytest.raises(UsageError, match=message):
+        convert([str(path)], tmp_path / "out", *flags)
+
+
+def test_json_lines_are_utf8_by_definition(tmp_path):
+    path = tmp_path / "a.jsonl"
+    path.write_text('{"id": 1}\n')
+    with pytest.raises(UsageError, match="--encoding is for --format csv and text"):
+        convert([str(path)], tmp_path / "out", "--encoding=latin-1")
