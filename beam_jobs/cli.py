@@ -4,9 +4,9 @@ Exit codes: 0 success; 1 a data problem (more bad rows than --max_bad_fraction, 
 not of its format, a shard that fails `verify`, a missing or malformed manifest); 2 a usage error
 (bad flag value, an input pattern that matches nothing, an output that is a file or holds
 foreign files); 3 any other failure (a runner or storage error); 4 another conversion is writing
-the output folder (try again later). `convert` ends with one JSON
-line on stdout: {"status": "ok" | "already_converted" | "dry_run" | "submitted" | "error",
-"exit_code": N, ...counts}.
+the output folder (try again later); 130 and 143 interrupted by SIGINT (Ctrl-C) or SIGTERM, with
+nothing published. `convert` ends with one JSON line on stdout: {"status": "ok" |
+"already_converted" | "dry_run" | "submitted" | "error" | "interrupted", "exit_code": N, ...}.
 """
 
 from __future__ import annotations
@@ -21,6 +21,7 @@ import time
 from collections.abc import Iterator, Sequence
 from typing import Any, TextIO
 
+from beam_jobs.interrupt import Interrupted, interruptible
 from beam_jobs.version import __version__
 
 __all__ = ["main"]
@@ -64,7 +65,18 @@ def _convert(argv: list[str]) -> int:
         parser.print_help()
         return EXIT_OK
     started = time.monotonic()
-    result = run(argv)
+    try:
+        with interruptible():
+            result = run(argv)
+    except Interrupted as e:
+        print(
+            f"error: interrupted by {e.name}: nothing was published, the temporary folder was "
+            "removed; run the same command again to convert",
+            file=sys.stderr,
+        )
+        _summary_line("interrupted", e.exit_code, signal=e.name)
+        sys.stderr.flush()
+        os._exit(e.exit_code)  # see beam_jobs.interrupt: no shutdown around the runner's threads
     elapsed = time.monotonic() - started
     if result.plan is not None:
         from beam_jobs.report import describe_plan

@@ -125,8 +125,10 @@ def _failures_reported(temp_dir: str) -> Iterator[None]:
     """A failed run leaves no temporary folder, and a worker's typed error is raised as it is."""
     try:
         yield
-    except Exception as e:
+    except BaseException as e:  # also an interruption (Ctrl-C, SIGTERM)
         _remove_quietly(temp_dir)
+        if not isinstance(e, Exception):
+            raise
         ours = recover(e)  # a worker's DataError arrives as the runner's text
         if ours is not None:
             raise ours from e

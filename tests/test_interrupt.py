@@ -1,0 +1,54 @@
+"""Ctrl-C and SIGTERM: the run ends within seconds with 130 / 143, says so, publishes nothing,
+leaves no temporary folder or lease, and the same command then converts."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+
+pytestmark = pytest.mark.slow
+
+
+@pytest.fixture(scope="module")
+def big_csv(tmp_path_factory):
+    path = tmp_path_factory.mktemp("big") / "big.csv"
+    with open(path, "w") as f:
+        f.write("id,a,b,text\n")
+        f.writelines(f"{i},{i * 0.5},{i % 97},some text here {i}\n" for i in range(1_500_000))
+    return path
+
+
+@pytest.mark.parametrize("signum, code", [(signal.SIGINT, 130), (signal.SIGTERM, 143)])
+def test_a_signal_ends_the_run_cleanly(big_csv, tmp_path, signum, code):
+    out = tmp_path / "out"
+    argv = [sys.executable, "-m", "beam_jobs", "convert", "--input", str(big_csv),
+            "--output", str(out), "--compression=gzip", "--target_shard_bytes=16MiB"]  # fmt: skip
+    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 120
+    while not any(p.name.startswith(".tfrecord-etl-tmp-") for p in out.glob(".*")):
+        assert time.monotonic() < deadline and proc.poll() is None, proc.communicate()
+        time.sleep(0.05)
+    time.sleep(1.0)  # the shards are being written
+    os.kill(proc.pid, signum)
+    signalled = time.monotonic()
+    stdout, stderr = proc.communicate(timeout=60)
+    assert proc.returncode == code, stderr[-2000:]
+    assert time.monotonic() - signalled < 15
+    name = signal.Signals(signum).name
+    assert f"error: interrupted by {name}: nothing was published" in stderr
+    assert json.loads(stdout.splitlines()[-1]) == {
+        "status": "interrupted",
+        "exit_code": code,
+        "signal": name,
+    }
+    assert sorted(p.name for p in out.iterdir()) == []  # no shards, manifest, lease or temp
+    if signum == signal.SIGTERM:
+        again = subprocess.run(argv, capture_output=True, text=True, timeout=300)
+        assert again.returncode == 0, again.stderr[-2000:]
+        assert json.loads(again.stdout.splitlines()[-1])["records_written"] == 1_500_000
