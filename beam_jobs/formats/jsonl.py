@@ -11,6 +11,7 @@ from __future__ import annotations
 import collections
 import dataclasses
 import json
+import re
 from collections.abc import Generator, Iterator, Sequence
 from typing import Any
 
@@ -50,9 +51,22 @@ def _refuse_an_array(path: str, head: bytes) -> None:
         )
 
 
-def _with_dates(features: list[FeatureSpec], lines: bytes) -> list[FeatureSpec]:
-    """Text features pyarrow reads as ISO 8601 dates or timestamps become int64 timestamps
-    (microseconds since the epoch, recorded as their logical type), as the writers read them."""
+_DATE_ONLY = re.compile(r"\d{4}-\d{2}-\d{2}")
+
+
+def _date_only(name: str, rows: Sequence[dict]) -> bool:
+    """Every sampled value of `name` is a calendar date (`2026-01-31`), no time of day."""
+    values = [row.get(name) for row in rows if row.get(name) is not None]
+    values = [v for value in values for v in (value if isinstance(value, list) else [value])]
+    return bool(values) and all(isinstance(v, str) and _DATE_ONLY.fullmatch(v) for v in values)
+
+
+def _with_dates(
+    features: list[FeatureSpec], lines: bytes, rows: Sequence[dict]
+) -> list[FeatureSpec]:
+    """Text features pyarrow reads as ISO 8601 dates or timestamps become int64: days since
+    the epoch for dates alone, microseconds for timestamps (recorded as their logical type),
+    as the writers read them."""
     try:
         types = {f.name: f.type for f in parse_chunk(lines).schema}
     except ValueError:
@@ -64,6 +78,8 @@ def _with_dates(features: list[FeatureSpec], lines: bytes) -> list[FeatureSpec]:
             arrow_type = arrow_type.value_type
         logical = arrow_conform.logical_type_of(arrow_type) if arrow_type is not None else None
         if feature.dtype == "bytes" and logical is not None:
+            if _date_only(feature.name, rows):
+                logical = str(pa.date32())
             feature = dataclasses.replace(feature, dtype="int64", logical_type=logical)
         found.append(feature)
     return found
@@ -93,7 +109,9 @@ class JsonLinesFormat(InputFormat):
         self, samples: Sequence[Sample], overrides: Sequence[FeatureSpec]
     ) -> list[FeatureSpec]:
         per_sample = [
-            _with_dates(infer_from_rows(s.data[1], s.path), s.data[0]) for s in samples if s.data[1]
+            _with_dates(infer_from_rows(s.data[1], s.path), s.data[0], s.data[1])
+            for s in samples
+            if s.data[1]
         ]
         if not per_sample and not overrides:
             raise DataError(f"{samples[0].path}: no JSON object among the sampled lines")

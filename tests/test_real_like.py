@@ -1,0 +1,152 @@
+"""The real-like corpus (tests/data/real_like, made by its make_corpus.py): files in the shapes
+real exports come in. Each converts with exactly the values Python's csv and json modules (or
+pyarrow, for Parquet) read, or stops with the expected error naming the file and the flag."""
+
+from __future__ import annotations
+
+import csv
+import datetime
+import json
+import pathlib
+
+import pytest
+from support.datasets import convert, read_all
+
+from beam_jobs.errors import DataError
+
+CORPUS = pathlib.Path(__file__).parent / "data" / "real_like"
+EPOCH = datetime.datetime(1970, 1, 1, tzinfo=datetime.timezone.utc)
+
+
+def _csv(name: str, **options) -> list[dict]:
+    encoding = options.pop("encoding", "utf-8-sig")
+    with open(CORPUS / name, encoding=encoding, newline="") as f:
+        return list(csv.DictReader(f, **options))
+
+
+def _convert(tmp_path, name: str, *flags: str):
+    return convert([str(CORPUS / name)], tmp_path / "out", *flags), read_all(tmp_path / "out")
+
+
+def _text(value: bytes) -> str:
+    return value.decode("utf-8")
+
+
+@pytest.mark.parametrize(
+    "name, flags, reader_options",
+    [
+        ("cities.tsv", [], {"delimiter": "\t"}),
+        ("cities_semicolon.csv", [], {"delimiter": ";"}),
+        ("no_header.csv", ["--column_names=id,city,lat"], {"fieldnames": ["id", "city", "lat"]}),
+        ("bom_crlf.csv", [], {}),
+        ("latin1.csv", ["--encoding=latin-1"], {"encoding": "latin-1"}),
+    ],
+)
+def test_cities_in_every_dialect_read_back_exactly(tmp_path, name, flags, reader_options):
+    import numpy as np
+
+    expected = _csv(name, **reader_options)
+    manifest, rows = _convert(tmp_path, name, *flags)
+    place = "città" if name == "latin1.csv" else "city"
+    assert [(f.name, f.dtype) for f in manifest.features] == [
+        ("id", "int64"),
+        (place, "bytes"),
+        ("lat", "float32"),
+    ]
+    rows.sort(key=lambda r: r["id"])
+    assert [r["id"] for r in rows] == [int(e["id"]) for e in expected]
+    assert [_text(r[place]) for r in rows] == [e[place] for e in expected]
+    assert [r["lat"] for r in rows] == [float(np.float32(e["lat"])) for e in expected]
+
+
+def test_a_latin1_file_without_its_encoding_names_the_flag(tmp_path):
+    with pytest.raises(DataError, match=r"latin1\.csv: the header is not utf-8 .*--encoding"):
+        _convert(tmp_path, "latin1.csv")
+
+
+def test_duplicate_column_names_name_the_column(tmp_path):
+    with pytest.raises(DataError, match=r"duplicate_names\.csv: .*more than once: 'city'"):
+        _convert(tmp_path, "duplicate_names.csv")
+
+
+def test_zip_and_fips_codes_keep_their_leading_zeros(tmp_path):
+    manifest, rows = _convert(tmp_path, "zip_codes.csv")
+    assert {f.name: f.dtype for f in manifest.features} == {
+        "id": "int64",
+        "zip": "bytes",
+        "fips": "bytes",
+    }
+    expected = {int(e["id"]): (e["zip"], e["fips"]) for e in _csv("zip_codes.csv")}
+    assert {r["id"]: (_text(r["zip"]), _text(r["fips"])) for r in rows} == expected
+
+
+def test_true_false_columns_are_one_and_zero(tmp_path):
+    manifest, rows = _convert(tmp_path, "flags.csv")
+    assert manifest.feature("active").dtype == "int64"
+    expected = {int(e["id"]): int(e["active"].lower() == "true") for e in _csv("flags.csv")}
+    assert {r["id"]: r["active"] for r in rows} == expected
+
+
+def test_a_little_junk_in_a_number_column_is_dead_lettered(tmp_path):
+    import numpy as np
+
+    manifest, rows = _convert(tmp_path, "junk_in_head.csv", "--max_bad_fraction=0.01")
+    assert manifest.feature("amount").dtype == "float32"
+    expected = {int(e["id"]): e["amount"] for e in _csv("junk_in_head.csv")}
+    junk = sorted(i for i, v in expected.items() if v == "n/a")
+    assert (manifest.counts["bad_records"], len(junk)) == (20, 20)
+    letters = []
+    for name in manifest.dead_letter:
+        letters += [json.loads(line) for line in (tmp_path / "out" / name).read_text().splitlines()]
+    assert sorted(letter["line"] for letter in letters) == [i + 2 for i in junk]
+    good = {i: float(np.float32(v)) for i, v in expected.items() if v != "n/a"}
+    assert {r["id"]: r["amount"] for r in rows} == good
+
+
+def _micros(text: str) -> int:
+    moment = datetime.datetime.fromisoformat(text).replace(tzinfo=datetime.timezone.utc)
+    return (moment - EPOCH) // datetime.timedelta(microseconds=1)
+
+
+def test_csv_dates_stay_text(tmp_path):
+    manifest, rows = _convert(tmp_path, "dates.csv")
+    assert {f.name: f.dtype for f in manifest.features} == {
+        "id": "int64",
+        "day": "bytes",
+        "at": "bytes",
+    }
+    expected = {int(e["id"]): (e["day"], e["at"]) for e in _csv("dates.csv")}
+    assert {r["id"]: (_text(r["day"]), _text(r["at"])) for r in rows} == expected
+
+
+def test_json_lines_iso_timestamps_are_microseconds(tmp_path):
+    manifest, rows = _convert(tmp_path, "events.jsonl")
+    assert manifest.feature("at").logical_type == "timestamp[us]"
+    with open(CORPUS / "events.jsonl") as f:
+        expected = {e["id"]: e for e in map(json.loads, f)}
+    assert {r["id"]: r["at"] for r in rows} == {i: _micros(e["at"]) for i, e in expected.items()}
+    assert manifest.feature("day").logical_type == "date32[day]"  # a date alone: days
+    epoch = EPOCH.date()
+    expected_days = {
+        i: (datetime.date.fromisoformat(e["day"]) - epoch).days for i, e in expected.items()
+    }
+    assert {r["id"]: r["day"] for r in rows} == expected_days
+
+
+def test_parquet_dates_and_zoned_timestamps(tmp_path):
+    import pyarrow.parquet as pq
+
+    manifest, rows = _convert(tmp_path, "dates.parquet")
+    logical = {f.name: f.logical_type for f in manifest.features}
+    assert logical == {"id": None, "day": "date32[day]", "at": "timestamp[us, tz=UTC]"}
+    table = pq.read_table(CORPUS / "dates.parquet").to_pylist()
+    expected = {
+        e["id"]: ((e["day"] - EPOCH.date()).days, (e["at"] - EPOCH) // datetime.timedelta(0, 0, 1))
+        for e in table
+    }
+    assert {r["id"]: (r["day"], r["at"]) for r in rows} == expected
+
+
+def test_a_json_array_file_is_refused_saying_so(tmp_path):
+    with pytest.raises(DataError, match=r"array\.json: holds a JSON array"):
+        _convert(tmp_path, "array.json")
