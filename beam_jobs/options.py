@@ -16,6 +16,7 @@ from apache_beam.options.pipeline_options import PipelineOptions, TestOptions
 from beam_jobs.errors import UsageError
 from beam_jobs.formats import FORMAT_NAMES, guess_format
 from beam_jobs.formats.csv.dialect import Dialect, parse_delimiter, parse_encoding
+from beam_jobs.schema.projection import Projection, parse_columns, parse_renames
 from beam_jobs.units import parse_size
 from tfdata_reader.manifest import COMPRESSIONS, NAME_RULE, is_valid_name
 
@@ -90,6 +91,23 @@ class ConvertOptions(PipelineOptions):
             default=None,
             help="Feature whose value decides a record's split (a stable hash); default: the "
             "whole record.",
+        )
+        parser.add_argument(
+            "--columns",
+            default=None,
+            help="Keep only these columns (features), in this order, e.g. id,text,label.",
+        )
+        parser.add_argument(
+            "--rename",
+            default=None,
+            help="Rename columns in the output: old=new pairs, e.g. y=label,txt=text.",
+        )
+        parser.add_argument(
+            "--label_column",
+            default=None,
+            help="(Also accepted as --label COLUMN.) The label feature, by its output name: "
+            "recorded in the manifest, so the reader returns (features, label); a text label "
+            "gets a vocabulary (ids in sorted order of the values).",
         )
         parser.add_argument(
             "--schema",
@@ -173,6 +191,9 @@ class ConvertConfig:
     labels: str | None = None
     splits: tuple[tuple[str, int], ...] = ()
     split_key: str | None = None
+    columns: tuple[str, ...] = ()
+    renames: tuple[tuple[str, str], ...] = ()
+    label: str | None = None
     target_shard_bytes: int = parse_size(DEFAULT_TARGET_SHARD_BYTES)
     num_shards: int | None = None
     compression: str = "none"
@@ -286,6 +307,9 @@ class ConvertConfig:
             labels=view.image_labels,
             splits=parse_splits(view.splits) if view.splits else (),
             split_key=view.split_key,
+            columns=parse_columns(view.columns) if view.columns else (),
+            renames=parse_renames(view.rename) if view.rename else (),
+            label=view.label_column,
             target_shard_bytes=target,
             num_shards=view.num_shards,
             compression=view.compression,
@@ -301,6 +325,10 @@ class ConvertConfig:
             plan_only=plan_only,
         )
 
+    def projection(self) -> Projection:
+        """The columns the output keeps, and their names (`--columns`, `--rename`)."""
+        return Projection(self.columns, self.renames)
+
     def dialect(self) -> Dialect:
         """The CSV dialect the flags give (a None delimiter is detected at planning)."""
         return Dialect(self.delimiter, self.column_names, self.skip_header_lines, self.encoding)
@@ -311,6 +339,8 @@ class ConvertConfig:
             "inputs": list(self.inputs),
             "column_names": list(self.column_names),
             "splits": [list(split) for split in self.splits],
+            "columns": list(self.columns),
+            "renames": [list(pair) for pair in self.renames],
         }
         for how_to_run in ("overwrite", "dry_run", "run_date", "wait", "plan_only"):
             del options[how_to_run]

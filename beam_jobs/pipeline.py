@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import uuid
+from collections.abc import Sequence
 from typing import Any
 
 import apache_beam as beam
@@ -20,6 +21,7 @@ from beam_jobs.plan.shards import cut_points
 from beam_jobs.sink import shard_writer
 from beam_jobs.sink.output_dir import TEMP_DIR_PREFIX
 from beam_jobs.sink.publish import PublishShards, PublishSpec
+from tfdata_reader.manifest import FeatureSpec
 
 __all__ = ["LAUNCHER_COUNT_BYTES", "ConvertToShards"]
 
@@ -75,6 +77,9 @@ class ConvertToShards(beam.PTransform):
             config.compression,
             config.max_record_bytes,
             splits,
+            read_features=plan.read_features or plan.features,
+            projection=plan.projection,
+            text_label=_text_label(plan.features, config.label),
         )
 
     def _context(self, pbegin: beam.pvalue.PBegin) -> Any:
@@ -126,7 +131,14 @@ class ConvertToShards(beam.PTransform):
             },
             features=plan.features,
             splits=plan.splits,
+            label=config.label,
             label_vocabulary=tuple(plan.input_format.manifest_extras().get("label_vocabulary", ())),
             tool_version=self._tool_version,
             run_id=self._run_id,
         )
+
+
+def _text_label(features: Sequence[FeatureSpec], label: str | None) -> str | None:
+    """The label feature when it holds text: its writers collect its values for a vocabulary."""
+    by_name = {f.name: f for f in features}
+    return label if label is not None and by_name[label].dtype == "bytes" else None

@@ -59,8 +59,9 @@ def check_flags(argv: Sequence[str]) -> None:
 
 def normalize_argv(argv: Sequence[str]) -> list[str]:
     """Lets `--dry_run` stand alone (Beam's own --dry_run flag expects a value), and reads
-    `--labels FILE` as `--image_labels FILE`: Beam's Dataflow options own `--labels key=value`
-    (job labels), so only a value without '=' is taken as the image labels CSV."""
+    `--labels FILE` as `--image_labels FILE` and `--label COLUMN` as `--label_column COLUMN`:
+    Beam's Dataflow options own `--label(s) key=value` (job labels), so only a value without
+    '=' is ours."""
     argv = ["--dry_run=true" if arg == "--dry_run" else arg for arg in argv]
     normalized: list[str] = []
     i = 0
@@ -72,9 +73,20 @@ def normalize_argv(argv: Sequence[str]) -> list[str]:
             continue
         if arg.startswith("--labels=") and _is_path(arg.split("=", 1)[1]):
             arg = "--image_labels=" + arg.split("=", 1)[1]
+        if arg == "--label" and i + 1 < len(argv) and _is_column(argv[i + 1]):
+            normalized.append(f"--label_column={argv[i + 1]}")
+            i += 2
+            continue
+        if arg.startswith("--label=") and _is_column(arg.split("=", 1)[1]):
+            arg = "--label_column=" + arg.split("=", 1)[1]
         normalized.append(arg)
         i += 1
     return normalized
+
+
+def _is_column(value: str) -> bool:
+    """A column name, not one of Beam's Dataflow job labels (`key=value`, or a JSON object)."""
+    return "=" not in value and not value.lstrip().startswith("{")
 
 
 def _is_path(value: str) -> bool:

@@ -158,6 +158,7 @@ def make_dataset(
         raise ValueError(f"batch_size must be at least 1, got {batch_size}")
     options = dataclasses.replace(options or ReadOptions(), **overrides)
     manifest, paths = _shards_to_read(path, options)
+    options = _with_manifest_label(options, manifest)
     spec = parse_spec(_select(manifest, options.parsed_features()))
     ranges = _this_pipelines_ranges(path, manifest, paths, input_context, options)
     records = sum(r.records for r in ranges)
@@ -171,7 +172,7 @@ def make_dataset(
         ds = ds.repeat(options.num_epochs)
     ds = ds.rebatch(batch_size, drop_remainder=options.drop_remainder)
     ds = ds.map(
-        _parser(spec, options, "image" in spec),
+        _parser(spec, options, "image" in spec, _text_label_vocabulary(manifest, options)),
         num_parallel_calls=options.num_parallel_calls,
         deterministic=options.element_order_deterministic,
     )
@@ -286,12 +287,50 @@ def _shuffle_blocks(ds: tf.data.Dataset, options: ReadOptions) -> tf.data.Datase
     )
 
 
-def _parser(spec: dict, options: ReadOptions, has_image: bool):
-    """Batches of serialized records -> parsed features (images decoded), label split off."""
+def _with_manifest_label(options: ReadOptions, manifest: Manifest) -> ReadOptions:
+    """`label_key` None takes the label the manifest names (`convert --label`); "" is none."""
+    if options.label_key is None and manifest.label:
+        return dataclasses.replace(options, label_key=manifest.label)
+    if options.label_key == "":
+        return dataclasses.replace(options, label_key=None)
+    return options
+
+
+def _text_label_vocabulary(manifest: Manifest, options: ReadOptions) -> list[str] | None:
+    """The vocabulary that maps a text label to ids, when the label is text and has one."""
+    by_name = {f.name: f for f in manifest.features}
+    label = by_name.get(options.label_key or "")
+    if label is None or label.dtype != "bytes" or not manifest.label_vocabulary:
+        return None
+    return manifest.label_vocabulary
+
+
+def _label_ids(vocabulary: list[str]):
+    """Text labels -> their ids in the vocabulary (-1 for a missing or unknown one)."""
+    table = tf.lookup.StaticHashTable(
+        tf.lookup.KeyValueTensorInitializer(
+            tf.constant([v.encode("utf-8") for v in vocabulary], tf.string),
+            tf.range(len(vocabulary), dtype=tf.int64),
+        ),
+        default_value=-1,
+    )
+
+    def ids(label):
+        if isinstance(label, tf.RaggedTensor):  # a nullable label: missing is an empty row
+            label = label.to_tensor(default_value=b"", shape=[None, 1])[:, 0]
+        return table.lookup(label)
+
+    return ids
+
+
+def _parser(spec: dict, options: ReadOptions, has_image: bool, vocabulary: list[str] | None):
+    """Batches of serialized records -> parsed features (images decoded), label split off
+    (a text label as its id in `vocabulary`)."""
     label_key = options.label_key
     decode = None
     if options.decode_images and has_image:
         decode = image_decoder(options.image_size, options.image_channels)
+    to_ids = _label_ids(vocabulary) if vocabulary else None
 
     def parse(records: tf.Tensor):
         parsed = tf.io.parse_example(records, spec)
@@ -300,6 +339,6 @@ def _parser(spec: dict, options: ReadOptions, has_image: bool):
         if label_key is None:
             return parsed
         label = parsed.pop(label_key)
-        return parsed, label
+        return parsed, (to_ids(label) if to_ids is not None else label)
 
     return parse

@@ -235,6 +235,7 @@ class Manifest:
     dead_letter: list[str] = dataclasses.field(default_factory=list)  # JSON-lines files of bad rows
     splits: dict[str, int] = dataclasses.field(default_factory=dict)  # name -> weight
     label_vocabulary: list[str] = dataclasses.field(default_factory=list)  # label id -> name
+    label: str | None = None  # the label feature (`convert --label`): the reader's default
     # How many conversions into this folder came before this one; it tags the shard names.
     generation: int = 0
     format_version: int = FORMAT_VERSION
@@ -311,6 +312,8 @@ class Manifest:
             obj["splits"] = self.split_summary()
         if self.label_vocabulary:
             obj["label_vocabulary"] = self.label_vocabulary
+        if self.label is not None:
+            obj["label"] = self.label
         return json.dumps(obj, indent=2, sort_keys=False) + "\n"
 
     @classmethod
@@ -341,6 +344,7 @@ class Manifest:
                 dead_letter=list(obj.get("dead_letter", [])),
                 splits={k: int(v["weight"]) for k, v in obj.get("splits", {}).items()},
                 label_vocabulary=[str(v) for v in obj.get("label_vocabulary", [])],
+                label=obj.get("label"),
                 generation=int(obj.get("generation", 0)),
             )
         except (KeyError, TypeError) as e:

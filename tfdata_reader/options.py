@@ -37,7 +37,9 @@ class ReadOptions:
         whichever block or batch is ready first) and keeps tf.data's default otherwise.
       drop_remainder: drop a last batch smaller than the batch size.
       features: names of the features to parse (default all).
-      label_key: return `(features, label)` tuples with this feature as the label, for Keras.
+      label_key: return `(features, label)` tuples with this feature as the label, for Keras
+        (default: the label the manifest names, from `convert --label`; "" for none). A text
+        label with a vocabulary in the manifest comes as its int64 id (-1 when missing).
       cache: True to cache records in memory after the first epoch, or a file path prefix.
       shuffle_buffer_size: records held for shuffling, as blocks of `block_length`.
       shuffle_window: records permuted together after the block shuffle; a batch draws from

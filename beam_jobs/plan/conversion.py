@@ -22,6 +22,7 @@ from beam_jobs.formats import InputFormat, Sample, make_format
 from beam_jobs.options import ConvertConfig
 from beam_jobs.plan.inputs import list_inputs
 from beam_jobs.plan.shards import InputFile, ShardSpec, choose_num_shards, plan_shards
+from beam_jobs.schema.projection import Projection
 from beam_jobs.sink.encode import ExampleEncoder
 from beam_jobs.sink.tfrecord import GZIP_LEVEL, frame_records
 from tfdata_reader.manifest import FeatureSpec, schema_from_json
@@ -36,12 +37,14 @@ class ConversionPlan:
     """What a conversion will do, decided before any worker starts."""
 
     files: tuple[InputFile, ...]
-    features: tuple[FeatureSpec, ...]
+    features: tuple[FeatureSpec, ...]  # the output's (what the manifest lists)
     shards: tuple[ShardSpec, ...]
     output_bytes_per_input_byte: float
     records_per_input_byte: float
     input_format: InputFormat
     splits: tuple[tuple[str, int], ...] = ()
+    read_features: tuple[FeatureSpec, ...] = ()  # the inputs' columns, as the readers parse them
+    projection: Projection = dataclasses.field(default_factory=Projection)
 
     @property
     def input_bytes(self) -> int:
@@ -86,13 +89,15 @@ def _measure(
     input_format: InputFormat,
     samples: Sequence[Sample],
     features: Sequence[FeatureSpec],
+    projection: Projection,
     compression: str,
 ) -> tuple[float, float]:
     """Output bytes and records per input byte, by converting the samples like a writer does."""
-    encoder = ExampleEncoder(features)
+    encoder = ExampleEncoder(projection.features(features))
     in_bytes = out_bytes = records = 0.0
     for sample in samples:
-        batches = list(input_format.sample_batches(sample, features))
+        read = input_format.sample_batches(sample, features)
+        batches = [projection.batch(batch) for batch in read]
         framed = b"".join(frame_records(encoder.encode(batch)) for batch in batches)
         stored = zlib.compress(framed, GZIP_LEVEL) if compression == "gzip" else framed
         in_bytes += sample.input_bytes
@@ -107,6 +112,20 @@ def _check_split_key(config: ConvertConfig, features: Sequence[FeatureSpec]) -> 
     names = [f.name for f in features]
     if config.split_key and config.split_key not in names:
         raise UsageError(f"--split_key {config.split_key!r} is not a feature; features: {names}")
+
+
+def _check_label(config: ConvertConfig, features: Sequence[FeatureSpec]) -> None:
+    by_name = {f.name: f for f in features}
+    if config.label is None:
+        return
+    label = by_name.get(config.label)
+    if label is None:
+        raise UsageError(f"--label {config.label!r} is not a feature; features: {list(by_name)}")
+    if label.shape != [] or label.dtype == "float32":
+        raise UsageError(
+            f"--label {config.label!r} must hold one integer or text value per record; it is "
+            f"{label.dtype} with shape {label.shape}"
+        )
 
 
 def make_plan(config: ConvertConfig) -> ConversionPlan:
@@ -131,9 +150,14 @@ def make_plan(config: ConvertConfig) -> ConversionPlan:
     samples = [
         input_format.sample(f, config.sample_bytes) for f in _spread(files, MAX_SAMPLED_FILES)
     ]
-    features = input_format.infer_features(samples, _load_schema(config.schema))
+    read_features = input_format.infer_features(samples, _load_schema(config.schema))
+    projection = config.projection()
+    features = projection.features(read_features)
     _check_split_key(config, features)
-    out_ratio, records_ratio = _measure(input_format, samples, features, config.compression)
+    _check_label(config, features)
+    out_ratio, records_ratio = _measure(
+        input_format, samples, read_features, projection, config.compression
+    )
     input_bytes = sum(f.size for f in files)
     shards: list[ShardSpec] = []
     for split, weight in config.splits or ((None, 1),):
@@ -153,4 +177,6 @@ def make_plan(config: ConvertConfig) -> ConversionPlan:
         records_per_input_byte=records_ratio,
         input_format=input_format,
         splits=config.splits,
+        read_features=tuple(read_features),
+        projection=projection,
     )

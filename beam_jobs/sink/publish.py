@@ -66,6 +66,7 @@ class WrittenShard:
     covered: tuple[Covered, ...] = ()  # the input bytes its pieces' records took up
     ignored_fields: dict[str, int] = dataclasses.field(default_factory=dict)  # keys not in spec
     rows_read: int = 0  # rows its writer read (WriteShards: elements received, on shard 0)
+    label_values: tuple[bytes, ...] = ()  # the distinct values of a text --label it holds
 
 
 @dataclasses.dataclass(frozen=True)
@@ -83,6 +84,7 @@ class PublishSpec:
       features: the feature spec (None when it comes to `PublishShards` as a side input).
       splits: with splits, each split's name and weight, in order.
       label_vocabulary: label id -> name, for formats with a label vocabulary.
+      label: the label feature (`--label`), recorded for the reader.
       tool_version: recorded in the manifest.
       run_id: the run whose lease publishing checks and releases ("": none taken).
     """
@@ -97,6 +99,7 @@ class PublishSpec:
     features: tuple[FeatureSpec, ...] | None = None
     splits: tuple[tuple[str, int], ...] = ()
     label_vocabulary: tuple[str, ...] = ()
+    label: str | None = None
     tool_version: str = __version__
     run_id: str = ""  # the lease holder this publish must be; "" for WriteShards (no lease)
 
@@ -155,9 +158,17 @@ def build_manifest(
         created=datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
         tool={"name": TOOL_NAME, "version": spec.tool_version},
         splits=splits,
-        label_vocabulary=list(spec.label_vocabulary),
+        label_vocabulary=list(spec.label_vocabulary) or _text_labels(written),
+        label=spec.label,
         generation=generation,
     )
+
+
+def _text_labels(written: Sequence[WrittenShard]) -> list[str]:
+    """A text label's vocabulary: its distinct values, sorted (id = position)."""
+    values = sorted({v for w in written for v in w.label_values})
+    # Text values were checked to be UTF-8 when read (a value that is not is a bad row).
+    return [v.decode("utf-8", "replace") if isinstance(v, bytes) else str(v) for v in values]
 
 
 def _dead_letter_names(written: Sequence[WrittenShard], generation: int) -> list[str]:

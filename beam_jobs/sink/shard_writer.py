@@ -17,6 +17,7 @@ from typing import Any
 import apache_beam as beam
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 from apache_beam.io.filesystem import CompressionTypes
 from apache_beam.io.filesystems import FileSystems
 from apache_beam.metrics import Metrics
@@ -27,6 +28,7 @@ from beam_jobs.formats.base import OnBadRow, PieceReport
 from beam_jobs.formats.lines.line_numbers import with_line_numbers
 from beam_jobs.plan.shards import Piece, ShardSpec
 from beam_jobs.schema.conform import missing_count
+from beam_jobs.schema.projection import Projection
 from beam_jobs.schema.splits import assign_splits
 from beam_jobs.sink import progress
 from beam_jobs.sink.dead_letter import BadRow, as_text, write_dead_letter
@@ -74,9 +76,15 @@ class WriteShardFn(beam.DoFn):
         compression: str,
         max_record_bytes: int | None = None,
         splits: SplitRule | None = None,
+        read_features: Sequence[FeatureSpec] | None = None,
+        projection: Projection | None = None,
+        text_label: str | None = None,
     ) -> None:
         self._format = input_format
-        self._features = tuple(features)
+        self._features = tuple(features)  # the output's
+        self._read_features = tuple(read_features or features)  # the inputs' columns
+        self._projection = projection or Projection()
+        self._text_label = text_label
         self._max_record_bytes = max_record_bytes
         self._temp_dir = temp_dir
         self._prefix = prefix
@@ -101,14 +109,21 @@ class WriteShardFn(beam.DoFn):
         name = shard_name(prefix, shard.index, shard.num_shards, self._compression)
         temp_path = FileSystems.join(self._temp_dir, f"{name}.{uuid.uuid4().hex}")
         null_counts = {f.name: 0 for f in self._features}
+        labels: set[bytes] = set()
         primary = shard.split is None or self._splits.reports_bad_rows(shard.split)
         tally = _Tally(primary)
         reports: list[PieceReport] = []
         raw = FileSystems.create(temp_path, compression_type=CompressionTypes.UNCOMPRESSED)
         with ShardFileWriter(raw, self._compression) as writer:
             for piece in shard.pieces:
-                for batch in self._read(piece, tally.bad_row, context, reports):
+                for read in self._read(piece, tally.bad_row, context, reports):
+                    batch = self._projection.batch(read)
                     tally.read += batch.num_rows
+                    if self._text_label:
+                        labels.update(
+                            pc.unique(batch.column(self._text_label).drop_null()).to_pylist()
+                        )
+                        _check_label_count(len(labels))
                     if shard.split is not None:
                         kept = self._splits.keep(batch, shard.split)
                         tally.elsewhere += batch.num_rows - kept.num_rows
@@ -152,6 +167,7 @@ class WriteShardFn(beam.DoFn):
             covered=tuple(r.covered for r in reports if r.covered) if primary else (),
             ignored_fields=_sum_ignored(reports) if primary else {},
             rows_read=tally.rows_read,
+            label_values=tuple(sorted(labels)),
         )
 
     def _read(
@@ -159,7 +175,9 @@ class WriteShardFn(beam.DoFn):
     ) -> Iterator[pa.RecordBatch]:
         """The piece's batches; an input that vanished since planning is a data error."""
         try:
-            report = yield from self._format.read_piece(piece, self._features, on_bad_row, context)
+            report = yield from self._format.read_piece(
+                piece, self._read_features, on_bad_row, context
+            )
             if report is not None:
                 reports.append(report)
         except OSError as e:
@@ -248,3 +266,14 @@ def _short(value: Any) -> Any:
         text = as_text(value)
         return text if isinstance(text, str) and len(text) <= 1024 else f"<{len(value)} bytes>"
     return value
+
+
+MAX_LABELS = 10_000  # distinct values of a text label: more is not a class label
+
+
+def _check_label_count(count: int) -> None:
+    if count > MAX_LABELS:
+        raise DataError(
+            f"--label has more than {MAX_LABELS:,} distinct values: not a class label; "
+            "convert without --label and map the values yourself"
+        )

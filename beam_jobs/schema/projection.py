@@ -1,0 +1,80 @@
+"""Which columns a conversion keeps, in what order, under which names (`--columns`,
+`--rename`): applied to each batch after reading, so readers parse files as they are and the
+shards, the manifest and the split key see the output's names."""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Sequence
+
+import pyarrow as pa
+
+from beam_jobs.errors import UsageError
+from tfdata_reader.manifest import FeatureSpec
+
+__all__ = ["Projection", "parse_columns", "parse_renames"]
+
+
+def parse_columns(text: str) -> tuple[str, ...]:
+    """`--columns a,b,c`; UsageError for an empty or repeated name."""
+    names = tuple(name.strip() for name in text.split(","))
+    if not all(names) or len(set(names)) != len(names):
+        raise UsageError(f"--columns must list distinct column names, e.g. id,text; got {text!r}")
+    return names
+
+
+def parse_renames(text: str) -> tuple[tuple[str, str], ...]:
+    """`--rename old=new,old2=new2`; UsageError for a malformed or repeated pair."""
+    pairs = []
+    for part in text.split(","):
+        old, sep, new = (p.strip() for p in part.partition("="))
+        if not (sep and old and new):
+            raise UsageError(f"--rename takes old=new pairs, e.g. y=label,txt=text; got {part!r}")
+        pairs.append((old, new))
+    if len({old for old, _ in pairs}) != len(pairs):
+        raise UsageError(f"--rename names a column twice: {text!r}")
+    return tuple(pairs)
+
+
+@dataclasses.dataclass(frozen=True)
+class Projection:
+    """The columns kept (all, when `columns` is empty) and their new names."""
+
+    columns: tuple[str, ...] = ()
+    renames: tuple[tuple[str, str], ...] = ()
+
+    @property
+    def is_identity(self) -> bool:
+        return not (self.columns or self.renames)
+
+    def features(self, features: Sequence[FeatureSpec]) -> list[FeatureSpec]:
+        """The output's features, from the input's.
+
+        Raises:
+          UsageError: naming a column the input does not have, or two outputs of one name.
+        """
+        by_name = {f.name: f for f in features}
+        kept = list(self.columns) or [f.name for f in features]
+        renames = dict(self.renames)
+        unknown = [n for n in [*kept, *renames] if n not in by_name]
+        if unknown:
+            raise UsageError(
+                f"--columns/--rename name columns the input does not have: {unknown}; "
+                f"its columns: {list(by_name)}"
+            )
+        out = [dataclasses.replace(by_name[n], name=renames.get(n, n)) for n in kept]
+        names = [f.name for f in out]
+        twice = sorted({n for n in names if names.count(n) > 1})
+        if twice:
+            raise UsageError(f"--rename gives two output columns the name {twice[0]!r}")
+        return out
+
+    def batch(self, batch: pa.RecordBatch) -> pa.RecordBatch:
+        """A batch of the input's columns as the output's (a selection, no copy of values)."""
+        if self.is_identity:
+            return batch
+        kept = list(self.columns) or batch.schema.names
+        renames = dict(self.renames)
+        return pa.RecordBatch.from_arrays(
+            [batch.column(name) for name in kept], [renames.get(n, n) for n in kept]
+        )
