@@ -150,3 +150,40 @@ def test_parquet_dates_and_zoned_timestamps(tmp_path):
 def test_a_json_array_file_is_refused_saying_so(tmp_path):
     with pytest.raises(DataError, match=r"array\.json: holds a JSON array"):
         _convert(tmp_path, "array.json")
+
+
+def _schema(tmp_path, *features: dict) -> str:
+    path = tmp_path / "schema.json"
+    path.write_text(json.dumps({"features": list(features)}))
+    return f"--schema={path}"
+
+
+def test_schema_bytes_keeps_json_dates_as_written_and_parquet_dates_as_iso_text(tmp_path):
+    text = [{"name": name, "dtype": "bytes", "shape": []} for name in ("at", "day")]
+    _, rows = _convert(tmp_path / "j", "events.jsonl", _schema(tmp_path, *text))
+    with open(CORPUS / "events.jsonl") as f:
+        expected = {e["id"]: (e["at"], e["day"]) for e in map(json.loads, f)}
+    assert {r["id"]: (_text(r["at"]), _text(r["day"])) for r in rows} == expected
+    import pyarrow.parquet as pq
+
+    _, rows = _convert(tmp_path / "p", "dates.parquet", _schema(tmp_path, *text))
+    table = pq.read_table(CORPUS / "dates.parquet").to_pylist()
+    iso = {
+        e["id"]: (e["at"].strftime("%Y-%m-%dT%H:%M:%S.000Z"), e["day"].isoformat()) for e in table
+    }
+    assert {r["id"]: (_text(r["at"]), _text(r["day"])) for r in rows} == iso
+
+
+def test_schema_dates_turn_csv_iso_text_into_days_and_microseconds(tmp_path):
+    dates = [
+        {"name": "day", "dtype": "int64", "shape": [], "logical_type": "date32[day]"},
+        {"name": "at", "dtype": "int64", "shape": [], "logical_type": "timestamp[us]"},
+    ]
+    manifest, rows = _convert(tmp_path, "dates.csv", _schema(tmp_path, *dates))
+    assert manifest.feature("day").logical_type == "date32[day]"
+    epoch = EPOCH.date()
+    expected = {
+        int(e["id"]): ((datetime.date.fromisoformat(e["day"]) - epoch).days, _micros(e["at"]))
+        for e in _csv("dates.csv")
+    }
+    assert {r["id"]: (r["day"], r["at"]) for r in rows} == expected

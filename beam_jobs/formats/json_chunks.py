@@ -107,20 +107,41 @@ def _bad(path: str, line: Line, reason: str) -> BadRow:
     return BadRow(path, line.start, line.end, reason, None, raw, offset=line.start)
 
 
-def _read_json(data: bytes) -> pa.Table:
+class _ParseSpec(NamedTuple):
+    """What parsing needs of the feature spec."""
+
+    int64_names: frozenset[str] = frozenset()  # features whose integers must stay exact
+    # Text features, read as text: pyarrow would make ISO dates timestamps and lose the text.
+    text_schema: pa.Schema | None = None
+
+    @classmethod
+    def of(cls, features: Sequence[FeatureSpec]) -> _ParseSpec:
+        text = [
+            pa.field(f.name, pa.string() if f.shape == [] else pa.list_(pa.string()))
+            for f in features
+            if f.dtype == "bytes" and "." not in f.name
+        ]
+        int64 = frozenset(f.name for f in features if f.dtype == "int64")
+        return cls(int64, pa.schema(text) if text else None)
+
+
+def _read_json(data: bytes, spec: _ParseSpec) -> pa.Table:
     # One block for the whole part: a smaller block could not hold a long line.
     options = pj.ReadOptions(use_threads=False, block_size=max(1 << 16, len(data) + 1))
+    parse = None
+    if spec.text_schema is not None:
+        parse = pj.ParseOptions(explicit_schema=spec.text_schema, unexpected_field_behavior="infer")
     try:
-        return pj.read_json(io.BytesIO(data), read_options=options)
+        return pj.read_json(io.BytesIO(data), read_options=options, parse_options=parse)
     except (pa.ArrowInvalid, UnicodeDecodeError) as e:
         found = _ERROR_ROW.search(str(e))
         raise _Rejected(str(e), int(found.group(1)) if found else None) from None
 
 
-def _parse(data: bytes, rows: int, int64_names: frozenset[str]) -> tuple[pa.Table, pa.Table]:
+def _parse(data: bytes, rows: int, spec: _ParseSpec) -> tuple[pa.Table, pa.Table]:
     """The table of `data` (which holds `rows` non-blank lines), as parsed and flattened, or
     `_Rejected` saying why it cannot be trusted whole."""
-    table = _read_json(data)
+    table = _read_json(data, spec)
     if table.num_rows != rows:
         raise _Rejected(f"{table.num_rows} objects in {rows} lines")
     depth = max((_type_depth(f.type) for f in table.schema), default=0) + 1
@@ -131,7 +152,7 @@ def _parse(data: bytes, rows: int, int64_names: frozenset[str]) -> tuple[pa.Tabl
     if len(set(names)) != len(names):
         twice = sorted({n for n in names if names.count(n) > 1})
         raise _Rejected(f"the key {twice[0]!r} is given twice, once as a nested object's key")
-    for name in int64_names & set(names):
+    for name in spec.int64_names & set(names):
         value_type = flat.schema.field(name).type
         if arrow_conform.is_list(value_type):
             value_type = value_type.value_type
@@ -182,15 +203,15 @@ def _trusted_whole(lines: _ChunkLines) -> bool:
     return not deep_lines(lines.chunk, _PARSER_DEPTH, (lines.starts, lines.ends))
 
 
-def _parse_whole(lines: _ChunkLines, int64_names: frozenset[str]) -> tuple[pa.Table, pa.Table]:
+def _parse_whole(lines: _ChunkLines, spec: _ParseSpec) -> tuple[pa.Table, pa.Table]:
     if not _trusted_whole(lines):
         raise _Rejected("not UTF-8, or nested too deeply")
-    return _parse(lines.chunk, len(lines), int64_names)
+    return _parse(lines.chunk, len(lines), spec)
 
 
 def parse_chunk(data: bytes) -> pa.Table:
     """A chunk of lines as one flattened table; ValueError when it does not parse cleanly."""
-    return _parse_whole(_ChunkLines(data, 0), frozenset())[1]
+    return _parse_whole(_ChunkLines(data, 0), _ParseSpec())[1]
 
 
 def _no_duplicate_keys(pairs: list[tuple[str, Any]]) -> dict:
@@ -247,10 +268,8 @@ class _Splitter:
     split off alone are set aside and parsed together at the end. So mistyped lines cost a
     couple of small parses each, not a parse of the rest of the chunk each."""
 
-    def __init__(
-        self, lines: _ChunkLines, int64_names: frozenset[str], on_bad_line: Callable
-    ) -> None:
-        self._lines, self._int64_names, self._on_bad_line = lines, int64_names, on_bad_line
+    def __init__(self, lines: _ChunkLines, spec: _ParseSpec, on_bad_line: Callable) -> None:
+        self._lines, self._spec, self._on_bad_line = lines, spec, on_bad_line
 
     def parts(self, rows: np.ndarray) -> list[_Part]:
         aside: list[int] = []
@@ -267,7 +286,7 @@ class _Splitter:
             top = min(hi, lo + window)
             run = rows[lo:top]
             try:
-                table, flat = _parse(self._lines.data(run), len(run), self._int64_names)
+                table, flat = _parse(self._lines.data(run), len(run), self._spec)
                 parts.append(_Part(table, flat, run))
                 lo, window = top, 2 * window
                 continue
@@ -387,7 +406,7 @@ def _conform(
 
 
 def _slow_parts(
-    lines: _ChunkLines, int64_names: frozenset[str], path: str, on_bad_row: OnBadRow
+    lines: _ChunkLines, spec: _ParseSpec, path: str, on_bad_row: OnBadRow
 ) -> list[_Part]:
     """The chunk in parts that parse cleanly, for a chunk that does not as a whole; a line
     pyarrow cannot be given (not UTF-8, too deep) or rejects alone is a dead letter, with
@@ -404,7 +423,7 @@ def _slow_parts(
     rows = np.delete(np.arange(len(lines)), unsafe)
     if not len(rows):
         return []
-    return _Splitter(lines, int64_names, on_bad_line).parts(rows)
+    return _Splitter(lines, spec, on_bad_line).parts(rows)
 
 
 def _parser_safe(line: bytes) -> bool:
@@ -439,13 +458,13 @@ def read_chunk(
       ignored: counts, per key the spec lacks, the values left out.
     """
     ignored = ignored if ignored is not None else collections.Counter()
-    int64_names = frozenset(f.name for f in features if f.dtype == "int64")
+    spec = _ParseSpec.of(features)
     lines = _ChunkLines(chunk, offset)
     parts: list[_Part] | None = None
     with contextlib.suppress(_Rejected):
-        parts = [_Part(*_parse_whole(lines, int64_names), None)]
+        parts = [_Part(*_parse_whole(lines, spec), None)]
     if parts is None:
-        parts = _merged(_slow_parts(lines, int64_names, path, on_bad_row))
+        parts = _merged(_slow_parts(lines, spec, path, on_bad_row))
     batches = [
         _conform(part, lines, features, path, on_bad_row, ignored)
         for part in parts

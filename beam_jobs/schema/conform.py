@@ -35,6 +35,7 @@ __all__ = [
     "logical_type_of",
     "merge_features",
     "missing_count",
+    "temporal_integers",
 ]
 
 # The Arrow value type each Example dtype is built from (float32 rounds like tf.train.FloatList).
@@ -243,7 +244,7 @@ def check_float32_range(values: pa.Array) -> None:
         raise pa.ArrowInvalid(f"{first!r} is too small for float32: it would be 0")
 
 
-def _temporal_integers(column: pa.Array, logical_type: str) -> pa.Array:
+def temporal_integers(column: pa.Array, logical_type: str) -> pa.Array:
     """Dates or times (or ISO 8601 text) as the integers the logical type counts; raises
     ArrowInvalid for a value the type cannot hold exactly (a nanosecond in microseconds, a
     time of day in a date)."""
@@ -260,6 +261,16 @@ def _temporal_integers(column: pa.Array, logical_type: str) -> pa.Array:
     return pc.cast(typed, pa.int64())
 
 
+def _iso_text(column: pa.Array) -> pa.Array:
+    """Dates and times as ISO 8601 text (`--schema` asks for bytes): `2026-01-31`,
+    `2026-01-31T08:30:00` (fractions of a second as the unit holds them, `Z` for UTC)."""
+    if pa.types.is_timestamp(column.type):
+        zone = "%z" if column.type.tz else ""
+        text = pc.strftime(column, format=f"%Y-%m-%dT%H:%M:%S{zone}")
+        return pc.replace_substring_regex(text, r"\+0000$", "Z") if zone else text
+    return pc.cast(column, pa.string())
+
+
 def _cast_values(column: pa.Array, dtype: str, logical_type: str | None = None) -> pa.Array:
     """Casts scalars (or a list's values) to the Example type; raises ArrowInvalid."""
     target = VALUE_TYPES[dtype]
@@ -271,12 +282,14 @@ def _cast_values(column: pa.Array, dtype: str, logical_type: str | None = None) 
         pa.types.is_string(column.type) or pa.types.is_large_string(column.type)
     )
     if dtype == "int64" and logical_type and temporal_source:
-        return _temporal_integers(column, logical_type)
+        return temporal_integers(column, logical_type)
     if dtype == "int64" and logical_type and column.null_count < len(column):
         # A number is not a date: 1704103200 would be read as microseconds (1970-01-01).
         raise pa.ArrowInvalid(f"a value of type {column.type} where {logical_type} is expected")
     if dtype == "bytes" and pa.types.is_decimal(column.type):
         return pc.cast(pc.cast(column, pa.string()), target)
+    if dtype == "bytes" and pa.types.is_temporal(column.type):
+        return pc.cast(_iso_text(column), target)
     if dtype == "int64" and pa.types.is_temporal(column.type):
         return pc.cast(column, pa.int64())
     if dtype == "float32":

@@ -19,7 +19,7 @@ from beam_jobs.formats.csv.bad_rows import place_bad_rows
 from beam_jobs.formats.csv.inference import BOOLEAN, INTEGER, NUMBER
 from beam_jobs.formats.csv.record_starts import FILE_START, QuoteScanner, nonempty_record_starts
 from beam_jobs.formats.csv.source import convert_options
-from beam_jobs.schema.conform import check_float32_range
+from beam_jobs.schema.conform import check_float32_range, temporal_integers
 from beam_jobs.sink.dead_letter import BadRow, as_text
 from tfdata_reader.manifest import FeatureSpec
 
@@ -104,10 +104,15 @@ def _normalized(text: pa.Array, dtype: str) -> pa.Array:
     return text
 
 
-def _convert(column: pa.Array, dtype: str) -> pa.Array:
-    """A binary column as the Arrow type the Example dtype is built from; raises ArrowInvalid."""
+def _convert(column: pa.Array, feature: FeatureSpec) -> pa.Array:
+    """A binary column as the Arrow type the Example dtype is built from; raises ArrowInvalid.
+    With a logical type (`--schema` asks for dates as int64), ISO text becomes its integers."""
+    dtype = feature.dtype
     if dtype == "bytes":
         return pc.cast(column, pa.string())  # validates UTF-8
+    if feature.logical_type:
+        text = pc.utf8_trim_whitespace(pc.cast(column, pa.string()))
+        return temporal_integers(text, feature.logical_type)
     # Numbers need no UTF-8 check of their own: bytes that are not digits fail to parse anyway.
     text = column.view(pa.string())
     try:
@@ -126,12 +131,12 @@ def _bad_rows(column: pa.Array, feature: FeatureSpec) -> dict[int, str]:
     """{row index: reason} for the values of a column that failed to convert: found in one
     vectorized pass when the column's type has a pattern, value by value otherwise (or when a
     value that looks right still fails: an integer beyond int64, a float beyond float32)."""
-    pattern = _READABLE.get(feature.dtype)
+    pattern = None if feature.logical_type else _READABLE.get(feature.dtype)
     if pattern is not None:
         text = column.view(pa.string())
         unreadable = pc.invert(pc.fill_null(pc.match_substring_regex(text, pattern), True))
         try:
-            _convert(column.filter(pc.invert(unreadable)), feature.dtype)
+            _convert(column.filter(pc.invert(unreadable)), feature)
         except pa.ArrowInvalid:
             pass  # some values that look like numbers are out of range: look at each
         else:
@@ -149,7 +154,7 @@ def _bad_rows(column: pa.Array, feature: FeatureSpec) -> dict[int, str]:
         if value is None:
             continue
         try:
-            _convert(pa.array([value], pa.binary()), feature.dtype)
+            _convert(pa.array([value], pa.binary()), feature)
         except pa.ArrowInvalid as e:
             bad[index] = f"column {feature.name!r} ({feature.dtype}): {e}"
     return bad
@@ -168,7 +173,7 @@ def _typed_batch(
     for feature in features:
         column = batch.column(feature.name)
         try:
-            converted[feature.name] = _convert(column, feature.dtype)
+            converted[feature.name] = _convert(column, feature)
         except pa.ArrowInvalid:
             for index, reason in _bad_rows(column, feature).items():
                 bad.setdefault(index, reason)
@@ -176,7 +181,7 @@ def _typed_batch(
     if not bad:
         return pa.RecordBatch.from_arrays([converted[n] for n in names], names), bad
     good = batch.filter(pa.array([i not in bad for i in range(batch.num_rows)]))
-    columns = [_convert(good.column(f.name), f.dtype) for f in features]
+    columns = [_convert(good.column(f.name), f) for f in features]
     return pa.RecordBatch.from_arrays(columns, names), bad
 
 
