@@ -67,30 +67,24 @@ def normalize_argv(argv: Sequence[str]) -> list[str]:
     i = 0
     while i < len(argv):
         arg = argv[i]
-        if arg == "--labels" and i + 1 < len(argv) and _is_path(argv[i + 1]):
-            normalized.append(f"--image_labels={argv[i + 1]}")
-            i += 2
-            continue
-        if arg.startswith("--labels=") and _is_path(arg.split("=", 1)[1]):
-            arg = "--image_labels=" + arg.split("=", 1)[1]
-        if arg == "--label" and i + 1 < len(argv) and _is_column(argv[i + 1]):
-            normalized.append(f"--label_column={argv[i + 1]}")
-            i += 2
-            continue
-        if arg.startswith("--label=") and _is_column(arg.split("=", 1)[1]):
-            arg = "--label_column=" + arg.split("=", 1)[1]
+        for beams, ours in _SHARED_FLAGS:
+            if arg == beams and i + 1 < len(argv) and _not_a_job_label(argv[i + 1]):
+                arg = f"{ours}={argv[i + 1]}"
+                i += 1
+            elif arg.startswith(beams + "=") and _not_a_job_label(arg.split("=", 1)[1]):
+                arg = ours + "=" + arg.split("=", 1)[1]
         normalized.append(arg)
         i += 1
     return normalized
 
 
-def _is_column(value: str) -> bool:
-    """A column name, not one of Beam's Dataflow job labels (`key=value`, or a JSON object)."""
+def _not_a_job_label(value: str) -> bool:
+    """A file or column name, not one of Beam's Dataflow job labels (`key=value`, or JSON)."""
     return "=" not in value and not value.lstrip().startswith("{")
 
 
-def _is_path(value: str) -> bool:
-    return "=" not in value and not value.lstrip().startswith("{")
+# Beam's Dataflow flags whose value tells when they are ours: (Beam's flag, ours).
+_SHARED_FLAGS = (("--labels", "--image_labels"), ("--label", "--label_column"))
 
 
 def choose_runner(

@@ -18,7 +18,7 @@ from beam_jobs.errors import DataError
 from beam_jobs.formats.csv.bad_rows import place_bad_rows
 from beam_jobs.formats.csv.inference import BOOLEAN, INTEGER, NUMBER
 from beam_jobs.formats.csv.record_starts import FILE_START, QuoteScanner, nonempty_record_starts
-from beam_jobs.formats.csv.source import convert_options
+from beam_jobs.formats.csv.source import convert_options, header_not_decodable
 from beam_jobs.schema.conform import check_float32_range, temporal_integers
 from beam_jobs.sink.dead_letter import BadRow, as_text
 from tfdata_reader.manifest import FeatureSpec
@@ -384,10 +384,7 @@ class _RangeReader:
                 raise _RowTooLong(str(e)) from e
             raise DataError(f"{path}: {_span(start, end)}: {e}") from e
         except UnicodeDecodeError as e:  # pyarrow decodes the header's names as UTF-8
-            raise DataError(
-                f"{path}: the header is not {self._encoding} ({e.reason} at byte {e.start}); "
-                "pass --encoding (e.g. latin-1 or cp1252)"
-            ) from None
+            raise header_not_decodable(path, self._encoding, e) from None
 
     def _unterminated_last_row(self, pending: pa.RecordBatch) -> pa.RecordBatch:
         """Marks the range's last record, whose quoted field never closes, as a bad row; returns

@@ -53,6 +53,14 @@ def _read_options(dialect: Dialect) -> pcsv.ReadOptions:
     )
 
 
+def header_not_decodable(path: str, encoding: str, e: UnicodeDecodeError) -> DataError:
+    """The error for a header pyarrow cannot decode: it names the flag that reads it."""
+    return DataError(
+        f"{path}: the header is not {encoding} ({e.reason} at byte {e.start}); "
+        "pass --encoding (e.g. latin-1 or cp1252)"
+    )
+
+
 def convert_options(column_types: dict[str, pa.DataType] | None = None) -> pcsv.ConvertOptions:
     return pcsv.ConvertOptions(
         column_types=column_types or {},
@@ -103,10 +111,7 @@ def parse_sample(path: str, head: bytes, is_whole_file: bool, dialect: Dialect) 
     except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as e:
         raise DataError(f"{path}: bytes 0-{end}: {e}") from e
     except UnicodeDecodeError as e:  # pyarrow decodes the header's names as UTF-8
-        raise DataError(
-            f"{path}: the header is not {dialect.encoding} ({e.reason} at byte {e.start}); "
-            "pass --encoding (e.g. latin-1 or cp1252)"
-        ) from None
+        raise header_not_decodable(path, dialect.encoding, e) from None
     return CsvSample(path, table.column_names, table, head[:end], dialect, texts)
 
 
