@@ -134,3 +134,11 @@ def test_beam_flags_still_pass_through(tmp_path, capsys):
     csv.write_text("id\n1\n")
     argv = ["convert", "--input", str(csv), "--output", str(tmp_path / "o"), "--dry_run"]
     assert main([*argv, "--project", "p", "--experiments=x", "--direct_num_workers=1"]) == 0
+
+
+def test_a_schema_file_that_cannot_be_read_is_a_usage_error(tmp_path, capsys):
+    path = tmp_path / "a.csv"
+    path.write_text("id\n1\n")
+    argv = ["convert", "--input", str(path), "--output", str(tmp_path / "o")]
+    assert main([*argv, "--schema", str(tmp_path / "missing.json")]) == 2
+    assert "missing.json: cannot be read" in capsys.readouterr().err

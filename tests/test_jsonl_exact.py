@@ -189,3 +189,43 @@ def test_a_json_array_file_is_refused_saying_it_is_an_array(tmp_path, sampled):
     with pytest.raises(DataError) as e:
         convert([str(folder)], tmp_path / "out", "--format=jsonl")
     assert str(e.value).startswith(f"{array}: holds a JSON array (it starts with '['), not JSON")
+
+
+@pytest.mark.parametrize("source", ["jsonl", "parquet"])
+def test_a_null_inside_a_list_is_a_dead_letter_not_a_zero(tmp_path, source):
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    rows = [{"id": i, "li": [i, i + 1], "ls": ["a", f"s{i}"]} for i in range(1000)]
+    rows[600] = {"id": 600, "li": [1, None, 3], "ls": ["a"]}
+    rows[700] = {"id": 700, "li": [7], "ls": [None]}
+    path = tmp_path / f"lists.{source}"
+    if source == "jsonl":
+        path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    else:
+        pq.write_table(pa.Table.from_pylist(rows), path)
+    out = tmp_path / "out"
+    manifest = convert([str(path)], out, "--max_bad_fraction=0.01", "--sample_bytes=4096")
+    assert (manifest.total_records, manifest.counts["bad_records"]) == (998, 2)
+    reasons = [letter["reason"] for letter in _dead(out, manifest)]
+    assert all("a list with a null element" in reason for reason in reasons), reasons
+    got = {r["id"]: (r["li"], [s.decode() for s in r["ls"]]) for r in read_all(out)}
+    assert got == {r["id"]: (r["li"], r["ls"]) for r in rows if r["id"] not in (600, 700)}
+
+
+def test_date_like_text_stays_text_whatever_the_sample_saw(tmp_path):
+    # A bad line in the sampled head, and a key whose later values all look like dates.
+    lines = [json.dumps({"id": i, "d": "2024-01-02", "note": f"hello {i}"}) for i in range(3000)]
+    lines[100] = "this is not json"
+    lines[2000:] = [json.dumps({"id": i, "d": "2024-01-02", "note": "2024-03-01"})
+                    for i in range(2000, 3000)]  # fmt: skip
+    path = tmp_path / "dates.jsonl"
+    path.write_text("\n".join(lines) + "\n")
+    out = tmp_path / "out"
+    manifest = convert([str(path)], out, "--max_bad_fraction=0.01", "--sample_bytes=8192")
+    assert (manifest.total_records, manifest.counts["bad_records"]) == (2999, 1)
+    expected = {e["id"]: e for e in (json.loads(x) for i, x in enumerate(lines) if i != 100)}
+    got = {r["id"]: r for r in read_all(out)}
+    assert {i: r["note"].decode() for i, r in got.items()} == {
+        i: e["note"] for i, e in expected.items()
+    }

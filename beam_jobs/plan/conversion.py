@@ -81,8 +81,12 @@ def _spread(files: Sequence[InputFile], count: int) -> list[InputFile]:
 def _load_schema(path: str | None) -> list[FeatureSpec]:
     if path is None:
         return []
-    with FileSystems.open(path, compression_type=CompressionTypes.UNCOMPRESSED) as f:
-        return schema_from_json(f.read(), source=path)
+    try:
+        with FileSystems.open(path, compression_type=CompressionTypes.UNCOMPRESSED) as f:
+            text = f.read()
+    except OSError as e:
+        raise UsageError(f"--schema {path}: cannot be read: {e}") from None
+    return schema_from_json(text, source=path)
 
 
 def _measure(

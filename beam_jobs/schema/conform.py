@@ -329,6 +329,9 @@ def _conform_column(column: pa.Array, feature: FeatureSpec) -> pa.Array:
         if wrong.any():
             raise ValueError(f"{int(lengths[wrong][0])} values where {want} are expected")
     offsets, values = list_parts(column)
+    if values.null_count:
+        # An Example list has no place for a missing element: it would become 0 or b"".
+        raise ValueError("a list with a null element, which an Example list cannot hold")
     return pa.ListArray.from_arrays(
         offsets, _cast_values(values, feature.dtype, feature.logical_type), mask=column.is_null()
     )
