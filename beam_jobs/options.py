@@ -212,6 +212,9 @@ class ConvertConfig:
             raise UsageError("--input is required: a file or glob pattern, e.g. 'data/*.csv'")
         if not self.output and not self.plan_only:
             raise UsageError("--output is required: the directory for shards and manifest.json")
+        if set(self.output) & set("*?[]"):
+            # Beam's file systems read such a path as a pattern when listing and deleting.
+            raise UsageError(f"--output {self.output} holds a glob character (* ? [ ]); rename it")
         if self.format not in FORMAT_NAMES:
             raise UsageError(
                 f"--format must be one of {', '.join(FORMAT_NAMES)}, got {self.format!r}"

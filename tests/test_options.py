@@ -30,3 +30,11 @@ def test_a_split_name_outside_the_name_rule_is_a_usage_error():
         parse_splits("entraînement=80,eval=20")
     with pytest.raises(UsageError, match="names of ASCII letters"):
         parse_splits("train=80,eval\n=20")
+
+
+def test_an_output_with_glob_characters_is_refused(tmp_path):
+    from beam_jobs.cli import main
+
+    path = tmp_path / "a.csv"
+    path.write_text("id\n1\n")
+    assert main(["convert", "--input", str(path), "--output", str(tmp_path / "ds[1]")]) == 2

@@ -113,3 +113,24 @@ def test_a_missing_shard_fails_naming_it_instead_of_retrying_forever(tmp_path, s
         [sys.executable, "-c", code, str(path)], capture_output=True, text=True, timeout=120
     )
     assert f"[shard] [{path}] [is missing: its dataset was replaced or damaged" in done.stdout
+
+
+def test_a_missing_shard_in_a_folder_with_glob_characters_is_named_too(tmp_path):
+    folder = tmp_path / "runs[1]*?"
+    folder.mkdir()
+    present = _write(folder / "a.tfrecord", RECORDS)
+    assert [r for b in _read(present, 0, 11) for r in b] == RECORDS
+    import subprocess
+    import sys
+
+    gone = str(folder / "gone.tfrecord")
+    code = (
+        "import sys, tensorflow as tf; from tfdata_reader.records import checked_blocks\n"
+        "try:\n    list(checked_blocks(tf.constant(sys.argv[1]), *(tf.constant(v, tf.int64) "
+        "for v in (0, 11, 11)), '', 4))\n"
+        "except tf.errors.InvalidArgumentError as e:\n    print(e.message)"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code, gone], capture_output=True, text=True, timeout=120
+    )
+    assert f"[shard] [{gone}] [is missing" in done.stdout

@@ -85,14 +85,10 @@ def checked_blocks(
 
 def _assert_exists(path: tf.Tensor) -> tf.Operation:
     """Fails naming the shard when it is missing: TF's reader, and `ignore_errors()` after it,
-    would retry opening it forever. A path with glob characters is not looked up (it would be
-    read as a pattern); it is rare, and its reading is left to TF."""
-    is_pattern = tf.strings.regex_full_match(path, r".*[*?\[\\].*")
-    found = tf.cond(
-        is_pattern,
-        lambda: tf.constant(True),
-        lambda: tf.size(tf.raw_ops.MatchingFiles(pattern=path)) > 0,
-    )
+    would retry opening it forever. The path is looked up as a glob pattern with its glob
+    characters escaped (a dataset folder may be named `runs[1]`)."""
+    pattern = tf.strings.regex_replace(path, r"([\[\]*?\\])", r"\\\1")
+    found = tf.size(tf.raw_ops.MatchingFiles(pattern=pattern)) > 0
     return tf.raw_ops.Assert(
         condition=found,
         data=[
