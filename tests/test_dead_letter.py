@@ -250,3 +250,28 @@ def test_first_bad_rows_say_where_each_row_is(tmp_path):
         "c.parquet: r3",
     ]
     assert first_bad_rows(files, limit=1) == ["a.csv:7: r1"]
+
+
+@pytest.mark.parametrize("gzipped", [False, True])
+def test_an_unterminated_quote_on_the_last_line_of_a_gzip_is_a_dead_letter_too(tmp_path, gzipped):
+    import gzip
+
+    data = b'a,b\n1,2\n3,"x\n'
+    path = tmp_path / ("q.csv.gz" if gzipped else "q.csv")
+    path.write_bytes(gzip.compress(data) if gzipped else data)
+    out = tmp_path / "out"
+    manifest = convert([str(path)], out, "--max_bad_fraction=0.5")
+    assert (manifest.total_records, manifest.counts["bad_records"]) == (1, 1)
+    [letter] = _dead_letters(out, manifest.dead_letter)
+    assert letter["line"] == 3 and letter["reason"].startswith("unterminated quoted field")
+
+
+def test_a_last_line_of_only_a_quote_blames_that_line(tmp_path):
+    path = tmp_path / "q.csv"
+    path.write_bytes(b'a,b,c\n1,2,3\n4,5,6\n"')  # no newline at the end
+    out = tmp_path / "out"
+    manifest = convert([str(path)], out, "--max_bad_fraction=0.5")
+    assert (manifest.total_records, manifest.counts["bad_records"]) == (2, 1)
+    [letter] = _dead_letters(out, manifest.dead_letter)
+    assert (letter["line"], letter["raw"]) == (4, '"')
+    assert sorted(r["a"] for r in read_all(out)) == [1, 4]

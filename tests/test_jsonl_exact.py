@@ -229,3 +229,28 @@ def test_date_like_text_stays_text_whatever_the_sample_saw(tmp_path):
     assert {i: r["note"].decode() for i, r in got.items()} == {
         i: e["note"] for i, e in expected.items()
     }
+
+
+def test_text_in_a_number_feature_is_a_dead_letter_not_parsed(tmp_path):
+    lines = [json.dumps({"id": i, "x": i / 4}) for i in range(2000)]
+    for i, text in ((1500, "2.5"), (1600, "NaN"), (1700, "-inf")):
+        lines[i] = json.dumps({"id": i, "x": text})
+    path = tmp_path / "x.jsonl"
+    path.write_text("\n".join(lines) + "\n")
+    out = tmp_path / "out"
+    manifest = convert([str(path)], out, "--max_bad_fraction=0.01", "--sample_bytes=4096")
+    assert (manifest.total_records, manifest.counts["bad_records"]) == (1997, 3)
+    letters = _dead(out, manifest)
+    assert sorted(letter["line"] for letter in letters) == [1501, 1601, 1701]
+    assert all("text where a number is expected" in letter["reason"] for letter in letters)
+
+
+def test_an_empty_key_is_left_out_and_counted(tmp_path):
+    lines = [json.dumps({"id": i}) for i in range(100)]
+    lines[10] = json.dumps({"id": 10, "": 5})
+    path = tmp_path / "e.jsonl"
+    path.write_text("\n".join(lines) + "\n")
+    manifest = convert([str(path)], tmp_path / "out")
+    assert [f.name for f in manifest.features] == ["id"]
+    assert manifest.counts["ignored_fields"] == {"": 1}
+    assert sorted(r["id"] for r in read_all(tmp_path / "out")) == list(range(100))

@@ -86,3 +86,22 @@ def test_parquet_decimals_stay_exact(tmp_path):
     assert [r["big"].decode() for r in rows] == [str(v) for v in big]
     assert [r["money"].decode() for r in rows] == [str(v) for v in money]
     assert [r["small"] for r in rows] == [int(v) for v in small]
+
+
+def test_a_parquet_file_storing_numbers_as_text_is_named_at_plan_time(tmp_path):
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+    import pytest
+
+    from beam_jobs.errors import DataError
+
+    for k in range(3):
+        pq.write_table(pa.table({"x": [float(i) for i in range(100)]}), tmp_path / f"p{k}.parquet")
+    pq.write_table(pa.table({"x": ["n/a"]}), tmp_path / "p3.parquet")
+    with pytest.raises(DataError, match=r"column 'x' is text in .*p3\.parquet but numbers in"):
+        convert([str(tmp_path / "*.parquet")], tmp_path / "out")
+    schema = tmp_path / "schema.json"
+    schema.write_text(json.dumps({"features": [{"name": "x", "dtype": "float32", "shape": []}]}))
+    manifest = convert([str(tmp_path / "*.parquet")], tmp_path / "out", f"--schema={schema}",
+                       "--max_bad_fraction=0.01")  # fmt: skip
+    assert (manifest.total_records, manifest.counts["bad_records"]) == (300, 1)

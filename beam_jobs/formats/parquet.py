@@ -78,6 +78,30 @@ def _batches(parquet: pq.ParquetFile, groups: list[int], path: str) -> Iterator[
         yield batch
 
 
+def _refuse_text_beside_numbers(
+    samples: Sequence[Sample], per_sample: Sequence[Sequence[FeatureSpec]], chosen: set[str]
+) -> None:
+    """A column a file stores as text where other files store numbers: widening it to text
+    would make every number a bad row, so the user chooses (`--schema`), told which files."""
+    kinds: dict[str, dict[str, list[str]]] = {}
+    for sample, specs in zip(samples, per_sample):
+        for spec in specs:
+            column = (
+                sample.table.column(spec.name) if spec.name in sample.table.column_names else None
+            )
+            if column is None or column.null_count == len(column):
+                continue  # no values: no say in the type
+            kind = "text" if spec.dtype == "bytes" else "numbers"
+            kinds.setdefault(spec.name, {}).setdefault(kind, []).append(sample.path)
+    for name, found in kinds.items():
+        if len(found) == 2 and name not in chosen:
+            raise DataError(
+                f"column {name!r} is text in {', '.join(found['text'][:3])} but numbers in "
+                f"{', '.join(found['numbers'][:3])}; choose its type with --schema (the values "
+                "of the other type are then bad rows)"
+            )
+
+
 class ParquetFormat(InputFormat):
     name = "parquet"
     extensions = (".parquet", ".pq")
@@ -114,6 +138,7 @@ class ParquetFormat(InputFormat):
                 per_sample.append(arrow_conform.infer_from_table(sample.table))
             except DataError as e:
                 raise DataError(f"{sample.path}: {e}") from None
+        _refuse_text_beside_numbers(samples, per_sample, {f.name for f in overrides})
         return arrow_conform.merge_features(per_sample, overrides)
 
     def sample_batches(

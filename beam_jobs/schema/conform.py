@@ -292,6 +292,15 @@ def _cast_values(column: pa.Array, dtype: str, logical_type: str | None = None) 
         return pc.cast(_iso_text(column), target)
     if dtype == "int64" and pa.types.is_temporal(column.type):
         return pc.cast(column, pa.int64())
+    is_text = (
+        pa.types.is_string(column.type)
+        or pa.types.is_large_string(column.type)
+        or (pa.types.is_binary(column.type) or pa.types.is_large_binary(column.type))
+    )
+    if dtype == "float32" and is_text and column.null_count < len(column):
+        # "2.5" or "NaN" written as text is not a number of the file's own (CSV aside, which
+        # reads its text by its own rules before this).
+        raise pa.ArrowInvalid(f"text where a number is expected ({column.type})")
     if dtype == "float32":
         # Safe to float64 first (no silent int overflow), then round like tf.train.FloatList;
         # a value float32 cannot hold at all is an error, not an infinity.

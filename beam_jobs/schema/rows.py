@@ -5,6 +5,7 @@ numbers in others takes the type most rows have (the others are dead-lettered wh
 from __future__ import annotations
 
 import collections
+import logging
 from collections.abc import Sequence
 from typing import Any
 
@@ -12,6 +13,8 @@ from beam_jobs.errors import DataError
 from tfdata_reader.manifest import FeatureSpec
 
 __all__ = ["flatten_object", "infer_from_rows"]
+
+_log = logging.getLogger(__name__)
 
 
 def flatten_object(obj: dict, prefix: str = "") -> dict[str, Any]:
@@ -55,6 +58,10 @@ def infer_from_rows(rows: Sequence[dict], path: str) -> list[FeatureSpec]:
                 found[_kind(value)] += 1
     features = []
     for key, found in counts.items():
+        if not key:
+            # `{"": 5}`: no Example feature can be named so; its values are counted as left out.
+            _log.warning("%s: a key is the empty string; its values are left out", path)
+            continue
         numbers = found["int"] + found["float"]
         if found["str"] and found["str"] >= numbers:
             dtype = "bytes"

@@ -79,6 +79,8 @@ class _Window(io.RawIOBase):
             return 0
         # In steps, so that the quote scanner's arrays stay small however big pyarrow's block.
         view = memoryview(buffer)[: min(len(buffer), self._left, _SCAN_STEP)]
+        if self._f.tell() != self._position:  # the file is shared: another reader moved it
+            self._f.seek(self._position)
         data = self._f.read(len(view))
         view[: len(data)] = data
         self._left -= len(data)
@@ -192,8 +194,17 @@ def _refuse_a_swallowing_row(
     more than its own line."""
     row_start = int(nonempty_record_starts(f, start, end, delimiter)[-1])
     f.seek(row_start)
-    text = f.read(end - row_start)
-    lines = text.rstrip(b"\r\n").count(b"\n")
+    # Newlines after the row's first line, but not those that only end the file; read in
+    # steps (the end of a compressed file is not known: `end` is sys.maxsize).
+    lines = trailing = 0
+    position = row_start
+    while position < end and (data := f.read(min(_SCAN_STEP, end - position))):
+        position += len(data)
+        kept = data.rstrip(b"\r\n")
+        ending = data[len(kept) :].count(b"\n")
+        trailing = ending if kept else trailing + ending
+        lines += data.count(b"\n")
+    lines -= trailing
     if lines == 0:
         return
     f.seek(start)
@@ -355,6 +366,7 @@ class _RangeReader:
             invalid_row_handler=self._on_malformed,
         )
         window = _Window(f, start, end, self._delimiter)
+        reader = None
         try:
             reader = pcsv.open_csv(
                 io.BufferedReader(window, buffer_size=_BLOCK_SIZE),
@@ -385,6 +397,11 @@ class _RangeReader:
             raise DataError(f"{path}: {_span(start, end)}: {e}") from e
         except UnicodeDecodeError as e:  # pyarrow decodes the header's names as UTF-8
             raise header_not_decodable(path, self._encoding, e) from None
+        finally:
+            # pyarrow may read ahead on a thread of its own: it must stop before the file is
+            # read again (the next pass, the bad rows' offsets).
+            if reader is not None:
+                reader.close()
 
     def _unterminated_last_row(self, pending: pa.RecordBatch) -> pa.RecordBatch:
         """Marks the range's last record, whose quoted field never closes, as a bad row; returns

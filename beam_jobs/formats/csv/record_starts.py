@@ -241,8 +241,11 @@ def nonempty_record_starts(f: BinaryIO, start: int, end: int, delimiter: str = "
     starts = starts[starts < min(position, end)]
     following = np.append(starts[1:], position)
     lengths = following - starts
-    empty = lengths == 1  # "\n" alone
+    empty = lengths == 1  # "\n" alone (a record before another ends with its newline)
     for i in np.flatnonzero(lengths == 2).tolist():
         f.seek(int(starts[i]))
         empty[i] = f.read(1) == b"\r"
+    if len(starts) and lengths[-1] <= 2:  # the file's last line may have no newline: `"`
+        f.seek(int(starts[-1]))
+        empty[-1] = f.read(int(lengths[-1])) in (b"\n", b"\r\n")
     return starts[~empty]
