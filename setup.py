@@ -34,7 +34,12 @@ setup(
         "pillow",
         "zstandard",
     ],
-    # gcp-storage-emulator and cryptography: the local Cloud Storage the gs:// tests run against.
-    extras_require={"dev": ["pytest", "ruff", "gcp-storage-emulator", "cryptography"]},
+    # dask: `--runner DaskRunner` (beam_jobs/on_dask.py). dev: the tests, which also run on a
+    # local Dask cluster; gcp-storage-emulator and cryptography are the local Cloud Storage the
+    # gs:// tests run against.
+    extras_require={
+        "dask": ["dask", "distributed"],
+        "dev": ["pytest", "ruff", "gcp-storage-emulator", "cryptography", "dask", "distributed"],
+    },
     entry_points={"console_scripts": ["tfrecord-etl=beam_jobs.cli:main"]},
 )

@@ -12,9 +12,10 @@ from collections.abc import Iterator, Sequence
 import apache_beam as beam
 from apache_beam.options.pipeline_options import PipelineOptions
 
+from beam_jobs import on_dask
 from beam_jobs.errors import recover
 from beam_jobs.options import ConvertConfig
-from beam_jobs.pipeline import ConvertToShards
+from beam_jobs.pipeline import ConvertToShards, counted_by_launcher, cut_segments
 from beam_jobs.plan.conversion import ConversionPlan, make_plan
 from beam_jobs.report import plan_warnings
 from beam_jobs.runner import check_flags, choose_runner, normalize_argv
@@ -68,6 +69,9 @@ def run(argv: Sequence[str]) -> ConvertResult:
     config = ConvertConfig.from_options(options)
     plan = make_plan(config)
     choose_runner(options, argv, plan.input_bytes)
+    dask = on_dask.is_dask(options)
+    if dask:
+        on_dask.prepare(options, argv, len(plan.shards), config.wait)
     if config.dry_run:
         return ConvertResult(config, None, converted=False, plan=plan)
     run_id = uuid.uuid4().hex[:12]
@@ -95,16 +99,25 @@ def run(argv: Sequence[str]) -> ConvertResult:
         )
         for warning in plan_warnings(plan, config.target_shard_bytes):
             _log.warning("%s", warning)
-        temp_dir = start_temp_folder(config.output, run_id)
-        transform = ConvertToShards(plan, config, __version__, run_id)
-        if not config.wait:
-            # A Flex Template launcher: submit and return; the job publishes the manifest and
-            # releases the lease itself.
-            job_id = _submit(options, transform, temp_dir)
-            lease.renew(config.output, held, ttl, job=job_id)
-            submitted = True
-            return ConvertResult(config, None, converted=False, submitted_job=job_id)
-        _run(options, transform, temp_dir, len(plan.shards), config.output, held)
+        with contextlib.ExitStack() as stack:
+            counts = None
+            if dask:
+                address = stack.enter_context(
+                    on_dask.cluster(options, [*(f.path for f in plan.files), config.output])
+                )
+                segments = cut_segments(plan)
+                if segments and not counted_by_launcher(segments):
+                    counts = on_dask.count_cuts(address, segments)
+            temp_dir = start_temp_folder(config.output, run_id)
+            transform = ConvertToShards(plan, config, __version__, run_id, counts)
+            if not config.wait:
+                # A Flex Template launcher: submit and return; the job publishes the manifest
+                # and releases the lease itself.
+                job_id = _submit(options, transform, temp_dir)
+                lease.renew(config.output, held, ttl, job=job_id)
+                submitted = True
+                return ConvertResult(config, None, converted=False, submitted_job=job_id)
+            _run(options, transform, temp_dir, len(plan.shards), config, held)
         return ConvertResult(config, load_manifest(config.output), converted=True)
     finally:
         if not submitted:
@@ -140,18 +153,38 @@ def _run(
     transform: ConvertToShards,
     temp_dir: str,
     num_shards: int,
-    output: str,
+    config: ConvertConfig,
     held: lease.Lease,
 ) -> None:
     """Runs the pipeline to its end, with progress and the lease's heartbeat."""
-    reporter = ProgressReporter(temp_dir, num_shards).start()
-    heartbeat = lease.Heartbeat(output, held).start()
+    reporter = ProgressReporter(temp_dir, num_shards, config.progress_seconds).start()
+    heartbeat = lease.Heartbeat(config.output, held).start()
     try:
-        with _failures_reported(temp_dir), beam.Pipeline(options=options) as pipeline:
+        with _failures_reported(temp_dir):
+            pipeline = beam.Pipeline(options=options)
             _ = pipeline | "ConvertToShards" >> transform
+            result = pipeline.run()
+            try:
+                result.wait_until_finish()
+            except BaseException:
+                # An interruption or a failed task: stop what still runs (Dask tasks would go
+                # on writing into the temporary folder the launcher is about to remove).
+                with contextlib.suppress(Exception):
+                    result.cancel()
+                raise
+            finally:
+                _close_client(result)
     finally:
         heartbeat.stop()
         reporter.stop()
+
+
+def _close_client(result: object) -> None:
+    """Disconnects a DaskRunner result's client (local runners have none)."""
+    client = getattr(result, "client", None)
+    if client is not None:
+        with contextlib.suppress(Exception):
+            client.close()
 
 
 def _per_split(plan: ConversionPlan) -> str:

@@ -162,6 +162,13 @@ class ConvertOptions(PipelineOptions):
             "the runner accepted the job (what a Flex Template launcher does).",
         )
         parser.add_argument(
+            "--progress_seconds",
+            type=float,
+            default=5.0,
+            help="How often a waiting launcher logs progress (shards done, records, input "
+            "MB/s, worker processes); default 5.",
+        )
+        parser.add_argument(
             "--overwrite",
             nargs="?",
             const="true",
@@ -205,6 +212,7 @@ class ConvertConfig:
     run_date: str = ""
     dry_run: bool = False
     wait: bool = True
+    progress_seconds: float = 5.0
     plan_only: bool = False  # `inspect --input`: no output folder to check or write
 
     def __post_init__(self) -> None:
@@ -323,6 +331,7 @@ class ConvertConfig:
             max_record_bytes=max_record,
             run_date=run_date,
             wait=_flag(view.wait, "--wait"),
+            progress_seconds=_positive_seconds(view.progress_seconds),
             # Beam already defines --dry_run (TestOptions, with a value); for us: plan only.
             dry_run=str(options.view_as(TestOptions).dry_run).lower() in ("true", "1", "yes"),
             plan_only=plan_only,
@@ -345,9 +354,22 @@ class ConvertConfig:
             "columns": list(self.columns),
             "renames": [list(pair) for pair in self.renames],
         }
-        for how_to_run in ("overwrite", "dry_run", "run_date", "wait", "plan_only"):
+        for how_to_run in (
+            "overwrite",
+            "dry_run",
+            "run_date",
+            "wait",
+            "progress_seconds",
+            "plan_only",
+        ):
             del options[how_to_run]
         return options
+
+
+def _positive_seconds(value: float) -> float:
+    if not value > 0:
+        raise UsageError(f"--progress_seconds must be a positive number of seconds, not {value}")
+    return value
 
 
 def fill_date(template: str, run_date: str) -> str:

@@ -11,6 +11,7 @@ from apache_beam.io.filesystems import FileSystems
 
 from beam_jobs.formats.lines.cut_counts import (
     CutCounts,
+    Segment,
     count_segment,
     count_segment_in_worker,
     segments_between_cuts,
@@ -19,11 +20,11 @@ from beam_jobs.options import ConvertConfig
 from beam_jobs.plan.conversion import ConversionPlan
 from beam_jobs.plan.shards import cut_points
 from beam_jobs.sink import shard_writer
-from beam_jobs.sink.output_dir import TEMP_DIR_PREFIX
+from beam_jobs.sink.output_dir import TEMP_DIR_PREFIX, worker_path
 from beam_jobs.sink.publish import PublishShards, PublishSpec
 from tfdata_reader.manifest import FeatureSpec
 
-__all__ = ["LAUNCHER_COUNT_BYTES", "ConvertToShards"]
+__all__ = ["LAUNCHER_COUNT_BYTES", "ConvertToShards", "counted_by_launcher", "cut_segments"]
 
 LAUNCHER_COUNT_BYTES = 256 << 20
 
@@ -40,16 +41,21 @@ class ConvertToShards(beam.PTransform):
         config: ConvertConfig,
         tool_version: str,
         run_id: str | None = None,
+        cut_counts: CutCounts | None = None,
     ) -> None:
         """`run_id`: the run holding the output's lease (publishing checks and releases it);
-        None makes a new id and publishes without a lease, like `WriteShards`."""
+        None makes a new id and publishes without a lease, like `WriteShards`. `cut_counts`:
+        the counts of `cut_segments(plan)` when the caller made them (a runner that would
+        compute a side input once per task that reads it)."""
         super().__init__()
+        self._cut_counts = cut_counts
         self._plan = plan
         self._config = config
         self._tool_version = tool_version
         self._run_id = run_id or ""
+        self._output = worker_path(config.output)
         self.temp_dir = FileSystems.join(
-            config.output, TEMP_DIR_PREFIX + (run_id or uuid.uuid4().hex[:12])
+            self._output, TEMP_DIR_PREFIX + (run_id or uuid.uuid4().hex[:12])
         )
 
     def expand(self, pbegin: beam.pvalue.PBegin) -> beam.PCollection:
@@ -86,21 +92,14 @@ class ConvertToShards(beam.PTransform):
         """What writers of line-based formats need beyond their piece: `CutCounts`.
 
         The quote bytes before each cut tell a CSV writer where its first record starts; the
-        newlines give bad rows their line numbers. Counting runs at about 0.5 GB/s, so for a
-        small local input the launcher counts itself (one Beam stage less, which is seconds on a
-        local run); otherwise (large or remote inputs) a parallel stage does.
+        newlines give bad rows their line numbers. Given counts are used as they are; a small
+        local input is counted here (one Beam stage less, which is seconds on a local run);
+        otherwise (large or remote inputs) a parallel stage does, read as a side input.
         """
-        segments = []
-        if self._plan.input_format.needs_cut_counts:
-            fmt = self._plan.input_format
-            segments = segments_between_cuts(
-                cut_points(self._plan.shards),
-                quotes=fmt.quoted_records,
-                delimiter=fmt.delimiter,
-                leading_lines=fmt.leading_lines(),
-            )
-        local = all(FileSystems.get_scheme(s.path) in (None, "file") for s in segments)
-        if local and sum(s.end - s.start for s in segments) <= LAUNCHER_COUNT_BYTES:
+        if self._cut_counts is not None:
+            return self._cut_counts
+        segments = cut_segments(self._plan)
+        if counted_by_launcher(segments):
             return CutCounts.from_counted(count_segment(s) for s in segments)
         counts = (
             pbegin
@@ -114,7 +113,7 @@ class ConvertToShards(beam.PTransform):
     def _publish_spec(self) -> PublishSpec:
         plan, config = self._plan, self._config
         return PublishSpec(
-            output=config.output,
+            output=self._output,
             temp_dir=self.temp_dir,
             prefixes=tuple(name for name, _ in plan.splits) or (config.shard_prefix,),
             max_bad_fraction=config.max_bad_fraction,
@@ -136,6 +135,27 @@ class ConvertToShards(beam.PTransform):
             tool_version=self._tool_version,
             run_id=self._run_id,
         )
+
+
+def cut_segments(plan: ConversionPlan) -> list[Segment]:
+    """The stretches of input before each cut that writers of line-based formats need counted
+    (none for other formats)."""
+    fmt = plan.input_format
+    if not fmt.needs_cut_counts:
+        return []
+    return segments_between_cuts(
+        cut_points(plan.shards),
+        quotes=fmt.quoted_records,
+        delimiter=fmt.delimiter,
+        leading_lines=fmt.leading_lines(),
+    )
+
+
+def counted_by_launcher(segments: Sequence[Segment]) -> bool:
+    """Local segments up to `LAUNCHER_COUNT_BYTES` (about half a second): quicker to count in
+    the launcher than in a pipeline stage."""
+    local = all(FileSystems.get_scheme(s.path) in (None, "file") for s in segments)
+    return local and sum(s.end - s.start for s in segments) <= LAUNCHER_COUNT_BYTES
 
 
 def _text_label(features: Sequence[FeatureSpec], label: str | None) -> str | None:

@@ -119,7 +119,8 @@ def bad_rows_note(output: str, dead_letters: Sequence[str], limit: int = 5) -> l
       dead_letters: the run's dead-letter files, relative to it.
     """
     folder = f"{output}/{DEAD_LETTER_DIR}"
-    paths = [f"{output}/{name}" for name in dead_letters]
+    # In shard order, which is input order: shards finish (and are listed) in any order.
+    paths = [f"{output}/{name}" for name in sorted(dead_letters)]
     try:
         rows = first_bad_rows(paths, limit)
     except Exception as e:  # the note is a courtesy; the dead letter itself is published

@@ -2,7 +2,8 @@
 
 No `--runner`: Beam's local FnApiRunner with one worker per core, which never reaches for the
 network. `--runner DirectRunner`: the same, because Beam 2.77's DirectRunner first tries to
-download the Prism runner binary. Any other runner is used as given.
+download the Prism runner binary. Any other runner is used as given (`--runner DaskRunner`:
+beam_jobs.on_dask).
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ def check_flags(argv: Sequence[str]) -> None:
     import difflib
 
     from apache_beam.options.pipeline_options import _BeamArgumentParser
+    from apache_beam.runners.dask import dask_runner  # noqa: F401  (registers --dask_* flags)
 
     from beam_jobs.errors import UsageError
     from beam_jobs.options import ConvertOptions  # noqa: F401  (registers our flags)

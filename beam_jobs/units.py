@@ -48,11 +48,16 @@ def format_size(num_bytes: float) -> str:
     value = float(num_bytes)
     if abs(value) < 1024:
         return f"{int(value)} B"
-    for unit in ("KiB", "MiB", "GiB"):
+    for unit in ("KiB", "MiB", "GiB", "TiB"):
         value /= 1024
-        if abs(value) < 1024:
-            return f"{value:.3g} {unit}"
-    return f"{value / 1024:.3g} TiB"
+        if abs(value) < 1024 or unit == "TiB":
+            return f"{_three_digits(value)} {unit}"
+    raise AssertionError("unreachable")
+
+
+def _three_digits(value: float) -> str:
+    """Three significant digits, without the exponent `.3g` gives from 999.5 up (`1e+03`)."""
+    return f"{value:.0f}" if abs(value) >= 999.5 else f"{value:.3g}"
 
 
 def count_of(n: int, noun: str) -> str:

@@ -27,7 +27,7 @@ from beam_jobs.options import (
 )
 from beam_jobs.sink.elements import EncodeElementsFn, infer_spec
 from beam_jobs.sink.grouped import PickShardFn, WriteGroupFn, every_index, framed_size, shard_count
-from beam_jobs.sink.output_dir import TEMP_DIR_PREFIX
+from beam_jobs.sink.output_dir import TEMP_DIR_PREFIX, worker_path
 from beam_jobs.sink.publish import PublishShards, PublishSpec
 from beam_jobs.units import parse_size
 from tfdata_reader.manifest import COMPRESSIONS, NAME_RULE, FeatureSpec, is_valid_name
@@ -86,7 +86,7 @@ class WriteShards(beam.PTransform):
             self._target = parse_size(target_shard_bytes)
         except ValueError as e:
             raise UsageError(f"target_shard_bytes: {e}") from None
-        self._output = output_dir.rstrip("/")
+        self._output = worker_path(output_dir.rstrip("/"))
         self._compression = compression
         self._features = tuple(features) if features else None
         self._prefix = shard_prefix

@@ -1,7 +1,8 @@
 """`make bench`: conversion and reading throughput against baselines, measured in one run.
 
 Generates its own CSV (4 int, 4 float, 3 string columns), then measures on this machine:
-our `convert` (default local runner, one worker per core), the plain Beam pipeline on the same
+our `convert` (default local runner, one worker per core), the same on a Dask cluster (one
+single-threaded worker process per core on 127.0.0.1), the plain Beam pipeline on the same
 runner and worker count, the one-process library loop, GZIP output, 4x the input, reading, and
 the shard planner on a synthetic 1 TB listing. Prints a Markdown table and writes it to
 WORKDIR/results.md.
@@ -24,9 +25,11 @@ import tracemalloc
 
 HERE = pathlib.Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
+sys.path.insert(0, str(HERE.parent / "tests"))  # support.dask_cluster
 
 from data import write_csv  # noqa: E402
 from measure import Measured, run_measured  # noqa: E402
+from support.dask_cluster import dask_cluster  # noqa: E402
 
 from beam_jobs.formats.lines.cut_counts import segments_between_cuts  # noqa: E402
 from beam_jobs.plan.shards import InputFile, choose_num_shards, cut_points, plan_shards  # noqa: E402
@@ -142,6 +145,22 @@ def main() -> None:
     print("convert --compression gzip ...", flush=True)
     gz, gz_manifest = _convert(pattern, work / "out_gz", "--compression", "gzip")
     table.append(_row("ours: convert, GZIP", rows, in_bytes, gz, _shards_note(gz_manifest)))
+    print(f"convert on a Dask cluster of {workers} single-threaded workers ...", flush=True)
+    (work / "dask").mkdir(exist_ok=True)
+    with dask_cluster(work / "dask", workers=workers) as address:
+        on_dask, dask_manifest = _convert(
+            pattern, work / "out_dask", "--runner", "DaskRunner", "--dask_client_address", address
+        )
+    shutil.rmtree(work / "out_dask")
+    table.append(
+        _row(
+            f"ours: convert, Dask ({workers} workers on 127.0.0.1; RSS of the launcher)",
+            rows,
+            in_bytes,
+            on_dask,
+            _shards_note(dask_manifest),
+        )
+    )
     print("convert 4x input ...", flush=True)
     ours4, manifest4 = _convert(pattern4, work / "out_4x")
     table.append(_row("ours: convert, 4x input", rows4, in_bytes4, ours4, _shards_note(manifest4)))
@@ -209,6 +228,10 @@ def main() -> None:
         )
     growth = ours4.peak_rss_bytes / ours.peak_rss_bytes - 1
     lines += [
+        "",
+        f"Dask against the local runner, same input, {workers} workers each: "
+        f"{on_dask.seconds:.1f} s against {ours.seconds:.1f} s, "
+        f"{on_dask.seconds / ours.seconds:.2f}x the local runner's time.",
         "",
         f"Memory: 4x the input changes the largest process's peak RSS by {growth:+.0%} "
         f"({ours.peak_rss_bytes / 2**20:.0f} -> {ours4.peak_rss_bytes / 2**20:.0f} MiB).",

@@ -275,3 +275,16 @@ def test_a_last_line_of_only_a_quote_blames_that_line(tmp_path):
     [letter] = _dead_letters(out, manifest.dead_letter)
     assert (letter["line"], letter["raw"]) == (4, '"')
     assert sorted(r["a"] for r in read_all(out)) == [1, 4]
+
+
+def test_the_first_bad_rows_come_from_the_first_shards_whatever_order_they_finished(tmp_path):
+    from beam_jobs.report import bad_rows_note
+
+    (tmp_path / "dead_letter").mkdir()
+    for index, line in ((0, 5), (1, 455)):
+        row = {"file": "in.csv", "line": line, "reason": "bad"}
+        name = f"dead_letter/data-0000{index}-of-00002.tfrecord.jsonl"
+        (tmp_path / name).write_text(json.dumps(row) + "\n")
+    finished = ["dead_letter/data-00001-of-00002.tfrecord.jsonl"]
+    finished.append("dead_letter/data-00000-of-00002.tfrecord.jsonl")
+    assert bad_rows_note(str(tmp_path), finished)[1:] == ["  in.csv:5: bad", "  in.csv:455: bad"]

@@ -42,8 +42,9 @@ def test_metadata_parameters_are_the_cli_flags():
     metadata = json.loads((DEPLOY / "dataflow" / "metadata.json").read_text())
     names = [p["name"] for p in metadata["parameters"]]
     assert len(names) == len(set(names))
-    # --wait is fixed to false by the template's launcher (main.py), so it is no parameter.
-    assert set(names) == _cli_flags() - {"wait"}
+    # --wait is fixed to false by the template's launcher (main.py), so it is no parameter, and
+    # neither is --progress_seconds (a launcher that does not wait reports no progress).
+    assert set(names) == _cli_flags() - {"wait", "progress_seconds"}
     for parameter in metadata["parameters"]:
         assert parameter["helpText"] and parameter["regexes"]
         for regex in parameter["regexes"]:
@@ -83,6 +84,35 @@ def test_scripts_and_dag_are_well_formed():
     py_compile.compile(str(DEPLOY / "dataflow" / "main.py"), doraise=True)
     cronjob = yaml.safe_load((DEPLOY / "flink" / "cronjob.yaml").read_text())
     assert cronjob["spec"]["concurrencyPolicy"] == "Forbid"
+
+
+def test_flink_cronjob_submits_an_uber_jar_for_the_clusters_version_and_size():
+    """The four things that would stop the Flink deployment on a real cluster."""
+    from apache_beam.options.pipeline_options import FlinkRunnerOptions
+
+    session = yaml.safe_load((DEPLOY / "flink" / "flink-session.yaml").read_text())
+    cronjob = yaml.safe_load((DEPLOY / "flink" / "cronjob.yaml").read_text())
+    [container] = cronjob["spec"]["jobTemplate"]["spec"]["template"]["spec"]["containers"]
+    args = container["args"]
+    flink = PipelineOptions(args).view_as(FlinkRunnerOptions)
+    # 1. Beam builds for the cluster's Flink version (v1_19 -> 1.19), not its default 2.2.
+    assert session["spec"]["flinkVersion"] == "v" + flink.flink_version.replace(".", "_")
+    # 2, 3. An uber jar over REST: no `java -jar` job server in the pod (which has no Java),
+    # and no job-server artifact folder that the task managers cannot see.
+    assert flink.flink_submit_uber_jar
+    jar = pathlib.PurePosixPath(flink.flink_job_server_jar)
+    assert jar.name == f"beam-runners-flink-{flink.flink_version}-job-server-{beam.__version__}.jar"
+    dockerfile = (DEPLOY / "flink" / "Dockerfile").read_text()
+    [add] = [line for line in dockerfile.splitlines() if line.startswith("ADD ")]
+    assert add.split()[-1] == f"{jar.parent}/"
+    assert "ARG FLINK_VERSION=" + flink.flink_version in dockerfile
+    assert "ARG BEAM_VERSION=" + beam.__version__ in dockerfile
+    assert container["image"].rsplit(":", 1)[0].endswith("/tfrecord-etl-flink")
+    # 4. Every task slot busy: parallelism = task managers x slots.
+    task_managers = session["spec"]["taskManager"]["replicas"]
+    slots = int(session["spec"]["flinkConfiguration"]["taskmanager.numberOfTaskSlots"])
+    assert flink.parallelism == task_managers * slots
+    ConvertConfig.from_options(PipelineOptions(args))  # our own flags parse too
 
 
 def test_pipeline_builds_for_dataflow_without_running(sample_csv, monkeypatch):

@@ -37,6 +37,10 @@ def test_parse_size_rejects(text):
         (1536, "1.5 KiB"),
         (268_435_456, "256 MiB"),
         (5 * 1024**4, "5 TiB"),
+        (1010 * 1024, "1010 KiB"),  # not 1.01e+03 KiB
+        (1023 * 1024**2, "1023 MiB"),
+        (999.4 * 1024, "999 KiB"),
+        (3000 * 1024**4, "3000 TiB"),
     ],
 )
 def test_format_size(num_bytes, expected):

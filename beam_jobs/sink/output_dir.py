@@ -34,10 +34,21 @@ __all__ = [
     "prepare_output",
     "remove_folder",
     "start_temp_folder",
+    "worker_path",
 ]
 
 TEMP_DIR_PREFIX = ".tfrecord-etl-tmp-"  # + a run id; where shards are written before publishing
 RUN_MARKER = "run.json"  # in a temporary folder: proves it is ours
+
+
+def worker_path(path: str) -> str:
+    """`path` as workers must see it: a local path made absolute, since a worker's current
+    folder is its own (a Dask worker started elsewhere would write a relative output there)."""
+    if FileSystems.get_scheme(path) in (None, "file") and "://" not in path:
+        return os.path.abspath(path)
+    return path
+
+
 _TEMP_DIR_RE = re.compile(rf"^{re.escape(TEMP_DIR_PREFIX)}[0-9a-f]+$")
 _log = logging.getLogger(__name__)
 

@@ -1,6 +1,7 @@
 """Progress of a running conversion, seen from the launcher on any runner.
 
-Each shard writer leaves a small JSON note (records, bytes, input bytes) in the run's temporary
+Each shard writer leaves a small JSON note (records, bytes, input bytes, and which worker
+process wrote it: host and pid) in the run's temporary
 folder when its shard is complete; the launcher polls that folder through Beam `FileSystems`
 (local or gs://) and logs shards done of total, records and input MB/s. Beam counters carry the
 same numbers, but a local runner only reports them at the end.
@@ -10,6 +11,8 @@ from __future__ import annotations
 
 import json
 import logging
+import os
+import socket
 import threading
 import time
 
@@ -30,7 +33,12 @@ def write_note(
     temp_dir: str, shard_name: str, records: int, num_bytes: int, input_bytes: int
 ) -> None:
     """Records that a shard is complete (rewritten identically when a bundle is retried)."""
-    note = {"records": records, "bytes": num_bytes, "input_bytes": input_bytes}
+    note = {
+        "records": records,
+        "bytes": num_bytes,
+        "input_bytes": input_bytes,
+        "worker": f"{socket.gethostname()}:{os.getpid()}",
+    }
     path = note_path(temp_dir, shard_name)
     with FileSystems.create(path, compression_type=CompressionTypes.UNCOMPRESSED) as f:
         f.write(json.dumps(note).encode("utf-8"))
@@ -40,10 +48,11 @@ class ProgressReporter:
     """Logs progress every `interval` seconds from a daemon thread until `stop()`."""
 
     def __init__(self, temp_dir: str, num_shards: int, interval: float = 5.0) -> None:
+        """`interval`: seconds between polls of the notes."""
         self._pattern = FileSystems.join(temp_dir, NOTES_DIR, "*.json")
         self._num_shards = num_shards
         self._interval = interval
-        self._seen: dict[str, dict[str, int]] = {}
+        self._seen: dict[str, dict[str, int | str]] = {}
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="progress", daemon=True)
         self._started = time.monotonic()
@@ -77,9 +86,11 @@ class ProgressReporter:
         records = sum(n["records"] for n in self._seen.values())
         input_mb = sum(n["input_bytes"] for n in self._seen.values()) / 1e6
         seconds = max(time.monotonic() - self._started, 1e-9)
+        workers = len({n.get("worker") for n in self._seen.values()})
         return (
             f"progress: {len(self._seen)}/{self._num_shards} shards, {records:,} records, "
-            f"{input_mb:,.1f} MB of input at {input_mb / seconds:.1f} MB/s"
+            f"{input_mb:,.1f} MB of input at {input_mb / seconds:.1f} MB/s, "
+            f"from {workers} worker process{'' if workers == 1 else 'es'}"
         )
 
     def _run(self) -> None:

@@ -1,0 +1,250 @@
+"""The conversion on a real Dask cluster: a scheduler and two single-threaded workers started
+here on 127.0.0.1, against the local runner on the same input."""
+
+from __future__ import annotations
+
+import csv
+import json
+import pathlib
+import subprocess
+import sys
+import time
+
+import pytest
+from support.dask_cluster import dask_cluster
+
+from beam_jobs import on_dask
+from beam_jobs.errors import UsageError
+
+ROWS = 30_000
+TARGET = "128KiB"
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory):
+    """tcp://127.0.0.1:PORT of a scheduler with two workers (one thread each), whose current
+    folder is not the tests' (a relative --output must still land where the launcher means)."""
+    with dask_cluster(tmp_path_factory.mktemp("dask"), workers=2) as address:
+        yield address
+
+
+@pytest.fixture(scope="module")
+def sample(tmp_path_factory) -> pathlib.Path:
+    """Two CSV files with quoted commas and newlines inside fields (the counts before each
+    cut decide where records start)."""
+    folder = tmp_path_factory.mktemp("dask_input")
+    for part in range(2):
+        with open(folder / f"part-{part}.csv", "w", newline="", encoding="utf-8") as f:
+            writer = csv.writer(f)
+            writer.writerow(["id", "x", "note"])
+            for i in range(part * ROWS // 2, (part + 1) * ROWS // 2):
+                note = f"line one {i}\nline, two" if i % 7 == 0 else f"plain {i}"
+                writer.writerow([i, i * 0.5, note])
+    return folder
+
+
+def _convert(cwd: pathlib.Path, *args: str) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-m", "beam_jobs", "convert", *args],
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+
+
+def _records_by_shard(folder: pathlib.Path) -> dict[str, list[tuple]]:
+    """Each shard's records, each as its features sorted by name (the encoder's feature order
+    is not fixed, so bytes and crc32c may differ between equal records)."""
+    import tensorflow as tf
+
+    manifest = json.loads((folder / "manifest.json").read_text())
+    shards = {}
+    for shard in manifest["shards"]:
+        records = []
+        for raw in tf.data.TFRecordDataset(str(folder / shard["path"])):
+            example = tf.train.Example.FromString(raw.numpy())
+            records.append(tuple(sorted((k, str(v)) for k, v in example.features.feature.items())))
+        shards[shard["path"]] = records
+    return shards
+
+
+def _status(stdout: str) -> dict:
+    return json.loads(stdout.strip().splitlines()[-1])
+
+
+@pytest.mark.slow
+def test_dask_cluster_writes_the_same_shards_as_the_local_runner(cluster, sample, tmp_path):
+    from distributed import Client
+
+    common = ["--input", f"{sample}/*.csv", "--target_shard_bytes", TARGET]
+    local = _convert(tmp_path, *common, "--output", "local")
+    assert local.returncode == 0, local.stderr
+    with Client(cluster) as client:
+        client.get_task_stream()  # starts the scheduler's task recording
+        started = time.time()
+        run = _convert(
+            tmp_path,
+            *common,
+            "--output",
+            "on_dask",  # relative: the workers' own folder is elsewhere
+            "--runner",
+            "DaskRunner",
+            "--dask_client_address",
+            cluster,
+            "--progress_seconds",
+            "0.2",
+        )
+        tasks = client.get_task_stream(start=started)
+    assert run.returncode == 0, run.stderr
+    status = _status(run.stdout)
+    assert status["status"] == "ok"
+    assert status["records_read"] == status["records_written"] == ROWS
+    manifest = json.loads((tmp_path / "on_dask" / "manifest.json").read_text())
+    assert len(manifest["shards"]) >= 6
+    assert manifest["total_records"] == ROWS
+    assert _records_by_shard(tmp_path / "on_dask") == _records_by_shard(tmp_path / "local")
+    verify = subprocess.run(
+        [sys.executable, "-m", "beam_jobs", "verify", str(tmp_path / "on_dask")],
+        capture_output=True,
+        text=True,
+    )
+    assert verify.returncode == 0, verify.stdout + verify.stderr
+    assert "progress: " in run.stderr
+    # One writer task per shard, spread over both workers.
+    writers = {}
+    for task in tasks:
+        key = task["key"]
+        if isinstance(key, tuple) and str(key[0]).startswith("apply_dofn_to_bundle-"):
+            writers.setdefault(key[0], {})[key[1]] = task["worker"]
+    per_shard = [w for w in writers.values() if sorted(w) == list(range(len(manifest["shards"])))]
+    assert per_shard, writers.keys()
+    assert len(set(per_shard[0].values())) == 2
+
+
+@pytest.mark.slow
+def test_bad_rows_fail_on_dask_with_the_dead_letters_of_a_local_run(cluster, tmp_path):
+    path = tmp_path / "bad.csv"
+    with open(path, "w", newline="") as f:
+        writer = csv.writer(f)
+        writer.writerow(["id", "n"])
+        for i in range(4000):
+            writer.writerow([i, "oops" if i % 50 == 3 else i])
+    flags = ["--input", str(path), "--target_shard_bytes", "16KiB", "--max_bad_fraction", "0.001"]
+    flags += ["--schema", _schema(tmp_path)]
+    local = _convert(tmp_path, *flags, "--output", "local")
+    run = _convert(
+        tmp_path,
+        *flags,
+        "--output",
+        "on_dask",
+        "--runner",
+        "DaskRunner",
+        "--dask_client_address",
+        cluster,
+    )
+    assert (local.returncode, run.returncode) == (1, 1), run.stderr
+    assert _status(run.stdout)["exit_code"] == 1
+    bad = [line for line in run.stderr.splitlines() if "bad.csv:" in line]
+    assert bad and bad == [line for line in local.stderr.splitlines() if "bad.csv:" in line]
+    assert "bad.csv:5: " in run.stderr  # row 3 (i=3) is line 5: header, then rows 0..
+
+
+def _schema(folder: pathlib.Path) -> str:
+    path = folder / "schema.json"
+    spec = [{"name": "id", "dtype": "int64"}, {"name": "n", "dtype": "int64"}]
+    path.write_text(json.dumps({"features": spec}))
+    return str(path)
+
+
+@pytest.mark.slow
+def test_large_inputs_are_counted_once_one_dask_task_per_segment(
+    cluster, sample, tmp_path, monkeypatch
+):
+    from distributed import Client
+
+    from beam_jobs import launcher, pipeline
+    from beam_jobs.options import ConvertConfig
+    from beam_jobs.plan.conversion import make_plan
+
+    monkeypatch.setattr(pipeline, "LAUNCHER_COUNT_BYTES", 0)  # as for a large input
+    argv = ["--input", f"{sample}/*.csv", "--output", str(tmp_path / "out"), "--target_shard_bytes"]
+    argv += [TARGET]
+    from apache_beam.options.pipeline_options import PipelineOptions
+
+    segments = pipeline.cut_segments(make_plan(ConvertConfig.from_options(PipelineOptions(argv))))
+    assert len(segments) >= 6
+    with Client(cluster) as client:
+        client.get_task_stream()
+        started = time.time()
+        result = launcher.run([*argv, "--runner", "DaskRunner", "--dask_client_address", cluster])
+        tasks = client.get_task_stream(start=started)
+    assert result.manifest.total_records == ROWS
+    counted = [t for t in tasks if str(t["key"]).startswith("count_segment-")]
+    assert len(counted) == len(segments)
+
+
+@pytest.mark.slow
+def test_without_an_address_a_local_cluster_is_started_and_stopped(sample, tmp_path):
+    run = _convert(
+        tmp_path,
+        "--input",
+        f"{sample}/*.csv",
+        "--output",
+        "out_dask",
+        "--target_shard_bytes",
+        "1MiB",
+        "--runner",
+        "dask",
+    )
+    assert run.returncode == 0, run.stderr
+    assert "started a local Dask cluster of" in run.stderr
+    assert _status(run.stdout)["records_written"] == ROWS
+
+
+def test_wait_false_is_refused_on_dask(tmp_path, sample):
+    run = _convert(
+        tmp_path,
+        "--input",
+        f"{sample}/*.csv",
+        "--output",
+        "out",
+        "--runner",
+        "DaskRunner",
+        "--wait=false",
+    )
+    assert run.returncode == 2
+    assert "--wait=false is not supported with --runner DaskRunner" in run.stderr
+    assert not (tmp_path / "out").exists()
+
+
+def test_prepare_sets_the_class_path_and_a_partition_per_shard():
+    from apache_beam.options.pipeline_options import PipelineOptions, StandardOptions
+    from apache_beam.runners.dask.dask_runner import DaskOptions
+
+    options = PipelineOptions(["--runner", "DaskRunner"])
+    assert on_dask.is_dask(options)
+    on_dask.prepare(options, ["--runner", "DaskRunner"], num_shards=9, wait=True)
+    assert options.view_as(StandardOptions).runner == on_dask.DASK_RUNNER
+    assert options.view_as(DaskOptions).npartitions == 9
+    argv = ["--runner", "dask", "--dask_npartitions", "3"]
+    options = PipelineOptions(argv)
+    on_dask.prepare(options, argv, num_shards=9, wait=True)
+    assert options.view_as(DaskOptions).npartitions == 3
+    assert not on_dask.is_dask(PipelineOptions(["--runner", "FnApiRunner"]))
+
+
+class _Client:
+    def __init__(self, *workers: str) -> None:
+        self._workers = workers
+
+    def scheduler_info(self) -> dict:
+        return {"workers": {w: {} for w in self._workers}}
+
+
+def test_local_paths_are_refused_for_workers_on_other_hosts():
+    remote = _Client("tcp://127.0.0.1:4000", "tcp://10.1.2.3:4000")
+    with pytest.raises(UsageError, match=r"/data/out is a local path, but Dask workers run on "):
+        on_dask._check_hosts(remote, ["gs://b/in.csv", "/data/out"])
+    on_dask._check_hosts(remote, ["gs://b/in.csv", "gs://b/out"])  # shared storage: fine
+    on_dask._check_hosts(_Client("tcp://127.0.0.1:1", "tcp://localhost:2"), ["/data/out"])
