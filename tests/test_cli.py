@@ -142,3 +142,22 @@ def test_a_schema_file_that_cannot_be_read_is_a_usage_error(tmp_path, capsys):
     argv = ["convert", "--input", str(path), "--output", str(tmp_path / "o")]
     assert main([*argv, "--schema", str(tmp_path / "missing.json")]) == 2
     assert "missing.json: cannot be read" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    "text, says",
+    [
+        ("[{", "schema.json"),  # not JSON
+        ('[{"name": "id", "dtype": "int64"}]', 'expected {"features": [...]}'),  # a bare list
+    ],
+)
+def test_a_schema_file_that_is_not_a_schema_is_a_usage_error(tmp_path, capsys, text, says):
+    path = tmp_path / "a.csv"
+    path.write_text("id\n1\n")
+    schema = tmp_path / "schema.json"
+    schema.write_text(text)
+    argv = ["convert", "--input", str(path), "--output", str(tmp_path / "o")]
+    assert main([*argv, "--schema", str(schema)]) == 2
+    error = capsys.readouterr().err
+    assert error.startswith("error: --schema ") and says in error
+    assert not (tmp_path / "o").exists()

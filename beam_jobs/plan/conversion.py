@@ -25,7 +25,7 @@ from beam_jobs.plan.shards import InputFile, ShardSpec, choose_num_shards, plan_
 from beam_jobs.schema.projection import Projection
 from beam_jobs.sink.encode import ExampleEncoder
 from beam_jobs.sink.tfrecord import GZIP_LEVEL, frame_records
-from tfdata_reader.manifest import FeatureSpec, schema_from_json
+from tfdata_reader.manifest import FeatureSpec, ManifestError, schema_from_json
 
 __all__ = ["ConversionPlan", "make_plan"]
 
@@ -86,7 +86,10 @@ def _load_schema(path: str | None) -> list[FeatureSpec]:
             text = f.read()
     except OSError as e:
         raise UsageError(f"--schema {path}: cannot be read: {e}") from None
-    return schema_from_json(text, source=path)
+    try:
+        return schema_from_json(text, source=path)
+    except ManifestError as e:  # the user's file: a usage error (exit 2), like an unreadable one
+        raise UsageError(f"--schema {e}") from None
 
 
 def _measure(
