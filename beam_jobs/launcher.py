@@ -80,10 +80,17 @@ def run(argv: Sequence[str]) -> ConvertResult:
     submitted = False
     try:
         options_json = config.to_json()
-        if prepare_output(config.output, options_json, plan.files_json(), config.overwrite, run_id):
+        if prepare_output(
+            config.output,
+            options_json,
+            plan.files_json(),
+            config.overwrite,
+            run_id,
+            plan.features,
+        ):
             _log.info(
-                "%s already holds this conversion (same input files and options); nothing to do "
-                "(pass --overwrite to convert again)",
+                "%s already holds this conversion (same input files, options and features); "
+                "nothing to do (pass --overwrite to convert again)",
                 config.output,
             )
             return ConvertResult(config, load_manifest(config.output), converted=False)

@@ -46,6 +46,16 @@ def check_flags(argv: Sequence[str]) -> None:
     _, unknown = parser.parse_known_args(list(argv))
     flags = [arg.split("=", 1)[0] for arg in unknown if arg.startswith("-")]
     if not flags:
+        stray = [arg for arg in unknown if not arg.startswith("-")]
+        if stray:
+            # Most often a glob the shell expanded: `--input dir/*.csv` gives the first file to
+            # --input and the others as loose words, which Beam would ignore.
+            raise UsageError(
+                f"unexpected argument{'s' if len(stray) > 1 else ''} {', '.join(stray[:3])}"
+                f"{', ...' if len(stray) > 3 else ''}: every value belongs to a flag; quote a "
+                "pattern so the shell leaves it to us (--input 'dir/*.csv'), or repeat --input for "
+                "each file"
+            )
         return
     known = [s for s in parser._option_string_actions if s.startswith("--")]
     problems = []

@@ -161,3 +161,16 @@ def test_a_schema_file_that_is_not_a_schema_is_a_usage_error(tmp_path, capsys, t
     error = capsys.readouterr().err
     assert error.startswith("error: --schema ") and says in error
     assert not (tmp_path / "o").exists()
+
+
+def test_files_the_shell_expanded_from_a_glob_are_a_usage_error(tmp_path, capsys):
+    for k in (1, 2, 3):
+        (tmp_path / f"part{k}.csv").write_text("id\n1\n")
+    # What `--input dir/*.csv` becomes when the shell expands the glob.
+    argv = ["convert", "--input", str(tmp_path / "part1.csv"), str(tmp_path / "part2.csv")]
+    argv += [str(tmp_path / "part3.csv"), "--output", str(tmp_path / "o")]
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert f"unexpected arguments {tmp_path}/part2.csv, {tmp_path}/part3.csv:" in err
+    assert "--input 'dir/*.csv'" in err
+    assert not (tmp_path / "o").exists()

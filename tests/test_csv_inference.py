@@ -43,9 +43,43 @@ def test_zip_codes_keep_their_leading_zeros(tmp_path, caplog):
     path.write_text("zip,pop\n" + "".join(f"{i * 37 % 100000:05d},{i}\n" for i in range(3000)))
     manifest = convert([str(path)], tmp_path / "out", "--num_shards=3")
     assert manifest.feature("zip").dtype == "bytes"
-    assert "leading zeros" in caplog.text and '{"name": "zip", "dtype": "int64"}' in caplog.text
+    assert "leading zeros" in caplog.text and "stay as written" in caplog.text
     got = sorted(r["zip"].decode() for r in read_all(tmp_path / "out"))
     assert got == sorted(r["zip"] for r in expected_rows([str(path)]))
+
+
+@pytest.mark.parametrize("schema", [None, "int64"])
+def test_codes_and_hex_after_the_sample_are_dead_letters_not_altered(tmp_path, schema):
+    """Arrow's int64 cast reads '01000' as 1000 and '0x1F' as 31; past the sampled head (or
+    under --schema int64) such values must not be altered without a word."""
+    path = tmp_path / "late.csv"
+    late = ["01000", "0x1F", "-007", "0", "-0", " 12 "]
+    rows = [f"{10000 + i},{i}" for i in range(150_000)] + [
+        f"{v},{-1 - k}" for k, v in enumerate(late)
+    ]
+    path.write_text("code,n\n" + "\n".join(rows) + "\n")
+    flags = ["--num_shards=2", "--max_bad_fraction=0.5"]
+    if schema:
+        spec = {"features": [{"name": "code", "dtype": schema}, {"name": "n", "dtype": "int64"}]}
+        (tmp_path / "s.json").write_text(json.dumps(spec))
+        flags.append(f"--schema={tmp_path / 's.json'}")
+    manifest = convert([str(path)], tmp_path / "out", *flags)
+    assert manifest.feature("code").dtype == "int64"
+    assert manifest.counts["bad_records"] == 3
+    dead = [
+        json.loads(line)
+        for f in sorted((tmp_path / "out" / "dead_letter").iterdir())
+        for line in f.read_text().splitlines()
+    ]
+    assert [(d["line"], d["cells"]["code"]) for d in dead] == [
+        (150_002, "01000"),
+        (150_003, "0x1F"),
+        (150_004, "-007"),
+    ]
+    assert all("has a leading zero or is hexadecimal, which int64 would alter" in d["reason"]
+               for d in dead)  # fmt: skip
+    got = {r["n"]: r["code"] for r in read_all(tmp_path / "out") if r["n"] < 0}
+    assert got == {-4: 0, -5: 0, -6: 12}
 
 
 def test_a_few_stray_words_in_a_number_column_are_dead_letters_not_a_text_column(tmp_path, caplog):

@@ -105,3 +105,20 @@ def test_wait_false_returns_after_submitting(sample_csv, tmp_path, capsys):
     assert (
         _last_json(capsys.readouterr().out)["error"] == "--wait must be true or false, got 'maybe'"
     )
+
+
+def test_an_edited_schema_file_under_the_same_path_is_a_new_conversion(tmp_path, capsys):
+    csv = tmp_path / "t.csv"
+    csv.write_text("a,b\n1,2\n3,4\n")
+    schema = tmp_path / "schema.json"
+    schema.write_text('{"features": [{"name": "b", "dtype": "int64"}]}')
+    argv = _convert_argv(str(csv), tmp_path / "out", "--schema", str(schema))
+    assert main(argv) == 0
+    assert _last_json(capsys.readouterr().out)["status"] == "ok"
+    assert main(argv) == 0
+    assert _last_json(capsys.readouterr().out)["status"] == "already_converted"
+    schema.write_text('{"features": [{"name": "b", "dtype": "bytes"}]}')
+    assert main(argv) == 0
+    assert _last_json(capsys.readouterr().out)["status"] == "ok"
+    manifest = json.loads((tmp_path / "out" / "manifest.json").read_text())
+    assert {f["name"]: f["dtype"] for f in manifest["features"]} == {"a": "int64", "b": "bytes"}

@@ -17,6 +17,7 @@ import json
 import logging
 import os
 import re
+from collections.abc import Sequence
 
 from apache_beam.io.filesystem import CompressionTypes
 from apache_beam.io.filesystems import FileSystems
@@ -24,7 +25,13 @@ from apache_beam.io.filesystems import FileSystems
 from beam_jobs.errors import UsageError
 from beam_jobs.sink.dead_letter import DEAD_LETTER_DIR
 from beam_jobs.sink.lease import LEASE_NAME
-from tfdata_reader.manifest import MANIFEST_NAME, Manifest, ManifestError, shard_prefix_of
+from tfdata_reader.manifest import (
+    MANIFEST_NAME,
+    FeatureSpec,
+    Manifest,
+    ManifestError,
+    shard_prefix_of,
+)
 
 __all__ = [
     "TEMP_DIR_PREFIX",
@@ -127,7 +134,14 @@ def ours_to_remove(output: str, keep: set[str], prefixes: set[str]) -> list[str]
     return found
 
 
-def _same_conversion(manifest: Manifest, options: dict, files: list[dict]) -> bool:
+def _same_conversion(
+    manifest: Manifest,
+    options: dict,
+    files: list[dict],
+    features: Sequence[FeatureSpec] | None,
+) -> bool:
+    if features is not None and list(manifest.features) != list(features):
+        return False
     return manifest.inputs.get("files") == files and all(
         manifest.options.get(k) == v for k, v in options.items()
     )
@@ -167,7 +181,12 @@ def _dead_temp_folders(output: str, listing: list[str], run_id: str) -> list[str
 
 
 def prepare_output(
-    output: str, options: dict, files: list[dict], overwrite: bool, run_id: str
+    output: str,
+    options: dict,
+    files: list[dict],
+    overwrite: bool,
+    run_id: str,
+    features: Sequence[FeatureSpec] | None = None,
 ) -> bool:
     """Checks and tidies the output folder; the caller holds its lease.
 
@@ -177,6 +196,8 @@ def prepare_output(
       files: the listed inputs as the manifest records them (`[{"path", "bytes"}]`).
       overwrite: `--overwrite`.
       run_id: this run's id (its own temporary folder is kept).
+      features: the planned feature spec; when given, a manifest with other features is another
+        conversion (an edited --schema file under the same path).
 
     Returns:
       True when the output already holds a complete manifest of this very conversion, so there
@@ -196,7 +217,7 @@ def prepare_output(
             manifest = load_manifest(output)
         except ManifestError:
             manifest = None
-        if manifest and _same_conversion(manifest, options, files):
+        if manifest and _same_conversion(manifest, options, files, features):
             return True
     foreign = [r for r in listing if not is_ours(r)]
     if foreign and not overwrite:

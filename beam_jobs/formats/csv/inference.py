@@ -22,7 +22,15 @@ import json
 import pyarrow as pa
 import pyarrow.compute as pc
 
-__all__ = ["BOOLEAN", "INTEGER", "NUMBER", "NUMERIC_SHARE", "ColumnType", "infer_column"]
+__all__ = [
+    "BOOLEAN",
+    "INTEGER",
+    "NUMBER",
+    "NUMERIC_SHARE",
+    "ColumnType",
+    "infer_column",
+    "schema_hint",
+]
 
 NUMERIC_SHARE = 0.99  # of the sampled non-empty values, for a column to be a number column
 # What the writers parse (`ranges.parse_numbers`): spaces around a value are allowed.
@@ -41,8 +49,9 @@ class ColumnType:
     warnings: tuple[str, ...] = ()
 
 
-def _schema_hint(name: str, dtype: str) -> str:
-    return json.dumps({"name": name, "dtype": dtype})
+def schema_hint(name: str, dtype: str) -> str:
+    """How to give a column its type: a line of a --schema file (`{"features": [...]}`)."""
+    return f'add {json.dumps({"name": name, "dtype": dtype})} to the "features" of a --schema file'
 
 
 def _examples(values: pa.Array, limit: int = 3) -> str:
@@ -77,7 +86,7 @@ def infer_column(name: str, texts: pa.Array) -> ColumnType:
             (
                 f"column {name!r} has numbers written with leading zeros (e.g. "
                 f"{_examples(codes)}): read as text (bytes), so codes such as ZIP codes stay "
-                f"as written; {_schema_hint(name, 'int64')} in --schema makes them numbers",
+                "as written (an int64 column would send such values to the dead letter)",
             ),
         )
     integral = pc.all(pc.match_substring_regex(numbers, INTEGER)).as_py()
@@ -101,7 +110,7 @@ def infer_column(name: str, texts: pa.Array) -> ColumnType:
         warnings.append(
             f"column {name!r}: {len(others):,} of {len(texts):,} sampled values are not "
             f"numbers (e.g. {_examples(others)}): read as {dtype}, and such rows go to the dead "
-            f"letter; to keep the column as text, put {_schema_hint(name, 'bytes')} in --schema"
+            f"letter; to keep the column as text, {schema_hint(name, 'bytes')}"
         )
     if dtype == "float32":
         long = numbers.filter(pc.greater(_significant_digits(numbers), _FLOAT32_DIGITS))
@@ -109,7 +118,6 @@ def infer_column(name: str, texts: pa.Array) -> ColumnType:
             warnings.append(
                 f"column {name!r} has values with more significant digits than float32 keeps "
                 f"(e.g. {_examples(long)}): they are rounded to about {_FLOAT32_DIGITS} digits; "
-                f"to keep them exact, put {_schema_hint(name, 'bytes')} in --schema (or int64 "
-                "for whole numbers)"
+                f"to keep them exact, {schema_hint(name, 'bytes')} (or int64 for whole numbers)"
             )
     return ColumnType(dtype, tuple(warnings))

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import dataclasses
 import io
+import re
 import sys
 from collections.abc import Callable, Iterator, Sequence
 from typing import BinaryIO
@@ -16,7 +17,7 @@ import pyarrow.csv as pcsv
 
 from beam_jobs.errors import DataError
 from beam_jobs.formats.csv.bad_rows import place_bad_rows
-from beam_jobs.formats.csv.inference import BOOLEAN, INTEGER, NUMBER
+from beam_jobs.formats.csv.inference import BOOLEAN, NUMBER, schema_hint
 from beam_jobs.formats.csv.record_starts import FILE_START, QuoteScanner, nonempty_record_starts
 from beam_jobs.formats.csv.source import convert_options, header_not_decodable
 from beam_jobs.schema.conform import check_float32_range, temporal_integers
@@ -28,6 +29,7 @@ __all__ = ["read_range"]
 _BLOCK_SIZE = 1 << 20
 # Arrow types each Example dtype is converted from. Floats are parsed as float64 and rounded to
 # float32 afterwards, exactly as `float(text)` into a `tf.train.FloatList` would.
+_EXACT_INTEGER = r"^\s*[+-]?(0|[1-9]\d*)\s*$"  # no leading zero, not hexadecimal
 _PARSE_TYPES = {"int64": pa.int64(), "float32": pa.float64(), "bytes": pa.string()}
 
 
@@ -121,12 +123,33 @@ def _convert(column: pa.Array, feature: FeatureSpec) -> pa.Array:
         parsed = pc.cast(text, _PARSE_TYPES[dtype])
     except pa.ArrowInvalid:
         parsed = pc.cast(_normalized(text, dtype), _PARSE_TYPES[dtype])
+    if dtype == "int64" and pc.any(pc.match_substring_regex(text, _ALTERED_INTEGER)).as_py():
+        # Arrow reads '0x1F' as 31 and '01000' as 1000: a code's zeros (or a hex value) would
+        # be altered without a word, so such values are bad rows (found by `_bad_rows`).
+        raise pa.ArrowInvalid("an integer with a leading zero or in hexadecimal")
     check_float32_range(parsed)
     return parsed
 
 
+# What Arrow's int64 cast accepts but alters: leading zeros ('007', '-01') and hexadecimal.
+_ALTERED_INTEGER = r"^\s*[+-]?0[0-9xX]"
+
+
 # Values each number dtype takes (what `_convert` parses), to find bad rows without a loop.
-_READABLE = {"int64": f"{INTEGER}|{BOOLEAN}", "float32": NUMBER}
+_READABLE = {"int64": f"{_EXACT_INTEGER}|{BOOLEAN}", "float32": NUMBER}
+
+
+def _unreadable(feature: FeatureSpec, value: str) -> str:
+    """Why a value is not of its column's number type: worded as Arrow words a failed cast, so
+    every bad number reads the same, or naming the zeros a code would lose."""
+    prefix = f"column {feature.name!r} ({feature.dtype})"
+    if feature.dtype == "int64" and re.match(_ALTERED_INTEGER, value):
+        return (
+            f"{prefix}: '{value}' has a leading zero or is hexadecimal, which int64 would "
+            f"alter; to keep such codes as written, {schema_hint(feature.name, 'bytes')}"
+        )
+    parse_type = _PARSE_TYPES[feature.dtype]
+    return f"{prefix}: Failed to parse string: '{value}' as a scalar of type {parse_type}"
 
 
 def _bad_rows(column: pa.Array, feature: FeatureSpec) -> dict[int, str]:
@@ -144,11 +167,8 @@ def _bad_rows(column: pa.Array, feature: FeatureSpec) -> dict[int, str]:
         else:
             indices = pc.indices_nonzero(unreadable).to_pylist()
             values = column.take(pa.array(indices, pa.int64())).to_pylist()
-            # Worded as Arrow words a failed cast, so every bad number reads the same.
             return {
-                index: f"column {feature.name!r} ({feature.dtype}): Failed to parse string: "
-                f"'{value.decode('utf-8', 'replace')}' as a scalar of type "
-                f"{_PARSE_TYPES[feature.dtype]}"
+                index: _unreadable(feature, value.decode("utf-8", "replace"))
                 for index, value in zip(indices, values)
             }
     bad = {}
