@@ -95,7 +95,7 @@ def run(argv: Sequence[str]) -> ConvertResult:
             )
             return ConvertResult(config, load_manifest(config.output), converted=False)
         _log.info(
-            "plan: %s (%s input, %s), %s, %s%s of about %s each",
+            "plan: %s (%s input, %s), %s, %s%s of about %s%s",
             count_of(len(plan.files), "input file"),
             config.format,
             format_size(plan.input_bytes),
@@ -103,6 +103,7 @@ def run(argv: Sequence[str]) -> ConvertResult:
             count_of(len(plan.shards), "shard"),
             _per_split(plan),
             format_size(plan.estimated_output_bytes / len(plan.shards)),
+            " each" if len(plan.shards) > 1 else "",
         )
         for warning in plan_warnings(plan, config.target_shard_bytes):
             _log.warning("%s", warning)

@@ -155,9 +155,10 @@ def plan_warnings(plan: ConversionPlan, target_shard_bytes: int) -> list[str]:
 def _planned_shards(plan: ConversionPlan, target_shard_bytes: int) -> str:
     if not plan.splits:
         estimate = plan.estimated_output_bytes / len(plan.shards)
+        each = " each" if len(plan.shards) > 1 else ""
         return (
             f"shards       {count_of(len(plan.shards), 'shard')} of about "
-            f"{format_size(estimate)} each (target {format_size(target_shard_bytes)})"
+            f"{format_size(estimate)}{each} (target {format_size(target_shard_bytes)})"
         )
     total = sum(w for _, w in plan.splits)
     parts = []
@@ -176,7 +177,7 @@ def describe_plan(plan: ConversionPlan, output: str | None, target_shard_bytes: 
         f"dry run: nothing written to {output}" if output else "plan (nothing is written)",
         f"format       {plan.input_format.describe()}",
         f"inputs       {count_of(len(plan.files), 'file')}, {format_size(plan.input_bytes)}",
-        f"estimate     {plan.estimated_records:,.0f} records, "
+        f"estimate     {count_of(round(plan.estimated_records), 'record')}, "
         f"{format_size(plan.estimated_output_bytes)} of shards "
         f"({plan.output_bytes_per_input_byte:.3f} output bytes per input byte, from samples)",
         _planned_shards(plan, target_shard_bytes),

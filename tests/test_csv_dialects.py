@@ -79,6 +79,19 @@ def test_a_header_that_looks_like_data_is_named_at_plan_time(tmp_path, caplog):
     assert "--column_names" in caplog.text
 
 
+def test_column_names_given_for_a_file_with_a_header_are_named_at_plan_time(tmp_path, caplog):
+    path = tmp_path / "hdr.csv"
+    path.write_text("id,v\n1,2\n3,4\n")
+    convert([str(path)], tmp_path / "out", "--dry_run", "--column_names", "ID, v")
+    assert "the first line (ID,v) is the column names given by --column_names" in caplog.text
+    assert "pass --skip_header_lines 1" in caplog.text
+    caplog.clear()
+    convert(
+        [str(path)], tmp_path / "out", "--dry_run", "--column_names=id,v", "--skip_header_lines=1"
+    )
+    assert "--skip_header_lines" not in caplog.text
+
+
 @pytest.mark.parametrize(
     "header, message",
     [(("id", "id"), "names columns more than once: 'id'"), (("id", ""), "empty column names")],
@@ -109,6 +122,9 @@ def test_dialect_rules():
         with pytest.raises(ValueError, match="--delimiter must be one character"):
             parse_delimiter(bad)
     assert looks_like_data(["1", "2.5", "-3e2"]) and not looks_like_data(["id", "2"])
+    # A headerless iris.data: names with fractions; years as names are a real header.
+    assert looks_like_data(["5.1", "3.5", "Iris-setosa"]) and looks_like_data(["1", "-2", "x"])
+    assert not looks_like_data(["country", "2019", "2020"])
 
 
 def test_dialect_flags_are_for_csv_only(tmp_path):

@@ -46,3 +46,13 @@ def test_a_plain_plan_has_no_warnings(sample_csv, tmp_path, capsys):
     out = _dry_run(capsys, *[a for p in sample_csv for a in ("--input", p)],
                    "--output", str(tmp_path / "o"))  # fmt: skip
     assert "inputs       3 files, " in out and "warning" not in out
+
+
+def test_one_record_one_shard_read_in_the_singular(tmp_path, capsys):
+    path = tmp_path / "one.csv"
+    path.write_text("id,v\n1,2\n")
+    out = _dry_run(capsys, "--input", str(path), "--output", str(tmp_path / "o"))
+    lines = out.splitlines()
+    assert any(line.startswith("estimate     1 record, ") for line in lines), out
+    shards = next(line for line in lines if line.startswith("shards "))
+    assert shards.startswith("shards       1 shard of about ") and " each" not in shards

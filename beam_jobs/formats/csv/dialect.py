@@ -99,8 +99,13 @@ def skip_lines(data: bytes, count: int) -> int | None:
 
 
 def looks_like_data(names: list[str]) -> bool:
-    """True when every would-be column name is a number: the first line is probably a record."""
-    return bool(names) and all(_NUMBER.fullmatch(n) for n in names)
+    """True when the would-be column names read as a record: every one a number, or any one a
+    number with a fraction, exponent or sign (`5.1`, `-3`), which no one names a column (whole
+    numbers alone may be years: `country,2019,2020`)."""
+    numbers = [n for n in names if _NUMBER.fullmatch(n)]
+    if names and len(numbers) == len(names):
+        return True
+    return any(re.search(r"[.eE+-]", n) for n in numbers)
 
 
 # Bytes the readers find records by, before any decoding: they must be these same bytes.

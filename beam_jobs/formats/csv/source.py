@@ -131,6 +131,18 @@ def _check_names(sample: CsvSample) -> None:
             f"{where} names columns more than once: {', '.join(repr(n) for n in twice)}; "
             "rename them, or pass --column_names (and --skip_header_lines 1 to skip the header)"
         )
+    given = sample.dialect.column_names
+    if (
+        given
+        and sample.texts.num_rows
+        and _first_row(sample.texts) == [n.strip().lower() for n in given]
+    ):
+        _log.warning(
+            "%s: the first line (%s) is the column names given by --column_names: the file has "
+            "a header line, which is read as a record; pass --skip_header_lines 1",
+            sample.path,
+            sample.dialect.delimiter.join(sample.dialect.column_names),
+        )
     if sample.dialect.has_header and looks_like_data(names):
         _log.warning(
             "%s: the first line (%s) looks like data, not column names; if the files have no "
@@ -138,6 +150,10 @@ def _check_names(sample: CsvSample) -> None:
             sample.path,
             sample.dialect.delimiter.join(names),
         )
+
+
+def _first_row(texts: pa.Table) -> list[str]:
+    return [str(texts.column(i)[0].as_py() or "").strip().lower() for i in range(texts.num_columns)]
 
 
 def infer_features(
