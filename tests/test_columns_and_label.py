@@ -97,3 +97,34 @@ def test_beams_job_labels_still_pass_through(iris, tmp_path):
         "team=ml",
         "--label_column=y",
     ]
+
+
+@pytest.mark.parametrize("fmt", ["csv", "jsonl", "parquet"])
+def test_a_bad_value_in_a_column_left_out_is_no_bad_row(tmp_path, fmt):
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    rows = [{"id": i, "keep": f"k{i}", "drop": i} for i in range(3000)]
+    rows[1500]["drop"] = "oops"  # past the sampled head: the column stays int64
+    path = tmp_path / f"in.{fmt}"
+    if fmt == "csv":
+        with path.open("w", newline="") as f:
+            writer = csv.DictWriter(f, ["id", "keep", "drop"])
+            writer.writeheader()
+            writer.writerows(rows)
+    elif fmt == "jsonl":
+        path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    else:
+        pq.write_table(pa.table({"id": [0], "keep": ["k0"], "drop": [0]}), tmp_path / "a.parquet")
+        table = pa.table({"id": [1], "keep": ["k1"], "drop": ["oops"]})
+        pq.write_table(table, path)
+        rows = [{"id": 0, "keep": "k0"}, {"id": 1, "keep": "k1"}]
+    pattern = str(tmp_path / "*.parquet") if fmt == "parquet" else str(path)
+    flags = ["--columns", "id,keep", "--sample_bytes=4096", "--num_shards=1"]
+    if fmt == "parquet":
+        flags.append("--max_bad_fraction=0.9")
+    manifest = convert([pattern], tmp_path / "out", *flags)
+    assert [f.name for f in manifest.features] == ["id", "keep"]
+    assert manifest.counts["bad_records"] == 0
+    got = sorted((r["id"], r["keep"].decode()) for r in read_all(tmp_path / "out"))
+    assert got == [(r["id"], r["keep"]) for r in rows]

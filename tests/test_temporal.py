@@ -114,3 +114,99 @@ def test_a_json_number_in_a_timestamp_feature_is_a_dead_letter(tmp_path):
     assert (manifest.total_records, manifest.counts["bad_records"]) == (599, 1)
     letter = json.loads((out / manifest.dead_letter[0]).read_text())
     assert letter["line"] == 501 and "where timestamp[us] is expected" in letter["reason"]
+
+
+def test_schema_int64_without_a_unit_keeps_the_inferred_unit(tmp_path):
+    """`--schema` int64 for a date or time column means the default unit (days, microseconds),
+    recorded, not each file's own unit (ms in one file, us in another) or a cast failure."""
+    moment = datetime.datetime(2026, 1, 31, 8, 30)
+    for name, unit in (("a", "ms"), ("b", "us")):
+        table = pa.table(
+            {
+                "at": pa.array([moment], pa.timestamp(unit)),
+                "day": pa.array([datetime.date(2026, 1, 31)], pa.date32()),
+            }
+        )
+        pq.write_table(table, tmp_path / f"{name}.parquet")
+    schema = tmp_path / "schema.json"
+    specs = [{"name": "at", "dtype": "int64"}, {"name": "day", "dtype": "int64"}]
+    schema.write_text(json.dumps({"features": specs}))
+    out = tmp_path / "out"
+    manifest = convert([str(tmp_path / "*.parquet")], out, f"--schema={schema}")
+    assert {f.name: f.logical_type for f in manifest.features} == {
+        "at": "timestamp[us]",
+        "day": "date32[day]",
+    }
+    expected = _micros(moment.replace(tzinfo=datetime.timezone.utc))
+    assert [(r["at"], r["day"]) for r in read_all(out)] == [(expected, 20484)] * 2
+    assert manifest.counts["bad_records"] == 0
+
+    lines = tmp_path / "dates.jsonl"
+    lines.write_text(
+        '{"d": "2026-01-31", "tz": "2026-01-31T08:30:00+02:00"}\n'
+        '{"d": "1969-12-31", "tz": "2026-01-31T08:30:00-05:00"}\n'
+    )
+    specs = [{"name": "d", "dtype": "int64"}, {"name": "tz", "dtype": "int64"}]
+    schema.write_text(json.dumps({"features": specs}))
+    manifest = convert([str(lines)], tmp_path / "out_jsonl", f"--schema={schema}")
+    assert manifest.feature("d").logical_type == "date32[day]"
+    assert manifest.feature("tz").logical_type.startswith("timestamp[us")
+    six_thirty = _micros(datetime.datetime(2026, 1, 31, 6, 30, tzinfo=datetime.timezone.utc))
+    assert [(r["d"], r["tz"]) for r in read_all(tmp_path / "out_jsonl")] == [
+        (20484, six_thirty),
+        (-1, six_thirty + 7 * 3600 * 10**6),
+    ]
+
+
+def test_a_timestamp_in_an_unsampled_file_of_a_plain_integer_feature_is_a_dead_letter():
+    """A file the plan did not sample holds times where the feature holds plain integers: no
+    unit says what its integers would count."""
+    from beam_jobs.schema.conform import conform
+    from tfdata_reader.manifest import FeatureSpec
+
+    moment = datetime.datetime(2026, 1, 31, 8, 30)
+    table = pa.table({"at": pa.array([moment, None], pa.timestamp("ms"))})
+    batch, bad = conform(table, [FeatureSpec("at", "int64", [], True)])
+    assert batch.num_rows == 1 and batch.column(0).to_pylist() == [None]
+    assert list(bad) == [0] and "where the feature holds plain integers" in bad[0]
+
+
+def test_one_bad_timestamp_after_the_sample_is_one_dead_letter_not_its_chunk(tmp_path):
+    """Past the sampled head, a chunk whose times pyarrow reads as text (one is 'garbage')
+    converts its good values like pyarrow's JSON reader does (Z and offsets are UTC)."""
+    start = datetime.datetime(2026, 1, 1, tzinfo=datetime.timezone.utc)
+    path = tmp_path / "late.jsonl"
+    with path.open("w") as f:
+        for i in range(30_000):
+            f.write(json.dumps({"id": i, "at": (start + datetime.timedelta(seconds=i))
+                                .strftime("%Y-%m-%dT%H:%M:%SZ")}) + "\n")  # fmt: skip
+        f.write('{"id": 30000, "at": "2026-01-01T00:00:39.250000Z"}\n')
+        f.write('{"id": 30001, "at": "2026-01-01T08:30:00+02:00"}\n')
+        f.write('{"id": 30002, "at": "garbage"}\n')
+    out = tmp_path / "out"
+    manifest = convert([str(path)], out, "--num_shards=2")
+    assert manifest.feature("at").logical_type.startswith("timestamp[us")
+    assert manifest.counts["bad_records"] == 1
+    [dead] = [json.loads(line) for f in (out / "dead_letter").iterdir() for line in f.open()]
+    assert dead["line"] == 30_003 and "'garbage'" in dead["reason"]
+    got = {r["id"]: r["at"] for r in read_all(out)}
+    assert len(got) == 30_002
+    assert got[29_999] == _micros(start + datetime.timedelta(seconds=29_999))
+    assert got[30_000] == _micros(start) + 39_250_000
+    assert got[30_001] == _micros(start.replace(hour=6, minute=30))
+
+
+def test_csv_timestamps_with_a_zone_under_schema_are_utc(tmp_path):
+    path = tmp_path / "t.csv"
+    path.write_text("at\n2026-01-01T00:00:00Z\n2026-01-01T08:30:00+02:00\n2026-01-01T01:00:00\n")
+    schema = tmp_path / "s.json"
+    spec = {"name": "at", "dtype": "int64", "logical_type": "timestamp[us]"}
+    schema.write_text(json.dumps({"features": [spec]}))
+    manifest = convert([str(path)], tmp_path / "out", f"--schema={schema}")
+    assert manifest.counts["bad_records"] == 0
+    start = datetime.datetime(2026, 1, 1, tzinfo=datetime.timezone.utc)
+    assert [r["at"] for r in read_all(tmp_path / "out")] == [
+        _micros(start),
+        _micros(start.replace(hour=6, minute=30)),
+        _micros(start.replace(hour=1)),
+    ]

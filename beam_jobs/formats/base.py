@@ -97,6 +97,18 @@ class InputFormat:
     ) -> list[FeatureSpec]:
         raise NotImplementedError
 
+    _kept: frozenset[str] | None = None  # `keep_columns`; None: every column
+
+    def keep_columns(self, names: Sequence[str]) -> None:
+        """The columns the output keeps (`--columns`, by their input names), told before
+        inference: the others are not converted, so a value in a column the output drops is
+        never a bad row, and its type across files does not matter."""
+        self._kept = frozenset(names)
+
+    def converted(self, features: Sequence[FeatureSpec]) -> list[FeatureSpec]:
+        """The features a writer converts: those the output keeps."""
+        return [f for f in features if self._kept is None or f.name in self._kept]
+
     def sample_batches(
         self, sample: Sample, features: Sequence[FeatureSpec]
     ) -> Iterator[pa.RecordBatch]:

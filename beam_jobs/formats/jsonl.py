@@ -130,8 +130,10 @@ class JsonLinesFormat(InputFormat):
         context: Any = None,
     ) -> Generator[pa.RecordBatch, None, PieceReport]:
         ignored: collections.Counter = collections.Counter()
+        converted = self.converted(features)
+        dropped = {f.name for f in features} - {f.name for f in converted}  # by --columns
         for offset, chunk in piece_chunks(piece, self._max_record_bytes):
             if offset == 0:  # a file the plan did not sample
                 _refuse_an_array(piece.path, chunk)
-            yield from read_chunk(chunk, offset, piece.path, features, on_bad_row, ignored)
-        return PieceReport(ignored_fields=dict(ignored))
+            yield from read_chunk(chunk, offset, piece.path, converted, on_bad_row, ignored)
+        return PieceReport(ignored_fields={k: n for k, n in ignored.items() if k not in dropped})

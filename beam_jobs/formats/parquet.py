@@ -138,7 +138,11 @@ class ParquetFormat(InputFormat):
                 per_sample.append(arrow_conform.infer_from_table(sample.table))
             except DataError as e:
                 raise DataError(f"{sample.path}: {e}") from None
-        _refuse_text_beside_numbers(samples, per_sample, {f.name for f in overrides})
+        chosen = {f.name for f in overrides}  # typed by --schema, or left out by --columns
+        chosen |= {f.name for specs in per_sample for f in specs} - {
+            f.name for specs in per_sample for f in self.converted(specs)
+        }
+        _refuse_text_beside_numbers(samples, per_sample, chosen)
         return arrow_conform.merge_features(per_sample, overrides)
 
     def sample_batches(
@@ -161,8 +165,9 @@ class ParquetFormat(InputFormat):
         if not groups:
             return
         rows_before = 0
+        converted = self.converted(features)
         for raw in _batches(parquet, groups, piece.path):
-            batch, bad = arrow_conform.conform(raw, features)
+            batch, bad = arrow_conform.conform(raw, converted)
             for index, reason in sorted(bad.items()):
                 on_bad_row(
                     BadRow(

@@ -157,6 +157,8 @@ def make_plan(config: ConvertConfig) -> ConversionPlan:
     samples = [
         input_format.sample(f, config.sample_bytes) for f in _spread(files, MAX_SAMPLED_FILES)
     ]
+    if config.columns:
+        input_format.keep_columns(config.columns)
     read_features = input_format.infer_features(samples, _load_schema(config.schema))
     projection = config.projection()
     features = projection.features(read_features)

@@ -14,6 +14,7 @@ reported, never a crash, so the writer can dead-letter it.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Sequence
 
 import numpy as np
@@ -187,7 +188,7 @@ def merge_features(
     for name in order:
         specs = seen[name]
         if name in by_name:
-            merged.append(by_name[name])
+            merged.append(_with_inferred_unit(by_name[name], specs))
             continue
         dtypes = {s.dtype for s in specs}
         dtype = "bytes" if "bytes" in dtypes else "float32" if "float32" in dtypes else "int64"
@@ -201,6 +202,19 @@ def merge_features(
     unknown = sorted(set(by_name) - set(order))
     merged.extend(by_name[n] for n in unknown)  # a schema may name columns the sample lacked
     return merged
+
+
+def _with_inferred_unit(override: FeatureSpec, specs: Sequence[FeatureSpec]) -> FeatureSpec:
+    """A --schema `int64` for a column the samples hold as dates or times keeps their unit
+    (days, microseconds), as without --schema: else each file's own unit (ms in one, us in
+    another) or seconds would land in one feature, with no unit recorded."""
+    if override.dtype != "int64" or override.logical_type is not None:
+        return override
+    logical = {s.logical_type for s in specs if s.logical_type is not None}
+    if not logical:
+        return override
+    unit = _merged_logical(override.name, [s.logical_type for s in specs if s.logical_type])
+    return dataclasses.replace(override, logical_type=unit)
 
 
 def _merged_logical(name: str, logical_types: list[str | None]) -> str | None:
@@ -249,6 +263,10 @@ def temporal_integers(column: pa.Array, logical_type: str) -> pa.Array:
     ArrowInvalid for a value the type cannot hold exactly (a nanosecond in microseconds, a
     time of day in a date)."""
     target = logical_arrow_type(logical_type)
+    if pa.types.is_timestamp(target) and (
+        pa.types.is_string(column.type) or pa.types.is_large_string(column.type)
+    ):
+        return pc.cast(_text_timestamps(column, target.unit), pa.int64())
     typed = pc.cast(column, target)  # safe for units, but a date drops a timestamp's time
     if pa.types.is_temporal(column.type) and column.type != target:
         back = pc.cast(typed, column.type)
@@ -259,6 +277,24 @@ def temporal_integers(column: pa.Array, logical_type: str) -> pa.Array:
     if pa.types.is_date32(typed.type):
         return pc.cast(pc.cast(typed, pa.int32()), pa.int64())
     return pc.cast(typed, pa.int64())
+
+
+_ZONED = r"(Z|[+-]\d\d(:?\d\d)?)$"  # ISO 8601 text that ends in a zone: Z, +02:00, -0530
+
+
+def _text_timestamps(text: pa.Array, unit: str) -> pa.Array:
+    """ISO 8601 text as a naive timestamp in UTC, with or without a zone in each value (as
+    pyarrow's JSON reader reads them: `...Z` and `...+02:00` are instants, converted to UTC;
+    text without a zone is taken as UTC). Arrow's own cast takes one kind per column only.
+    Raises ArrowInvalid for text that is not a timestamp."""
+    zoned = pc.fill_null(pc.match_substring_regex(text, _ZONED), False)
+    naive = pa.timestamp(unit)
+    if not pc.any(zoned).as_py():
+        return pc.cast(text, naive)
+    nothing = pa.scalar(None, text.type)
+    aware = pc.cast(pc.if_else(zoned, text, nothing), pa.timestamp(unit, tz="UTC"))
+    plain = pc.cast(pc.if_else(zoned, nothing, text), naive)
+    return pc.if_else(zoned, pc.cast(aware, naive), plain)
 
 
 def _iso_text(column: pa.Array) -> pa.Array:
@@ -291,7 +327,12 @@ def _cast_values(column: pa.Array, dtype: str, logical_type: str | None = None) 
     if dtype == "bytes" and pa.types.is_temporal(column.type):
         return pc.cast(_iso_text(column), target)
     if dtype == "int64" and pa.types.is_temporal(column.type):
-        return pc.cast(column, pa.int64())
+        # Only a logical type says which unit the integers count (handled above).
+        if column.null_count == len(column):
+            return pa.nulls(len(column), target)
+        raise pa.ArrowInvalid(
+            f"a {column.type} value where the feature holds plain integers, not dates or times"
+        )
     is_text = (
         pa.types.is_string(column.type)
         or pa.types.is_large_string(column.type)
@@ -369,14 +410,8 @@ def conform(
         try:
             _conform_column(columns[feature.name], feature)
         except (ValueError, pa.ArrowNotImplementedError):
-            values = columns[feature.name]
-            for index in range(n):
-                if index in bad:
-                    continue
-                try:
-                    _conform_column(values.slice(index, 1), feature)
-                except (ValueError, pa.ArrowNotImplementedError) as e:
-                    bad[index] = f"feature {feature.name!r} ({_describe(feature)}): {e}"
+            for index, reason in _failing_rows(columns[feature.name], feature).items():
+                bad.setdefault(index, f"feature {feature.name!r} ({_describe(feature)}): {reason}")
     keep = None if not bad else pa.array([i not in bad for i in range(n)])
     names = [f.name for f in features]
     arrays = []
@@ -384,6 +419,30 @@ def conform(
         column = columns[feature.name] if keep is None else columns[feature.name].filter(keep)
         arrays.append(_conform_column(column, feature))
     return pa.RecordBatch.from_arrays(arrays, names), bad
+
+
+_FEW_ROWS = 16  # below this many rows, values are cast one by one
+
+
+def _failing_rows(values: pa.Array, feature: FeatureSpec, offset: int = 0) -> dict[int, str]:
+    """{row: reason} for the values of a column that fail to conform: halves that conform are
+    done with in one cast each, so a few bad values among many cost a few dozen casts, not one
+    cast per row."""
+    try:
+        _conform_column(values, feature)
+        return {}
+    except (ValueError, pa.ArrowNotImplementedError) as e:
+        if len(values) == 1:
+            return {offset: str(e)}
+    if len(values) <= _FEW_ROWS:
+        found: dict[int, str] = {}
+        for index in range(len(values)):
+            found |= _failing_rows(values.slice(index, 1), feature, offset + index)
+        return found
+    half = len(values) // 2
+    return _failing_rows(values.slice(0, half), feature, offset) | _failing_rows(
+        values.slice(half), feature, offset + half
+    )
 
 
 def _describe(feature: FeatureSpec) -> str:

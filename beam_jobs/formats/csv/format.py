@@ -97,6 +97,7 @@ class CsvFormat(InputFormat):
             header=self.dialect.has_header,
             delimiter=self.delimiter,
             encoding=self.dialect.encoding,
+            typed=self._kept,
         )
 
     def _read(
@@ -122,6 +123,7 @@ class CsvFormat(InputFormat):
             header=start == data_start and self.dialect.has_header,
             delimiter=self.delimiter,
             encoding=self.dialect.encoding,
+            typed=self._kept,
         )
 
     def read_piece(

@@ -251,6 +251,7 @@ def read_range(
     header: bool = True,
     delimiter: str = ",",
     encoding: str = "utf-8",
+    typed: frozenset[str] | None = None,
 ) -> Iterator[pa.RecordBatch]:
     """Reads the records in bytes [start, end) of a CSV file as Arrow batches.
 
@@ -275,6 +276,8 @@ def read_range(
       first_line: the line `start` is on (1 = the first), for the error message.
       max_record_bytes: the longest record that must be read (`--max_record_bytes`).
       header: the range begins with the file's header line (else its columns are `features`).
+      typed: the columns to convert and yield (None: all); the others (left out by
+        `--columns`) are not looked at, so their values are never bad rows.
       delimiter: the field delimiter.
       encoding: the file's text encoding (pyarrow decodes it to UTF-8).
 
@@ -285,8 +288,9 @@ def read_range(
     yielded = 0
     for block_size in (_BLOCK_SIZE, max(_BLOCK_SIZE, 2 * max_record_bytes)):
         reader = _RangeReader(
-            f, path, start, end, features, block_size, first_line, header, delimiter, encoding
-        )
+            f, path, start, end, features, block_size, first_line, header, delimiter, encoding,
+            typed,
+        )  # fmt: skip
         try:
             for batch in reader.batches(skip=yielded):
                 yielded += batch.num_rows
@@ -335,10 +339,12 @@ class _RangeReader:
         header: bool,
         delimiter: str,
         encoding: str,
+        typed: frozenset[str] | None = None,
     ) -> None:
         self._f, self._path, self._start, self._end = f, path, start, end
         self._header, self._delimiter, self._encoding = header, delimiter, encoding
         self._features = features
+        self._converted_features = [f for f in features if typed is None or f.name in typed]
         self._block_size = block_size
         self._first_line = first_line
         self._rows_before = 0
@@ -353,7 +359,7 @@ class _RangeReader:
         return "skip"
 
     def _typed_rows(self, raw: pa.RecordBatch) -> pa.RecordBatch:
-        batch, bad = _typed_batch(raw, self._features)
+        batch, bad = _typed_batch(raw, self._converted_features)
         for index, reason in sorted(bad.items()):
             row = self._rows_before + index
             self._typed.append(
