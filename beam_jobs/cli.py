@@ -36,7 +36,7 @@ usage: tfrecord-etl {convert,inspect,verify} ...
           [--target_shard_bytes 256MiB | --num_shards N] [--compression none|gzip]
           [--shard_prefix data] [any Beam pipeline flag, e.g. --runner DataflowRunner]
   inspect DIR [--schema]     summary of a converted dataset (or its schema as JSON)
-  inspect --input PATTERN [--format F] [--schema]
+  inspect --input PATTERN [--format F] [--schema] [--delimiter, --encoding, ... as convert]
                              the feature spec convert infers from raw inputs
   verify DIR                 re-read every shard and check it against the manifest
 
@@ -47,9 +47,6 @@ Any command takes --verbose: tracebacks and Beam's worker logs for failures.
 
 
 def _convert(argv: list[str]) -> int:
-    from beam_jobs.launcher import run
-    from beam_jobs.report import bad_rows_note, ignored_fields_note, summarize_run
-
     if "-h" in argv or "--help" in argv:
         from beam_jobs.options import ConvertOptions
 
@@ -67,6 +64,10 @@ def _convert(argv: list[str]) -> int:
     started = time.monotonic()
     try:
         with interruptible():
+            # Imported here: Beam and TensorFlow take seconds to import, and a Ctrl-C or
+            # SIGTERM meanwhile must end the run as cleanly as one later on.
+            from beam_jobs.launcher import run
+
             result = run(argv)
     except Interrupted as e:
         print(
@@ -78,6 +79,8 @@ def _convert(argv: list[str]) -> int:
         sys.stderr.flush()
         os._exit(e.exit_code)  # see beam_jobs.interrupt: no shutdown around the runner's threads
     elapsed = time.monotonic() - started
+    from beam_jobs.report import bad_rows_note, ignored_fields_note, summarize_run
+
     if result.plan is not None:
         from beam_jobs.report import describe_plan
 
@@ -121,6 +124,18 @@ def _summary_line(status: str, exit_code: int, **fields: object) -> None:
     print(json.dumps({"status": status, "exit_code": exit_code, **fields}), flush=True)
 
 
+# How convert reads its inputs: `inspect --input` takes them too, to show the same plan.
+_INSPECT_READ_FLAGS = (
+    "delimiter",
+    "column_names",
+    "skip_header_lines",
+    "encoding",
+    "sample_bytes",
+    "columns",
+    "rename",
+)
+
+
 def _inspect(argv: list[str]) -> int:
     from beam_jobs.report import describe
     from beam_jobs.sink.output_dir import load_manifest
@@ -138,6 +153,8 @@ def _inspect(argv: list[str]) -> int:
     parser.add_argument(
         "--schema", action="store_true", help="print only the feature spec, as --schema JSON"
     )
+    for flag in _INSPECT_READ_FLAGS:
+        parser.add_argument(f"--{flag}", default=None, help="as for convert (with --input)")
     args = parser.parse_args(argv)
     if args.input:
         return _inspect_inputs(args)
@@ -161,6 +178,7 @@ def _inspect_inputs(args: argparse.Namespace) -> int:
     flags = [a for i in args.input for a in ("--input", i)]
     flags += [f"--format={args.format}"] if args.format else []
     flags += ["--labels", args.labels] if args.labels else []
+    flags += [f"--{f}={getattr(args, f)}" for f in _INSPECT_READ_FLAGS if getattr(args, f)]
     config = ConvertConfig.from_options(PipelineOptions(normalize_argv(flags)), plan_only=True)
     plan = make_plan(config)
     if args.schema:

@@ -135,7 +135,14 @@ def plan_warnings(plan: ConversionPlan, target_shard_bytes: int) -> list[str]:
     """What a plan may get wrong that the user should hear before the run: no records at all,
     and compressed inputs that make shards far over the target (one writer reads each whole)."""
     found = []
-    if plan.estimated_records < 0.5:
+    if plan.estimated_records < 0.5 and plan.sampled_bad_rows:
+        found.append(
+            f"the plan estimates 0 records: none of the sampled rows converts "
+            f"({count_of(plan.sampled_bad_rows, 'bad row')}, e.g. "
+            f"{'; '.join(plan.sampled_bad_examples)}); check --encoding, --delimiter, "
+            "--column_names and --schema"
+        )
+    elif plan.estimated_records < 0.5:
         found.append(
             "the plan estimates 0 records: the sampled heads hold no complete record; check "
             f"--format ({plan.input_format.name}) and the inputs"

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -174,3 +175,18 @@ def test_files_the_shell_expanded_from_a_glob_are_a_usage_error(tmp_path, capsys
     assert f"unexpected arguments {tmp_path}/part2.csv, {tmp_path}/part3.csv:" in err
     assert "--input 'dir/*.csv'" in err
     assert not (tmp_path / "o").exists()
+
+
+def test_inspect_input_reads_the_inputs_as_convert_would(tmp_path, capsys):
+    path = tmp_path / "l1.csv"
+    path.write_bytes(b"1|Z\xfcrich\n2|Bern\n")
+    flags = ["--encoding", "latin-1", "--delimiter", "|", "--column_names", "id,city"]
+    assert main(["inspect", "--input", str(path), *flags, "--schema"]) == 0
+    spec = json.loads(capsys.readouterr().out)
+    assert [(f["name"], f["dtype"]) for f in spec["features"]] == [
+        ("id", "int64"),
+        ("city", "bytes"),
+    ]
+    assert main(["inspect", "--input", str(path), *flags]) == 0
+    out = capsys.readouterr().out
+    assert "delimiter pipe, no header line (--column_names), encoding iso8859-1" in out

@@ -113,10 +113,18 @@ def test_inspect_shows_the_dialect_it_chose(tmp_path, capsys):
 
 
 def test_dialect_rules():
-    assert detect_delimiter("x.tsv.gz", b"a,b") == "\t"
+    assert detect_delimiter("x.tsv.gz", b"a\tb\n1\t2\n") == "\t"
+    assert detect_delimiter("x.tsv.gz", b"a b\n1 2\n") == "\t"  # nothing splits: the name
     assert detect_delimiter("x.csv", b"a;b;c") == ";"
     assert detect_delimiter("x.csv", b"a;b\tc") == ","  # two candidates: no guess
     assert detect_delimiter("x.csv", b"a,b;c") == ","
+    # A .tsv that holds commas, not tabs (a misnamed export), is comma-separated.
+    assert detect_delimiter("m.tsv", b"id,name,score\n1,a,1.5\n2,b,2\n") == ","
+    # Tab-separated with commas in the names and values: tab splits into more fields.
+    head = b"id\tName (last, first)\tscore\n1\tSmith, John\t3.5\n2\tDoe, Jane\t4\n"
+    assert detect_delimiter("names.csv", head) == "\t"
+    # Semicolons inside quoted values do not count; a record cut by the head's end is ignored.
+    assert detect_delimiter("q.csv", b'id,text\n1,"a;b;c"\n2,"x;y"\n3,"z') == ","
     assert parse_delimiter("tab") == parse_delimiter("\\t") == "\t"
     for bad in ('"', "ab", "\n", ""):
         with pytest.raises(ValueError, match="--delimiter must be one character"):
@@ -132,3 +140,18 @@ def test_dialect_flags_are_for_csv_only(tmp_path):
     path.write_text('{"a": 1}\n')
     with pytest.raises(UsageError, match="are for --format csv only"):
         convert([str(path)], tmp_path / "out", "--delimiter=;")
+
+
+def test_a_tab_separated_csv_with_commas_in_names_and_values_converts_exactly(tmp_path):
+    path = tmp_path / "people.csv"
+    rows = [["id", "Name (last, first)", "score"]]
+    rows += [[str(i), f"Smith{i}, John", f"{i}.5"] for i in range(200)]
+    path.write_text("".join("\t".join(r) + "\n" for r in rows))
+    manifest = convert([str(path)], tmp_path / "out", "--num_shards=2")
+    assert [f.name for f in manifest.features] == ["id", "Name (last, first)", "score"]
+    with path.open(newline="") as f:
+        truth = list(csv.DictReader(f, delimiter="\t"))
+    got = sorted(read_all(tmp_path / "out"), key=lambda r: r["id"])
+    assert [(r["id"], r["Name (last, first)"].decode()) for r in got] == [
+        (int(t["id"]), t["Name (last, first)"]) for t in truth
+    ]

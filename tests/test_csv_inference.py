@@ -118,3 +118,14 @@ def test_float32_rounding_is_warned_about(tmp_path, caplog):
     manifest = convert([str(path)], tmp_path / "out", "--dry_run")
     assert manifest is None or manifest  # dry run: nothing written
     assert "more significant digits than float32 keeps" in caplog.text
+
+
+def test_a_wide_file_prints_a_few_type_warnings_and_a_count(tmp_path, caplog):
+    path = tmp_path / "wide.csv"
+    names = [f"c{k}" for k in range(21)]
+    rows = [",".join(f"0{(i + k) % 9}" for k in range(21)) for i in range(50)]
+    path.write_text(",".join(names) + "\n" + "\n".join(rows) + "\n")
+    convert([str(path)], tmp_path / "out", "--dry_run")
+    warnings = [r.getMessage() for r in caplog.records if r.levelname == "WARNING"]
+    assert len([w for w in warnings if "leading zeros" in w]) == 5
+    assert "... and 16 more warnings about column types" in warnings[-1]

@@ -67,3 +67,11 @@ def test_json_lines_are_utf8_by_definition(tmp_path):
     path.write_text('{"id": 1}\n')
     with pytest.raises(UsageError, match="--encoding is for --format csv and text"):
         convert([str(path)], tmp_path / "out", "--encoding=latin-1")
+
+
+@pytest.mark.parametrize("flags", [[], ["--encoding", "latin-1"]])
+def test_a_utf16_file_is_named_as_such_with_the_way_to_convert_it(tmp_path, flags):
+    path = tmp_path / "u16.csv"
+    path.write_bytes("id,name\n1,Zürich\n".encode("utf-16"))
+    with pytest.raises(DataError, match=r"u16.csv: the file starts with a UTF-16 or UTF-32 "):
+        convert([str(path)], tmp_path / "out", *flags)

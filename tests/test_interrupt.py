@@ -52,3 +52,20 @@ def test_a_signal_ends_the_run_cleanly(big_csv, tmp_path, signum, code):
         again = subprocess.run(argv, capture_output=True, text=True, timeout=300)
         assert again.returncode == 0, again.stderr[-2000:]
         assert json.loads(again.stdout.splitlines()[-1])["records_written"] == 1_500_000
+
+
+@pytest.mark.parametrize("signum, code", [(signal.SIGINT, 130), (signal.SIGTERM, 143)])
+def test_a_signal_while_beam_and_tensorflow_are_imported_ends_the_run_cleanly(
+    tmp_path, signum, code
+):
+    path = tmp_path / "a.csv"
+    path.write_text("id\n1\n")
+    argv = [sys.executable, "-m", "beam_jobs", "convert", "--input", str(path),
+            "--output", str(tmp_path / "out")]  # fmt: skip
+    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    time.sleep(0.6)  # the command line has started; Beam and TensorFlow take seconds to import
+    os.kill(proc.pid, signum)
+    stdout, stderr = proc.communicate(timeout=60)
+    assert proc.returncode == code, stderr[-2000:]
+    assert "Traceback" not in stderr
+    assert json.loads(stdout.splitlines()[-1])["status"] == "interrupted"

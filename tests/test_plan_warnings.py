@@ -56,3 +56,14 @@ def test_one_record_one_shard_read_in_the_singular(tmp_path, capsys):
     assert any(line.startswith("estimate     1 record, ") for line in lines), out
     shards = next(line for line in lines if line.startswith("shards "))
     assert shards.startswith("shards       1 shard of about ") and " each" not in shards
+
+
+def test_a_plan_whose_sampled_rows_all_fail_says_why_and_which_flags(tmp_path, capsys):
+    path = tmp_path / "latin1.csv"
+    path.write_bytes(b"id,name\n1,Z\xfcrich\n2,B\xe4rn\n")  # a latin-1 body, an ASCII header
+    out = _dry_run(capsys, "--input", str(path), "--output", str(tmp_path / "o"))
+    assert (
+        "warning: the plan estimates 0 records: none of the sampled rows converts (2 bad rows, "
+        f"e.g. {path}: column 'name' (bytes): Invalid UTF8 payload; "
+    ) in out
+    assert "check --encoding, --delimiter, --column_names and --schema" in out

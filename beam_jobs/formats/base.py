@@ -110,9 +110,13 @@ class InputFormat:
         return [f for f in features if self._kept is None or f.name in self._kept]
 
     def sample_batches(
-        self, sample: Sample, features: Sequence[FeatureSpec]
+        self,
+        sample: Sample,
+        features: Sequence[FeatureSpec],
+        on_bad_row: OnBadRow | None = None,
     ) -> Iterator[pa.RecordBatch]:
-        """The sample's records as the writers would produce them (to measure output size)."""
+        """The sample's records as the writers would produce them (to measure output size);
+        formats that can say which rows failed pass them to `on_bad_row`."""
         raise NotImplementedError
 
     def read_piece(

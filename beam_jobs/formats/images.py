@@ -213,7 +213,10 @@ class ImagesFormat(InputFormat):
         return [by_name.get(f.name, f) for f in (*BASE_FEATURES, *self._extra)]
 
     def sample_batches(
-        self, sample: Sample, features: Sequence[FeatureSpec]
+        self,
+        sample: Sample,
+        features: Sequence[FeatureSpec],
+        on_bad_row: OnBadRow | None = None,
     ) -> Iterator[pa.RecordBatch]:
         if sample.data is not None:
             yield self._batch([sample.data], features)

@@ -25,6 +25,7 @@ from beam_jobs.formats.json_chunks import line_problem, parse_chunk, read_chunk
 from beam_jobs.formats.text import piece_chunks, sample_head
 from beam_jobs.plan.shards import InputFile, Piece
 from beam_jobs.schema import conform as arrow_conform
+from beam_jobs.schema.precision import warn_float32_rounding
 from beam_jobs.schema.rows import flatten_object, infer_from_rows
 from tfdata_reader.manifest import FeatureSpec
 
@@ -115,12 +116,20 @@ class JsonLinesFormat(InputFormat):
         ]
         if not per_sample and not overrides:
             raise DataError(f"{samples[0].path}: no JSON object among the sampled lines")
-        return arrow_conform.merge_features(per_sample, overrides)
+        features = arrow_conform.merge_features(per_sample, overrides)
+        rows = [row for s in samples for row in s.data[1]]
+        warn_float32_rounding(features, {f.name: (r.get(f.name) for r in rows) for f in features})
+        return features
 
     def sample_batches(
-        self, sample: Sample, features: Sequence[FeatureSpec]
+        self,
+        sample: Sample,
+        features: Sequence[FeatureSpec],
+        on_bad_row: OnBadRow | None = None,
     ) -> Iterator[pa.RecordBatch]:
-        yield from read_chunk(sample.data[0], 0, sample.path, features, lambda row: None)
+        yield from read_chunk(
+            sample.data[0], 0, sample.path, features, on_bad_row or (lambda row: None)
+        )
 
     def read_piece(
         self,

@@ -20,6 +20,7 @@ from beam_jobs.formats.base import InputFormat, OnBadRow, Sample
 from beam_jobs.formats.compressed import open_input
 from beam_jobs.plan.shards import InputFile, Piece
 from beam_jobs.schema import conform as arrow_conform
+from beam_jobs.schema.precision import warn_float32_rounding
 from beam_jobs.sink.dead_letter import BadRow
 from tfdata_reader.manifest import FeatureSpec
 
@@ -102,6 +103,22 @@ def _refuse_text_beside_numbers(
             )
 
 
+def _sampled_values(
+    samples: Sequence[Sample], features: Sequence[FeatureSpec]
+) -> dict[str, list[object]]:
+    """The first sampled values of each double column (float32 columns hold no more)."""
+    values: dict[str, list[object]] = {}
+    for sample in samples:
+        for feature in features:
+            if feature.name in sample.table.column_names:
+                column = sample.table.column(feature.name).slice(0, 10_000)
+                if pa.types.is_float64(column.type) or (
+                    pa.types.is_list(column.type) and pa.types.is_float64(column.type.value_type)
+                ):
+                    values.setdefault(feature.name, []).extend(column.to_pylist())
+    return values
+
+
 class ParquetFormat(InputFormat):
     name = "parquet"
     extensions = (".parquet", ".pq")
@@ -143,10 +160,15 @@ class ParquetFormat(InputFormat):
             f.name for specs in per_sample for f in self.converted(specs)
         }
         _refuse_text_beside_numbers(samples, per_sample, chosen)
-        return arrow_conform.merge_features(per_sample, overrides)
+        features = arrow_conform.merge_features(per_sample, overrides)
+        warn_float32_rounding(features, _sampled_values(samples, features))
+        return features
 
     def sample_batches(
-        self, sample: Sample, features: Sequence[FeatureSpec]
+        self,
+        sample: Sample,
+        features: Sequence[FeatureSpec],
+        on_bad_row: OnBadRow | None = None,
     ) -> Iterator[pa.RecordBatch]:
         yield arrow_conform.conform(sample.table, features)[0]
 

@@ -83,7 +83,10 @@ class TextFormat(InputFormat):
         return [FEATURE]
 
     def sample_batches(
-        self, sample: Sample, features: Sequence[FeatureSpec]
+        self,
+        sample: Sample,
+        features: Sequence[FeatureSpec],
+        on_bad_row: OnBadRow | None = None,
     ) -> Iterator[pa.RecordBatch]:
         yield from sample.table.to_batches()
 

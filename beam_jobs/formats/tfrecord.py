@@ -181,7 +181,10 @@ class TFRecordFormat(InputFormat):
         return arrow_conform.merge_features(per_sample, overrides)
 
     def sample_batches(
-        self, sample: Sample, features: Sequence[FeatureSpec]
+        self,
+        sample: Sample,
+        features: Sequence[FeatureSpec],
+        on_bad_row: OnBadRow | None = None,
     ) -> Iterator[pa.RecordBatch]:
         yield from self._convert(sample.data, [0] * len(sample.data), sample.path, features, None)
 

@@ -19,10 +19,12 @@ from apache_beam.io.filesystems import FileSystems
 
 from beam_jobs.errors import DataError, UsageError
 from beam_jobs.formats import InputFormat, Sample, make_format
+from beam_jobs.formats.base import OnBadRow
 from beam_jobs.options import ConvertConfig
 from beam_jobs.plan.inputs import list_inputs
 from beam_jobs.plan.shards import InputFile, ShardSpec, choose_num_shards, plan_shards
 from beam_jobs.schema.projection import Projection
+from beam_jobs.sink.dead_letter import BadRow
 from beam_jobs.sink.encode import ExampleEncoder
 from beam_jobs.sink.tfrecord import GZIP_LEVEL, frame_records
 from tfdata_reader.manifest import FeatureSpec, ManifestError, schema_from_json
@@ -45,6 +47,10 @@ class ConversionPlan:
     splits: tuple[tuple[str, int], ...] = ()
     read_features: tuple[FeatureSpec, ...] = ()  # the inputs' columns, as the readers parse them
     projection: Projection = dataclasses.field(default_factory=Projection)
+    # Sampled rows that would go to the dead letter: how many, and the first few as
+    # `file: reason` (a plan of 0 records says why).
+    sampled_bad_rows: int = 0
+    sampled_bad_examples: tuple[str, ...] = ()
 
     @property
     def input_bytes(self) -> int:
@@ -98,12 +104,13 @@ def _measure(
     features: Sequence[FeatureSpec],
     projection: Projection,
     compression: str,
+    on_bad_row: OnBadRow,
 ) -> tuple[float, float]:
     """Output bytes and records per input byte, by converting the samples like a writer does."""
     encoder = ExampleEncoder(projection.features(features))
     in_bytes = out_bytes = records = 0.0
     for sample in samples:
-        read = input_format.sample_batches(sample, features)
+        read = input_format.sample_batches(sample, features, on_bad_row)
         batches = [projection.batch(batch) for batch in read]
         framed = b"".join(frame_records(encoder.encode(batch)) for batch in batches)
         stored = zlib.compress(framed, GZIP_LEVEL) if compression == "gzip" else framed
@@ -164,8 +171,9 @@ def make_plan(config: ConvertConfig) -> ConversionPlan:
     features = projection.features(read_features)
     _check_split_key(config, features)
     _check_label(config, features)
+    bad: list[BadRow] = []
     out_ratio, records_ratio = _measure(
-        input_format, samples, read_features, projection, config.compression
+        input_format, samples, read_features, projection, config.compression, bad.append
     )
     input_bytes = sum(f.size for f in files)
     shards: list[ShardSpec] = []
@@ -188,4 +196,6 @@ def make_plan(config: ConvertConfig) -> ConversionPlan:
         splits=config.splits,
         read_features=tuple(read_features),
         projection=projection,
+        sampled_bad_rows=len(bad),
+        sampled_bad_examples=tuple(f"{b.path}: {b.reason}" for b in bad[:3]),
     )

@@ -1,17 +1,25 @@
 """The CSV dialect of a conversion: the field delimiter, whether files have a header line, and
 how many lines come before it. Given by flags, or the delimiter detected from a file's head.
 
-Detection is deliberately narrow, so that it is never a guess between several answers: a `.tsv`
-file is tab-separated; a file whose first line has no comma but exactly one of tab, `;` and
-`|` uses that one; anything else is comma-separated. `inspect --input` shows what was chosen.
+Detection reads the first records of the first sampled file with each of comma, tab, `;` and
+`|` (quotes respected, as Python's csv module reads them) and keeps the delimiters that split
+every record into the same number of fields, more than one. Of those, the one that gives the
+most fields wins (a tab-separated file whose names hold commas, `Name (last, first)`, splits
+into more fields by tab); on a tie, the file's name decides (`.tsv`: tab), then comma. When no
+delimiter splits the records evenly, a `.tsv` file is tab-separated and any other comma-
+separated. `inspect --input` shows what was chosen.
 """
 
 from __future__ import annotations
 
 import codecs
+import csv
 import dataclasses
+import io
+import itertools
 import posixpath
 import re
+from collections.abc import Iterator
 
 from beam_jobs.formats.compressed import COMPRESSED_SUFFIXES
 
@@ -73,18 +81,39 @@ def parse_delimiter(text: str) -> str:
     return value
 
 
-def detect_delimiter(path: str, first_line: bytes) -> str:
-    """The delimiter a file's name and first line show, by the rule in this module's doc."""
+_DETECT_RECORDS = 20  # records of the head that detection reads
+
+
+def detect_delimiter(path: str, head: bytes) -> str:
+    """The delimiter a file's name and first records show, by the rule in this module's doc.
+
+    Args:
+      path: the file (its name may say `.tsv`).
+      head: the file's first bytes from its header line (or its data, without one).
+    """
     name = posixpath.basename(path).lower()
     for suffix in COMPRESSED_SUFFIXES:
         name = name.removesuffix(suffix)
-    if name.endswith(".tsv"):
-        return "\t"
-    if b"," not in first_line:
-        found = [d for d in _OTHER_DELIMITERS if d.encode() in first_line]
-        if len(found) == 1:
-            return found[0]
-    return ","
+    named = "\t" if name.endswith(".tsv") else ","
+    complete = head[: head.rfind(b"\n") + 1] or head  # no record cut short by the head's end
+    text = complete.decode("latin-1")  # every delimiter is ASCII; any bytes decode
+    fields: dict[str, int] = {}
+    for delimiter in (",", "\t", ";", "|"):
+        counts = {len(r) for r in itertools.islice(_records(text, delimiter), _DETECT_RECORDS)}
+        if len(counts) == 1 and (count := counts.pop()) > 1:
+            fields[delimiter] = count
+    if not fields:
+        return named
+    most = max(fields.values())
+    best = [d for d in fields if fields[d] == most]
+    return named if named in best else "," if "," in best else best[0] if len(best) == 1 else named
+
+
+def _records(text: str, delimiter: str) -> Iterator[list[str]]:
+    try:
+        yield from (r for r in csv.reader(io.StringIO(text), delimiter=delimiter) if r)
+    except csv.Error:
+        return  # not readable with this delimiter (a stray quote): no say
 
 
 def skip_lines(data: bytes, count: int) -> int | None:

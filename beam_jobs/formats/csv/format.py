@@ -71,8 +71,7 @@ class CsvFormat(InputFormat):
         head = read_content_head(f, sample_bytes, compression_of(f.path))
         if self.dialect.delimiter is None:  # the first sampled file decides, for all
             body = head.content[skip_lines(head.content, self.dialect.skip_lines) or 0 :]
-            first_line = body.split(b"\n", 1)[0]
-            delimiter = detect_delimiter(f.path, first_line)
+            delimiter = detect_delimiter(f.path, body)
             self.dialect = dataclasses.replace(self.dialect, delimiter=delimiter)
         parsed = csv_source.parse_sample(f.path, head.content, head.is_whole_file, self.dialect)
         return Sample(f.path, parsed.table, len(parsed.data) * head.stored_per_byte, data=parsed)
@@ -83,7 +82,10 @@ class CsvFormat(InputFormat):
         return csv_source.infer_features([s.data for s in samples], overrides)
 
     def sample_batches(
-        self, sample: Sample, features: Sequence[FeatureSpec]
+        self,
+        sample: Sample,
+        features: Sequence[FeatureSpec],
+        on_bad_row: OnBadRow | None = None,
     ) -> Iterator[pa.RecordBatch]:
         data = sample.data.data
         yield from csv_ranges.read_range(
@@ -92,7 +94,7 @@ class CsvFormat(InputFormat):
             0,
             len(data),
             features,
-            lambda row: None,
+            on_bad_row or (lambda row: None),
             first_line=1 + self.dialect.skip_lines,
             header=self.dialect.has_header,
             delimiter=self.delimiter,

@@ -71,6 +71,9 @@ def convert_options(column_types: dict[str, pa.DataType] | None = None) -> pcsv.
     )
 
 
+_WIDE_TEXT_BYTES = 4096  # of a file's head, looked at for NUL bytes
+
+
 def parse_sample(path: str, head: bytes, is_whole_file: bool, dialect: Dialect) -> CsvSample:
     """Parses the first bytes of a CSV file: its header and the complete records among them.
 
@@ -82,6 +85,13 @@ def parse_sample(path: str, head: bytes, is_whole_file: bool, dialect: Dialect) 
     """
     if not head.strip():
         raise DataError(f"{path}: the file is empty; a CSV input needs at least a header line")
+    if head.startswith((b"\xff\xfe", b"\xfe\xff")) or b"\x00" in head[:_WIDE_TEXT_BYTES]:
+        # Newlines, quotes and delimiters are then not single bytes: no --encoding helps.
+        raise DataError(
+            f"{path}: the file starts with a UTF-16 or UTF-32 byte order mark or holds NUL "
+            "bytes (UTF-16/32 text, or not text); convert it to UTF-8 first, e.g. "
+            "iconv -f UTF-16 -t UTF-8"
+        )
     skipped = skip_lines(head, dialect.skip_lines)
     if skipped is None:
         raise DataError(
@@ -180,7 +190,7 @@ def infer_features(
     unknown = sorted(set(by_name) - set(names))
     if unknown:
         raise DataError(f"--schema names columns {unknown} that the CSV header {names} lacks")
-    features, warned = [], set()
+    features, warned = [], []
     for name in names:
         if name in by_name:
             features.append(dataclasses.replace(by_name[name], shape=[]))
@@ -190,9 +200,17 @@ def infer_features(
         chunks = [chunk for column in columns for chunk in column.chunks]
         texts = pa.chunked_array(chunks, type=pa.string()).combine_chunks().drop_null()
         guess = infer_column(name, texts)
-        for warning in guess.warnings:
-            if warning not in warned:
-                warned.add(warning)
-                _log.warning("%s", warning)
+        warned.extend(w for w in guess.warnings if w not in warned)
         features.append(FeatureSpec(name, guess.dtype, [], nullable))
+    for warning in warned[:_WARNINGS_SHOWN]:
+        _log.warning("%s", warning)
+    if len(warned) > _WARNINGS_SHOWN:
+        _log.warning(
+            "... and %d more warnings about column types (`tfrecord-etl inspect --input` "
+            "shows the types chosen)",
+            len(warned) - _WARNINGS_SHOWN,
+        )
     return features
+
+
+_WARNINGS_SHOWN = 5  # inference warnings logged one by one; a wide file would print dozens

@@ -1,0 +1,72 @@
+"""Plan-time warnings for numbers that `float32` (the only float a `tf.train.Example` holds)
+cannot keep as written, for formats whose numbers arrive as doubles (JSON lines, Parquet).
+
+A value is kept when float32's shortest decimal form reads back as the same double: `0.1` is
+kept (float32 prints it as `0.1`), `47.3768866` is not (`47.376885`). CSV numbers are judged on
+their text instead (`formats/csv/inference.py`).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Iterable, Sequence
+
+import numpy as np
+
+from tfdata_reader.manifest import FeatureSpec
+
+__all__ = ["float32_warnings", "warn_float32_rounding"]
+
+_LOOKED_AT = 10_000  # sampled values per feature: enough to show the problem, cheap to check
+_log = logging.getLogger(__name__)
+
+
+def float32_warnings(
+    features: Sequence[FeatureSpec], values_of: dict[str, Iterable[object]]
+) -> list[str]:
+    """A warning per float32 feature whose sampled values float32 would round.
+
+    Args:
+      features: the planned features.
+      values_of: each feature's sampled values (numbers, lists of numbers, None, others).
+    """
+    found = []
+    for feature in features:
+        if feature.dtype != "float32" or feature.name not in values_of:
+            continue
+        numbers = np.array(_numbers(values_of[feature.name]), dtype=np.float64)
+        numbers = numbers[np.isfinite(numbers)]
+        rounded = numbers.astype(np.float32).astype(str).astype(np.float64)
+        changed = numbers[rounded != numbers]
+        if not len(changed):
+            continue
+        examples = ", ".join(repr(float(v)) for v in changed[:3])
+        hint = json.dumps({"name": feature.name, "dtype": "bytes"})
+        found.append(
+            f"column {feature.name!r} has values float32 cannot keep as written (e.g. "
+            f"{examples}): they are rounded to about 7 significant digits; to keep them "
+            f'exact, add {hint} to the "features" of a --schema file (or int64 for whole '
+            "numbers)"
+        )
+    return found
+
+
+def warn_float32_rounding(
+    features: Sequence[FeatureSpec], values_of: dict[str, Iterable[object]]
+) -> None:
+    """Logs `float32_warnings` (at plan time, with the format's other warnings)."""
+    for warning in float32_warnings(features, values_of):
+        _log.warning("%s", warning)
+
+
+def _numbers(values: Iterable[object]) -> list[float]:
+    out: list[float] = []
+    for value in values:
+        items = value if isinstance(value, list) else [value]
+        for item in items:
+            if isinstance(item, (int, float)) and not isinstance(item, bool):
+                out.append(float(item))
+                if len(out) >= _LOOKED_AT:
+                    return out
+    return out
