@@ -23,7 +23,8 @@ from beam_jobs.formats.csv.inference import infer_column
         (["0.5", "0", "-0"], "float32", None),  # a lone zero is no code
         (["12345678901234567890", "1"], "bytes", "beyond the int64 range"),
         (["1"] * 995 + ["n/a"] * 5, "int64", "5 of 1,000 sampled values are not numbers"),
-        (["1"] * 980 + ["n/a"] * 20, "bytes", None),
+        (["1"] * 980 + ["n/a"] * 20, "bytes", "is 98% numbers, but 20 of 1,000 sampled values"),
+        (["1"] * 500 + ["n/a"] * 500, "bytes", None),  # a text column with numbers in it
         (["1.5", "3.14159265358"], "float32", "more significant digits than float32 keeps"),
         (["100000000", "0.001"], "float32", None),  # zeros around one digit are not precision
         ([], "bytes", None),

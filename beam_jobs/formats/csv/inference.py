@@ -33,6 +33,7 @@ __all__ = [
 ]
 
 NUMERIC_SHARE = 0.99  # of the sampled non-empty values, for a column to be a number column
+_MOSTLY_NUMBERS = 0.9  # below NUMERIC_SHARE but above this: text, with a warning
 # What the writers parse (`ranges.parse_numbers`): spaces around a value are allowed.
 INTEGER = r"^\s*[+-]?\d+\s*$"
 NUMBER = r"(?i)^\s*[+-]?((\d+\.?\d*|\.\d+)(e[+-]?\d+)?|inf|infinity|nan)\s*$"
@@ -55,7 +56,7 @@ def schema_hint(name: str, dtype: str) -> str:
 
 
 def _examples(values: pa.Array, limit: int = 3) -> str:
-    return ", ".join(repr(v) for v in values.slice(0, limit).to_pylist())
+    return ", ".join(repr(v) for v in pc.unique(values).slice(0, limit).to_pylist())
 
 
 def _significant_digits(values: pa.Array) -> pa.Array:
@@ -77,7 +78,18 @@ def infer_column(name: str, texts: pa.Array) -> ColumnType:
     numbers = texts.filter(is_number)
     share = len(numbers) / len(texts)
     if share < NUMERIC_SHARE:
-        return ColumnType("bytes")
+        if share < _MOSTLY_NUMBERS:
+            return ColumnType("bytes")
+        others = texts.filter(pc.invert(is_number))
+        return ColumnType(
+            "bytes",
+            (
+                f"column {name!r} is {share:.0%} numbers, but {len(others):,} of "
+                f"{len(texts):,} sampled values are not (e.g. {_examples(others)}): read as "
+                f"text (bytes); to read numbers (the others then go to the dead letter), "
+                f"{schema_hint(name, 'float32')}",
+            ),
+        )
     warnings = []
     codes = numbers.filter(pc.match_substring_regex(numbers, _LEADING_ZERO))
     if len(codes):
