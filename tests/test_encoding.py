@@ -75,3 +75,12 @@ def test_a_utf16_file_is_named_as_such_with_the_way_to_convert_it(tmp_path, flag
     path.write_bytes("id,name\n1,Zürich\n".encode("utf-16"))
     with pytest.raises(DataError, match=r"u16.csv: the file starts with a UTF-16 or UTF-32 "):
         convert([str(path)], tmp_path / "out", *flags)
+
+
+def test_a_text_file_that_is_not_utf8_names_the_flag_at_plan_time(tmp_path, caplog):
+    path = tmp_path / "t.txt"
+    path.write_bytes(b"Zurich\nZ\xfcrich\n")
+    manifest = convert([str(path)], tmp_path / "out")
+    assert manifest.total_records == 2
+    assert "t.txt: byte 8 is not UTF-8 (invalid start byte)" in caplog.text
+    assert "pass --encoding (e.g. latin-1 or cp1252)" in caplog.text

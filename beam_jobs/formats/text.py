@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import sys
 from collections.abc import Iterator, Sequence
 from typing import Any
@@ -17,6 +18,8 @@ from beam_jobs.plan.shards import InputFile, Piece
 from tfdata_reader.manifest import FeatureSpec
 
 __all__ = ["TextFormat", "piece_chunks"]
+
+_log = logging.getLogger(__name__)
 
 FEATURE = FeatureSpec("text", "bytes", [])
 
@@ -75,6 +78,19 @@ class TextFormat(InputFormat):
     def sample(self, f: InputFile, sample_bytes: int) -> Sample:
         lines, input_bytes = sample_head(f, sample_bytes)
         text = self._utf8(lines, f.path, 0)
+        if self._encoding == "utf-8":
+            try:
+                text.decode("utf-8")
+            except UnicodeDecodeError as e:
+                # Written as they are (a bytes feature holds any bytes), but tf.strings and most
+                # readers expect UTF-8: a latin-1 file most likely wants --encoding.
+                _log.warning(
+                    "%s: byte %s is not UTF-8 (%s): lines are written as their bytes; if the "
+                    "file is in another encoding, pass --encoding (e.g. latin-1 or cp1252)",
+                    f.path,
+                    f"{e.start:,}",
+                    e.reason,
+                )
         return Sample(f.path, pa.table({"text": split_lines(text)}), input_bytes)
 
     def infer_features(
