@@ -128,3 +128,15 @@ def test_a_bad_value_in_a_column_left_out_is_no_bad_row(tmp_path, fmt):
     assert manifest.counts["bad_records"] == 0
     got = sorted((r["id"], r["keep"].decode()) for r in read_all(tmp_path / "out"))
     assert got == [(r["id"], r["keep"]) for r in rows]
+
+
+def test_a_number_label_with_missing_values_comes_dense(tmp_path):
+    path = tmp_path / "num.csv"
+    path.write_text("id,y\n" + "".join(f"{i},{'' if i % 3 == 0 else 7}\n" for i in range(30)))
+    out = tmp_path / "out"
+    manifest = convert([str(path)], out, "--label=y")
+    assert manifest.feature("y").nullable
+    [(features, label)] = list(make_dataset(str(out), 30, shuffle=False))
+    assert label.shape == (30,)  # one per record, not ragged
+    got = dict(zip(features["id"].numpy().ravel().tolist(), label.numpy().tolist()))
+    assert got == {i: -1 if i % 3 == 0 else 7 for i in range(30)}

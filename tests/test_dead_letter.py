@@ -288,3 +288,30 @@ def test_the_first_bad_rows_come_from_the_first_shards_whatever_order_they_finis
     finished = ["dead_letter/data-00001-of-00002.tfrecord.jsonl"]
     finished.append("dead_letter/data-00000-of-00002.tfrecord.jsonl")
     assert bad_rows_note(str(tmp_path), finished)[1:] == ["  in.csv:5: bad", "  in.csv:455: bad"]
+
+
+@pytest.mark.parametrize("shards", [1, 3])
+def test_rows_with_the_wrong_column_count_that_are_not_utf8_are_dead_letters(tmp_path, shards):
+    """pyarrow cannot hand such a row to the invalid-row handler (it decodes it first); the
+    reader sets it aside and reads around it, in the sample and past it, at any cut."""
+    lines = [b"id,name"]
+    bad_lines = {}
+    for i in range(3000):
+        if i in (0, 7, 1499, 1500, 2999):
+            bad_lines[len(lines) + 1] = i
+            lines.append(b"%d,Z\xfcrich,extra" % i)  # latin-1, three columns
+        else:
+            lines.append(b"%d,name %d" % (i, i))
+    path = tmp_path / "mixed.csv"
+    path.write_bytes(b"\n".join(lines) + b"\n")
+    out = tmp_path / "out"
+    manifest = convert([str(path)], out, f"--num_shards={shards}", "--max_bad_fraction=0.01")
+    assert manifest.counts["bad_records"] == len(bad_lines)
+    dead = sorted(
+        (json.loads(line) for f in (out / "dead_letter").iterdir() for line in f.open()),
+        key=lambda d: d["line"],
+    )
+    assert [d["line"] for d in dead] == sorted(bad_lines)
+    assert {d["reason"] for d in dead} == {"expected 2 columns, got 3"}
+    got = sorted((r["id"], r["name"].decode()) for r in read_all(out))
+    assert got == [(i, f"name {i}") for i in range(3000) if i not in bad_lines.values()]

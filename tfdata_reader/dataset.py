@@ -172,7 +172,13 @@ def make_dataset(
         ds = ds.repeat(options.num_epochs)
     ds = ds.rebatch(batch_size, drop_remainder=options.drop_remainder)
     ds = ds.map(
-        _parser(spec, options, "image" in spec, _text_label_vocabulary(manifest, options)),
+        _parser(
+            spec,
+            options,
+            "image" in spec,
+            _text_label_vocabulary(manifest, options),
+            _missing_label(manifest, options),
+        ),
         num_parallel_calls=options.num_parallel_calls,
         deterministic=options.element_order_deterministic,
     )
@@ -323,9 +329,27 @@ def _label_ids(vocabulary: list[str]):
     return ids
 
 
-def _parser(spec: dict, options: ReadOptions, has_image: bool, vocabulary: list[str] | None):
+def _missing_label(manifest: Manifest, options: ReadOptions) -> float | int | None:
+    """What a missing value of a number label becomes, so that labels come dense, one per
+    record, as Keras wants them: -1 (int64, like a text label's id) or NaN (float32). None
+    for labels that are never missing, lists, or text."""
+    by_name = {f.name: f for f in manifest.features}
+    label = by_name.get(options.label_key or "")
+    if label is None or label.shape != [] or not label.nullable or label.dtype == "bytes":
+        return None
+    return -1 if label.dtype == "int64" else float("nan")
+
+
+def _parser(
+    spec: dict,
+    options: ReadOptions,
+    has_image: bool,
+    vocabulary: list[str] | None,
+    missing_label: float | int | None = None,
+):
     """Batches of serialized records -> parsed features (images decoded), label split off
-    (a text label as its id in `vocabulary`)."""
+    (a text label as its id in `vocabulary`; a number label that may be missing, dense with
+    `missing_label` where it is)."""
     label_key = options.label_key
     decode = None
     if options.decode_images and has_image:
@@ -339,6 +363,11 @@ def _parser(spec: dict, options: ReadOptions, has_image: bool, vocabulary: list[
         if label_key is None:
             return parsed
         label = parsed.pop(label_key)
-        return parsed, (to_ids(label) if to_ids is not None else label)
+        if to_ids is not None:
+            return parsed, to_ids(label)
+        if missing_label is not None and isinstance(label, tf.RaggedTensor):
+            default = tf.constant(missing_label, label.dtype)
+            label = label.to_tensor(default_value=default, shape=[None, 1])[:, 0]
+        return parsed, label
 
     return parse

@@ -39,7 +39,8 @@ class ReadOptions:
       features: names of the features to parse (default all).
       label_key: return `(features, label)` tuples with this feature as the label, for Keras
         (default: the label the manifest names, from `convert --label`; "" for none). A text
-        label with a vocabulary in the manifest comes as its int64 id (-1 when missing).
+        label with a vocabulary in the manifest comes as its int64 id (-1 when missing); a
+        number label that may be missing comes dense too, -1 (int64) or NaN (float32) there.
       cache: True to cache records in memory after the first epoch, or a file path prefix.
       shuffle_buffer_size: records held for shuffling, as blocks of `block_length`.
       shuffle_window: records permuted together after the block shuffle; a batch draws from

@@ -5,6 +5,7 @@ convert is looked at value by value)."""
 from __future__ import annotations
 
 import dataclasses
+import functools
 import io
 import re
 import sys
@@ -295,6 +296,29 @@ def read_range(
             for batch in reader.batches(skip=yielded):
                 yielded += batch.num_rows
                 yield batch
+        except _UndecodableRow as e:
+            # Set it aside and read the records before and after it on their own (the rows
+            # already yielded are skipped; bad rows found so far are found again).
+            bad_start, bad_end = _record_bounds(f, start, end, delimiter, e.number)
+            f.seek(bad_start)
+            raw = f.read(bad_end - bad_start).rstrip(b"\r\n")
+            reason = f"expected {e.expected} columns, got {e.got}"
+            read = functools.partial(
+                read_range, f, path, features=features, max_record_bytes=max_record_bytes,
+                delimiter=delimiter, encoding=encoding, typed=typed,
+            )  # fmt: skip
+            before = read(start, bad_start, on_bad_row=on_bad_row, first_line=first_line,
+                          header=header) if bad_start > start else ()  # fmt: skip
+            for batch in before:
+                if yielded >= batch.num_rows:
+                    yielded -= batch.num_rows
+                    continue
+                yield batch.slice(yielded) if yielded else batch
+                yielded = 0
+            on_bad_row(BadRow(path, start, end, reason, None, {"raw": as_text(raw)}, bad_start))
+            if bad_end < end:
+                yield from read(bad_end, end, on_bad_row=on_bad_row, first_line=None, header=False)
+            return
         except _RowTooLong as e:
             endless = _endless_line(f, start, end, 2 * max_record_bytes)
             if endless is not None:
@@ -315,6 +339,16 @@ def read_range(
         return
 
 
+def _record_bounds(
+    f: BinaryIO, start: int, end: int, delimiter: str, number: int
+) -> tuple[int, int]:
+    """The bytes of the range's record `number` (pyarrow's: from 1, the header included)."""
+    starts = nonempty_record_starts(f, start, end, delimiter)
+    index = number - 1
+    bad_end = int(starts[index + 1]) if index + 1 < len(starts) else end
+    return int(starts[index]), bad_end
+
+
 def _span(start: int, end: int) -> str:
     # A compressed file is read whole, to an end not known in advance (sys.maxsize).
     return f"bytes {start:,} to the end" if end == sys.maxsize else f"bytes {start:,}-{end:,}"
@@ -322,6 +356,17 @@ def _span(start: int, end: int) -> str:
 
 class _RowTooLong(Exception):
     """pyarrow met a row longer than its block size."""
+
+
+class _UndecodableRow(Exception):
+    """pyarrow met a row with the wrong number of columns whose text is not UTF-8."""
+
+    def __init__(self, number: int, expected: int, got: int) -> None:
+        super().__init__(f"record {number}: expected {expected} columns, got {got}")
+        self.number, self.expected, self.got = number, expected, got
+
+
+_UNHANDLED_ROW = re.compile(r"Row #(\d+): Expected (\d+) columns, got (\d+)")
 
 
 class _RangeReader:
@@ -420,6 +465,11 @@ class _RangeReader:
         except pa.ArrowInvalid as e:
             if "straddl" in str(e):
                 raise _RowTooLong(str(e)) from e
+            if found := _UNHANDLED_ROW.search(str(e)):
+                # pyarrow could not hand this row to `_on_malformed`: it decodes a row's text
+                # as UTF-8 first, and this one is not (the handler's exception is ignored).
+                number, expected, got = (int(g) for g in found.groups())
+                raise _UndecodableRow(number, expected, got) from e
             raise DataError(f"{path}: {_span(start, end)}: {e}") from e
         except UnicodeDecodeError as e:  # pyarrow decodes the header's names as UTF-8
             raise header_not_decodable(path, self._encoding, e) from None

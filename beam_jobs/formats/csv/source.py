@@ -10,18 +10,23 @@ from __future__ import annotations
 import dataclasses
 import io
 import logging
+import re
 from collections.abc import Sequence
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.csv as pcsv
 
 from beam_jobs.errors import DataError
+from beam_jobs.formats.csv import unraisable
 from beam_jobs.formats.csv.dialect import Dialect, looks_like_data, skip_lines
 from beam_jobs.formats.csv.inference import infer_column
 from beam_jobs.formats.csv.record_starts import record_starts
 from tfdata_reader.manifest import FeatureSpec
 
 __all__ = ["CsvSample", "convert_options", "infer_features", "parse_sample"]
+
+unraisable.install()  # pyarrow's message about rows the readers handle themselves
 
 _log = logging.getLogger(__name__)
 
@@ -38,10 +43,14 @@ class CsvSample:
     texts: pa.Table  # the sampled rows as written: every column as text, null when empty
 
 
-def _parse_options(delimiter: str) -> pcsv.ParseOptions:
+def _skip_malformed(row: pcsv.InvalidRow) -> str:
     # Malformed rows in a sample are left out of inference; the writers dead-letter them.
+    return "skip"
+
+
+def _parse_options(delimiter: str) -> pcsv.ParseOptions:
     return pcsv.ParseOptions(
-        delimiter=delimiter, newlines_in_values=True, invalid_row_handler=lambda row: "skip"
+        delimiter=delimiter, newlines_in_values=True, invalid_row_handler=_skip_malformed
     )
 
 
@@ -105,15 +114,16 @@ def parse_sample(path: str, head: bytes, is_whole_file: bool, dialect: Dialect) 
             f"{path}: no complete header line in the first {len(head)} bytes; is it a CSV file?"
         )
     end = len(head) if is_whole_file else int(starts[-1])
+    parsed = _without_undecodable_rows(head[:end], starts, dialect)
     try:
         table = pcsv.read_csv(
-            io.BytesIO(head[:end]),
+            io.BytesIO(parsed),
             read_options=_read_options(dialect),
             parse_options=_parse_options(dialect.delimiter),
             convert_options=convert_options(),
         )
         texts = pcsv.read_csv(
-            io.BytesIO(head[:end]),
+            io.BytesIO(parsed),
             read_options=_read_options(dialect),
             parse_options=_parse_options(dialect.delimiter),
             convert_options=convert_options(dict.fromkeys(table.column_names, pa.string())),
@@ -123,6 +133,45 @@ def parse_sample(path: str, head: bytes, is_whole_file: bool, dialect: Dialect) 
     except UnicodeDecodeError as e:  # pyarrow decodes the header's names as UTF-8
         raise header_not_decodable(path, dialect.encoding, e) from None
     return CsvSample(path, table.column_names, table, head[:end], dialect, texts)
+
+
+_UNHANDLED_ROW = re.compile(r"Row #(\d+): Expected \d+ columns, got \d+")
+
+
+def _without_undecodable_rows(data: bytes, starts: np.ndarray, dialect: Dialect) -> bytes:
+    """The sampled records less those with the wrong number of columns whose text is not
+    UTF-8: pyarrow cannot hand such a row to the handler that skips malformed rows (it
+    decodes the text first), so it stops instead. The writers dead-letter them."""
+    # `starts` are the offsets past each record's newline: the first record starts at 0.
+    offsets = [0, *(int(s) for s in starts if int(s) < len(data))]
+    records = [s for s in offsets if data[s : s + 1] not in (b"\n", b"\r")]
+    dropped: set[int] = set()
+    for _ in range(_MAX_UNDECODABLE):
+        kept = b"".join(
+            data[start : records[i + 1] if i + 1 < len(records) else len(data)]
+            for i, start in enumerate(records)
+            if i not in dropped
+        )
+        try:
+            pcsv.read_csv(
+                io.BytesIO(kept),
+                read_options=_read_options(dialect),
+                parse_options=_parse_options(dialect.delimiter),
+                convert_options=convert_options(),
+            )
+            return kept
+        except pa.ArrowInvalid as e:
+            found = _UNHANDLED_ROW.search(str(e))
+            if not found:
+                return kept  # another problem: reported by the caller's own read
+            alive = [i for i in range(len(records)) if i not in dropped]
+            dropped.add(alive[int(found.group(1)) - 1])
+        except UnicodeDecodeError:
+            return kept  # the header: reported by the caller
+    return data
+
+
+_MAX_UNDECODABLE = 100  # such rows left out of one sample before giving up
 
 
 def _check_names(sample: CsvSample) -> None:
