@@ -11,9 +11,9 @@ from __future__ import annotations
 import contextlib
 import signal
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
-__all__ = ["Interrupted", "interruptible"]
+__all__ = ["Interrupted", "call_on_signal", "interruptible"]
 
 _SIGNALS = (signal.SIGINT, signal.SIGTERM)
 
@@ -32,9 +32,21 @@ class Interrupted(BaseException):
         return 128 + self.signum
 
 
+_ON_SIGNAL: list[Callable[[], None]] = []
+
+
+def call_on_signal(callback: Callable[[], None]) -> None:
+    """Has `callback` called when a signal interrupts the run, before the exception is raised:
+    for what must stop first so that the unwinding can end (worker processes)."""
+    if callback not in _ON_SIGNAL:
+        _ON_SIGNAL.append(callback)
+
+
 def _raise(signum: int, frame: object) -> None:
     for each in _SIGNALS:  # a second signal must not break the cleanup of the first
         signal.signal(each, signal.SIG_IGN)
+    for callback in _ON_SIGNAL:
+        callback()
     raise Interrupted(signum)
 
 

@@ -14,7 +14,7 @@ from collections.abc import Sequence
 
 from apache_beam.options.pipeline_options import DirectOptions, PipelineOptions, StandardOptions
 
-from beam_jobs import local_runner_fix
+from beam_jobs import local_runner_fix, local_workers
 
 __all__ = ["choose_runner", "normalize_argv"]
 
@@ -128,6 +128,7 @@ def choose_runner(
             )
         standard.runner = LOCAL_RUNNER
         fixed = local_runner_fix.apply()  # threads drop data on Beam 2.77 without it
+        local_workers.apply()  # Ctrl-C reaches the launcher only, not each worker process
         if not any(a.startswith("--direct_running_mode") for a in argv):
             small = input_bytes is not None and input_bytes <= LOCAL_THREADS_MAX_BYTES
             threads = small and fixed

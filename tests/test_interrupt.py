@@ -69,3 +69,31 @@ def test_a_signal_while_beam_and_tensorflow_are_imported_ends_the_run_cleanly(
     assert proc.returncode == code, stderr[-2000:]
     assert "Traceback" not in stderr
     assert json.loads(stdout.splitlines()[-1])["status"] == "interrupted"
+
+
+@pytest.mark.parametrize("signum, code", [(signal.SIGTERM, 143), (signal.SIGINT, 130)])
+def test_a_signal_while_worker_processes_start_ends_the_run_and_them(
+    big_csv, tmp_path, signum, code
+):
+    """Beam's runner, unwinding, waits for every worker process to end, and one still starting
+    never did: the launcher hung for good. The signal now stops the workers first; sent to the
+    whole process group (a terminal's Ctrl-C), it reaches only the launcher."""
+    out = tmp_path / "out"
+    argv = [sys.executable, "-m", "beam_jobs", "convert", "--input", str(big_csv),
+            "--output", str(out), "--direct_running_mode=multi_processing"]  # fmt: skip
+    proc = subprocess.Popen(
+        argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True
+    )
+    deadline = time.monotonic() + 120
+    while not any(p.name.startswith(".tfrecord-etl-tmp-") for p in out.glob(".*")):
+        assert time.monotonic() < deadline and proc.poll() is None, proc.communicate()
+        time.sleep(0.05)
+    os.killpg(proc.pid, signum)  # the pipeline is starting its worker processes
+    stdout, stderr = proc.communicate(timeout=60)
+    assert proc.returncode == code, stderr[-2000:]
+    assert "Traceback" not in stderr and "Exception in thread" not in stderr, stderr[-3000:]
+    assert json.loads(stdout.splitlines()[-1])["status"] == "interrupted"
+    assert sorted(p.name for p in out.iterdir()) == []
+    time.sleep(5)  # a worker whose launcher is gone exits
+    workers = subprocess.run(["pgrep", "-f", "sdk_worker_main"], capture_output=True, text=True)
+    assert workers.stdout == "", workers.stdout
