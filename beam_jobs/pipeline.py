@@ -61,7 +61,9 @@ class ConvertToShards(beam.PTransform):
     def expand(self, pbegin: beam.pvalue.PBegin) -> beam.PCollection:
         return (
             pbegin
-            # One element per planned shard (`ShardSpec`), spread over the workers.
+            # One element per planned shard (`ShardSpec`). Nothing here reshuffles them: each
+            # runner spreads `Create`'s elements itself (Dataflow and the local runner one
+            # bundle each; Dask, whose Reshuffle is a no-op, one partition each: `on_dask`).
             | "ListShards" >> beam.Create(self._plan.shards)
             # Each writer streams its pieces into one temporary shard: a `WrittenShard`.
             | "WriteShards" >> beam.ParDo(self._writer(), context=self._context(pbegin))
