@@ -61,9 +61,9 @@ class ConvertToShards(beam.PTransform):
     def expand(self, pbegin: beam.pvalue.PBegin) -> beam.PCollection:
         return (
             pbegin
-            # One element per planned shard (`ShardSpec`). Nothing here reshuffles them: each
-            # runner spreads `Create`'s elements itself (Dataflow and the local runner one
-            # bundle each; Dask, whose Reshuffle is a no-op, one partition each: `on_dask`).
+            # One element per planned shard (`ShardSpec`). Beam's Create ends with a Reshuffle,
+            # which spreads them over the workers on Dataflow and the local runner; on Dask it
+            # is a no-op, and `on_dask` gives each shard a partition of its own instead.
             | "ListShards" >> beam.Create(self._plan.shards)
             # Each writer streams its pieces into one temporary shard: a `WrittenShard`.
             | "WriteShards" >> beam.ParDo(self._writer(), context=self._context(pbegin))
