@@ -74,6 +74,19 @@ def run(argv: Sequence[str]) -> ConvertResult:
         on_dask.prepare(options, argv, len(plan.shards), config.wait)
     if config.dry_run:
         return ConvertResult(config, None, converted=False, plan=plan)
+    with contextlib.ExitStack() as cluster:
+        address = None
+        if dask:  # connected before anything is written: a bad address leaves no trace
+            paths = [*(f.path for f in plan.files), config.output]
+            address = cluster.enter_context(on_dask.cluster(options, paths))
+        return _convert(options, config, plan, address)
+
+
+def _convert(
+    options: PipelineOptions, config: ConvertConfig, plan: ConversionPlan, dask: str | None
+) -> ConvertResult:
+    """Holds the output's lease, checks the folder and runs (`dask`: the scheduler's address
+    when on Dask)."""
     run_id = uuid.uuid4().hex[:12]
     ttl = lease.TTL_SECONDS if config.wait else lease.SUBMITTED_TTL_SECONDS
     held = lease.acquire(config.output, run_id, ttl)  # OutputBusy when another run writes there
@@ -107,25 +120,20 @@ def run(argv: Sequence[str]) -> ConvertResult:
         )
         for warning in plan_warnings(plan, config.target_shard_bytes):
             _log.warning("%s", warning)
-        with contextlib.ExitStack() as stack:
-            counts = None
-            if dask:
-                address = stack.enter_context(
-                    on_dask.cluster(options, [*(f.path for f in plan.files), config.output])
-                )
-                segments = cut_segments(plan)
-                if segments and not counted_by_launcher(segments):
-                    counts = on_dask.count_cuts(address, segments)
-            temp_dir = start_temp_folder(config.output, run_id)
-            transform = ConvertToShards(plan, config, __version__, run_id, counts)
-            if not config.wait:
-                # A Flex Template launcher: submit and return; the job publishes the manifest
-                # and releases the lease itself.
-                job_id = _submit(options, transform, temp_dir)
-                lease.renew(config.output, held, ttl, job=job_id)
-                submitted = True
-                return ConvertResult(config, None, converted=False, submitted_job=job_id)
-            _run(options, transform, temp_dir, len(plan.shards), config, held)
+        counts = None
+        segments = cut_segments(plan) if dask else []
+        if segments and not counted_by_launcher(segments):
+            counts = on_dask.count_cuts(dask, segments)
+        temp_dir = start_temp_folder(config.output, run_id)
+        transform = ConvertToShards(plan, config, __version__, run_id, counts)
+        if not config.wait:
+            # A Flex Template launcher: submit and return; the job publishes the manifest and
+            # releases the lease itself.
+            job_id = _submit(options, transform, temp_dir)
+            lease.renew(config.output, held, ttl, job=job_id)
+            submitted = True
+            return ConvertResult(config, None, converted=False, submitted_job=job_id)
+        _run(options, transform, temp_dir, len(plan.shards), config, held)
         return ConvertResult(config, load_manifest(config.output), converted=True)
     finally:
         if not submitted:

@@ -32,6 +32,7 @@ __all__ = ["DASK_RUNNER", "cluster", "count_cuts", "is_dask", "prepare"]
 
 DASK_RUNNER = "apache_beam.runners.dask.dask_runner.DaskRunner"
 _NAMES = {"dask", "daskrunner", DASK_RUNNER.lower()}
+WAIT_FOR_WORKERS_SECONDS = 30  # for a scheduler that has none yet (they may be starting)
 _LOCAL_HOSTS = {"127.0.0.1", "localhost", "::1", "0.0.0.0"}
 _log = logging.getLogger(__name__)
 
@@ -64,8 +65,17 @@ def prepare(options: PipelineOptions, argv: Sequence[str], num_shards: int, wait
             "graph running once its client leaves, so the conversion would stop half done"
         )
     options.view_as(StandardOptions).runner = DASK_RUNNER
+    dask = options.view_as(DaskOptions)
+    for flag, value in (
+        ("--dask_npartitions", dask.npartitions),
+        ("--dask_partition_size", dask.partition_size),
+    ):
+        # Dask makes an empty bag of a negative count (nothing written) and Beam reads 0 as
+        # "not set" (128 shards to a partition).
+        if value is not None and value < 1:
+            raise UsageError(f"{flag} must be at least 1, got {value}")
     if not any(a.startswith(("--dask_npartitions", "--dask_partition_size")) for a in argv):
-        options.view_as(DaskOptions).npartitions = max(num_shards, 1)
+        dask.npartitions = max(num_shards, 1)
 
 
 @contextlib.contextmanager
@@ -88,7 +98,19 @@ def cluster(options: PipelineOptions, paths: Sequence[str]) -> Iterator[str]:
         connect = {"address": dask.address, "scheduler_file": dask.scheduler_file}
         if isinstance(dask.timeout, int):  # else dask's default
             connect["timeout"] = dask.timeout
-        with Client(**connect) as client:
+        where = dask.address or f"the scheduler in {dask.scheduler_file}"
+        try:
+            client = Client(**connect)
+        except (ValueError, TypeError) as e:  # not an address at all
+            raise UsageError(f"--dask_client_address {where}: {e}") from None
+        with client:
+            try:
+                client.wait_for_workers(1, timeout=WAIT_FOR_WORKERS_SECONDS)
+            except (TimeoutError, OSError):
+                raise UsageError(
+                    f"the Dask scheduler at {where} has no workers (waited "
+                    f"{WAIT_FOR_WORKERS_SECONDS} s): start some (`dask worker {where}`)"
+                ) from None
             _check_hosts(client, paths)
             address = client.scheduler.address
         yield address

@@ -20,7 +20,7 @@ from beam_jobs.options import ConvertConfig
 from beam_jobs.plan.conversion import ConversionPlan
 from beam_jobs.plan.shards import cut_points
 from beam_jobs.sink import shard_writer
-from beam_jobs.sink.output_dir import TEMP_DIR_PREFIX, worker_path
+from beam_jobs.sink.output_dir import RUN_MARKER, TEMP_DIR_PREFIX, worker_path
 from beam_jobs.sink.publish import PublishShards, PublishSpec
 from tfdata_reader.manifest import FeatureSpec
 
@@ -88,6 +88,8 @@ class ConvertToShards(beam.PTransform):
             read_features=plan.read_features or plan.features,
             projection=plan.projection,
             text_label=_text_label(plan.features, config.label),
+            # The launcher's run marker: gone once the run is interrupted (runs with a lease).
+            run_marker=FileSystems.join(self.temp_dir, RUN_MARKER) if self._run_id else None,
         )
 
     def _context(self, pbegin: beam.pvalue.PBegin) -> Any:

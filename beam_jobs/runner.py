@@ -14,7 +14,7 @@ from collections.abc import Sequence
 
 from apache_beam.options.pipeline_options import DirectOptions, PipelineOptions, StandardOptions
 
-from beam_jobs import local_runner_fix, local_workers
+from beam_jobs import local_runner_fix, local_workers, on_dask
 
 __all__ = ["choose_runner", "normalize_argv"]
 
@@ -149,6 +149,21 @@ def choose_runner(
                 direct.direct_running_mode, f"({direct.direct_running_mode})"
             ),
         )
+    elif not on_dask.is_dask(options):
+        _check_runner(runner)
     if note:
         logging.getLogger(__name__).warning(note)
     return note
+
+
+def _check_runner(name: str) -> None:
+    """A usage error, before anything is planned or written, for a runner Beam does not know
+    (Beam itself says so only when the pipeline starts: exit 3, with the lease taken)."""
+    from apache_beam.runners.runner import create_runner
+
+    from beam_jobs.errors import UsageError
+
+    try:
+        create_runner(name)
+    except (ValueError, ImportError, AttributeError) as e:
+        raise UsageError(f"--runner {name}: {e}") from None

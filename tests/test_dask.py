@@ -6,6 +6,7 @@ from __future__ import annotations
 import csv
 import json
 import pathlib
+import signal
 import subprocess
 import sys
 import time
@@ -248,3 +249,68 @@ def test_local_paths_are_refused_for_workers_on_other_hosts():
         on_dask._check_hosts(remote, ["gs://b/in.csv", "/data/out"])
     on_dask._check_hosts(remote, ["gs://b/in.csv", "gs://b/out"])  # shared storage: fine
     on_dask._check_hosts(_Client("tcp://127.0.0.1:1", "tcp://localhost:2"), ["/data/out"])
+
+
+@pytest.mark.parametrize(
+    "flag", ["--dask_npartitions=-3", "--dask_npartitions=0", "--dask_partition_size=-1"]
+)
+def test_partition_flags_below_one_are_usage_errors(flag):
+    from apache_beam.options.pipeline_options import PipelineOptions
+
+    argv = ["--runner", "DaskRunner", flag]
+    with pytest.raises(UsageError, match=r"must be at least 1, got"):
+        on_dask.prepare(PipelineOptions(argv), argv, num_shards=4, wait=True)
+
+
+@pytest.mark.parametrize(
+    "flags, message",
+    [
+        (["--runner=dask_runner"], "--runner dask_runner: Unexpected pipeline runner"),
+        (["--runner=DaskRunner", "--dask_client_address=nonsense"], "--dask_client_address"),
+    ],
+)
+def test_a_runner_or_address_that_cannot_be_is_a_usage_error_before_anything_is_written(
+    tmp_path, sample, flags, message
+):
+    run = _convert(tmp_path, "--input", f"{sample}/*.csv", "--output", "out", *flags)
+    assert run.returncode == 2, run.stderr
+    assert message in run.stderr
+    assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.slow
+def test_a_scheduler_without_workers_is_named_not_waited_on_forever(tmp_path, sample, monkeypatch):
+    from beam_jobs import launcher
+
+    monkeypatch.setattr(on_dask, "WAIT_FOR_WORKERS_SECONDS", 2)
+    with dask_cluster(tmp_path, workers=0) as address:
+        argv = ["--input", f"{sample}/*.csv", "--output", str(tmp_path / "out")]
+        with pytest.raises(UsageError, match=f"the Dask scheduler at {address} has no workers"):
+            launcher.run([*argv, "--runner", "DaskRunner", "--dask_client_address", address])
+    assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.slow
+def test_an_interrupted_dask_run_leaves_nothing_and_publishes_nothing_later(cluster, tmp_path):
+    """Dask does not stop a task that has started: a writer of the interrupted run deletes
+    what it wrote, and its publishing finds the run's lease gone."""
+    path = tmp_path / "big.csv"
+    with open(path, "w") as f:
+        f.write("id,a,text\n")
+        f.writelines(f"{i},{i * 0.5},some text here {i}\n" for i in range(400_000))
+    out = tmp_path / "out"
+    argv = [sys.executable, "-m", "beam_jobs", "convert", "--input", str(path), "--output",
+            str(out), "--target_shard_bytes=2MiB", "--runner=DaskRunner",
+            f"--dask_client_address={cluster}"]  # fmt: skip
+    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 120
+    while not any(p.name.startswith(".tfrecord-etl-tmp-") for p in out.glob(".*")):
+        assert time.monotonic() < deadline and proc.poll() is None, proc.communicate()
+        time.sleep(0.05)
+    time.sleep(1.0)  # writers are at work on the cluster
+    proc.send_signal(signal.SIGTERM)
+    stdout, stderr = proc.communicate(timeout=60)
+    assert proc.returncode == 143, stderr[-2000:]
+    assert _status(stdout)["status"] == "interrupted"
+    time.sleep(15)  # what the cluster still runs of it ends meanwhile
+    assert sorted(p.name for p in out.iterdir()) == []

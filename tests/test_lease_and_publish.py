@@ -192,3 +192,36 @@ def test_write_shards_refuses_an_output_another_run_holds(tmp_path):
     assert not (out / "manifest.json").exists()
     with pytest.raises(OutputBusy):
         lease.check_holder(str(out), "")
+
+
+def test_a_run_whose_lease_is_gone_publishes_nothing(tmp_path):
+    """An interrupted launcher releases its lease; a task a cluster still runs must not
+    publish that abandoned run (over a newer one, even)."""
+    out = tmp_path / "out"
+    out.mkdir()
+    with pytest.raises(OutputBusy, match="the lease of run abc123 on .* is gone"):
+        lease.check_holder(str(out), "abc123")
+    lease.check_holder(str(out), "")  # WriteShards takes no lease
+
+
+def test_a_writer_of_an_interrupted_run_deletes_what_it_wrote_and_stops(tmp_path):
+    from beam_jobs.formats import make_format
+    from beam_jobs.sink.shard_writer import RunAbandoned, WriteShardFn
+    from tfdata_reader.manifest import FeatureSpec
+
+    temp = tmp_path / "out" / ".tfrecord-etl-tmp-abc123"
+    (temp / "progress").mkdir(parents=True)
+    marker = temp / "run.json"
+    marker.write_text("{}")
+    shard, note = temp / "data-00000-of-00001.tfrecord.x", temp / "progress" / "n.json"
+    writer = WriteShardFn(
+        make_format("csv", [], None), [FeatureSpec("id", "int64", [], False)], str(temp),
+        "data", "none", run_marker=str(marker),
+    )  # fmt: skip
+    writer._check_alive([])  # alive: nothing happens
+    marker.unlink()  # the launcher was interrupted and removed its folder...
+    shard.write_bytes(b"x")  # ...while this task went on writing
+    note.write_text("{}")
+    with pytest.raises(RunAbandoned):
+        writer._check_alive([str(shard), str(note), None])
+    assert not temp.exists()

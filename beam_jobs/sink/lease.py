@@ -253,9 +253,18 @@ def acquire(output: str, run_id: str, ttl: float = TTL_SECONDS, job: str = "") -
 
 
 def check_holder(output: str, run_id: str) -> None:
-    """Raises `OutputBusy` unless `run_id` holds the output's lease (or there is none to hold:
-    `WriteShards` runs without taking one, and then only a live foreign lease stops it)."""
+    """Raises `OutputBusy` unless `run_id` holds the output's lease. A run without an id
+    (`WriteShards`, which takes no lease) is stopped only by a live foreign lease.
+
+    A run with an id whose lease is gone must not publish either: its launcher released it
+    when the run was interrupted, and tasks a cluster keeps running (Dask does not stop a task
+    that has started) would otherwise publish the abandoned run, over a newer one."""
     held, _ = read_lease(output)
+    if held is None and run_id:
+        raise OutputBusy(
+            f"the lease of run {run_id} on {output} is gone (its launcher was interrupted or "
+            "ended); this run published nothing"
+        )
     if held is None or held.run_id == run_id:
         return
     if run_id or not held.is_stale():

@@ -13,6 +13,7 @@ dead runs are removed once this run holds the folder's lease.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import os
@@ -34,11 +35,13 @@ from tfdata_reader.manifest import (
 )
 
 __all__ = [
+    "RUN_MARKER",
     "TEMP_DIR_PREFIX",
     "is_ours",
     "load_manifest",
     "ours_to_remove",
     "prepare_output",
+    "remove_empty_folders",
     "remove_folder",
     "start_temp_folder",
     "worker_path",
@@ -91,6 +94,16 @@ def remove_folder(path: str) -> None:
             FileSystems.delete([path])  # the whole tree
     elif FileSystems.match([path + "/**"])[0].metadata_list:
         FileSystems.delete([path + "/"])  # every object under the prefix
+
+
+def remove_empty_folders(path: str) -> None:
+    """Removes `path` and the folders below it that hold no file (local disk; elsewhere a
+    folder is only a name prefix, gone with its last object)."""
+    if not _is_local(path) or not os.path.isdir(path):
+        return
+    for folder, _, _ in os.walk(path, topdown=False):
+        with contextlib.suppress(OSError):  # not empty: another task's files are there
+            os.rmdir(folder)
 
 
 def _is_dead_letter(relative: str) -> bool:

@@ -377,7 +377,10 @@ class PublishShards(beam.PTransform):
     def expand(self, written: beam.PCollection) -> beam.PCollection:
         return (
             written
-            # Publishing needs every shard at once: one list, on one worker.
-            | "GatherShards" >> beam.combiners.ToList()
+            # Publishing needs every shard at once: one list, on one worker. Without defaults:
+            # the default (an empty list for no input) is a side input, which Beam's DaskRunner
+            # computes inside one task through a client of its own, out of the launcher's
+            # reach (an interrupted launcher could not cancel it). There is always a shard.
+            | "GatherShards" >> beam.combiners.ToList().without_defaults()
             | "Publish" >> beam.Map(_publish_in_worker, spec=self._spec, features=self._features)
         )

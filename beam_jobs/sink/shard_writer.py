@@ -33,6 +33,7 @@ from beam_jobs.schema.splits import assign_splits
 from beam_jobs.sink import progress
 from beam_jobs.sink.dead_letter import BadRow, as_text, write_dead_letter
 from beam_jobs.sink.encode import ExampleEncoder
+from beam_jobs.sink.output_dir import remove_empty_folders
 from beam_jobs.sink.publish import WrittenShard
 from beam_jobs.sink.tfrecord import ShardFileWriter
 from tfdata_reader.manifest import FeatureSpec, shard_name
@@ -45,6 +46,10 @@ __all__ = [
 ]
 
 METRICS_NAMESPACE = "tfrecord_etl"
+
+
+class RunAbandoned(RuntimeError):
+    """A task of a run whose launcher is gone (interrupted): it writes nothing more."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -79,7 +84,11 @@ class WriteShardFn(beam.DoFn):
         read_features: Sequence[FeatureSpec] | None = None,
         projection: Projection | None = None,
         text_label: str | None = None,
+        run_marker: str | None = None,
     ) -> None:
+        """`run_marker`: the file that says the run is alive (its launcher removes it, with the
+        temporary folder, when the run is interrupted); None for runs without one."""
+        self._run_marker = run_marker
         self._format = input_format
         self._features = tuple(features)  # the output's
         self._read_features = tuple(read_features or features)  # the inputs' columns
@@ -105,6 +114,27 @@ class WriteShardFn(beam.DoFn):
             yield self._write(shard, context)
 
     def _write(self, shard: ShardSpec, context: Any) -> WrittenShard:
+        self._check_alive([])
+        written = self._write_shard(shard, context)
+        self._check_alive(
+            [written.temp_path, written.dead_letter_temp_path,
+             progress.note_path(self._temp_dir, written.name)]
+        )  # fmt: skip
+        return written
+
+    def _check_alive(self, written: list[str | None]) -> None:
+        """Stops a task of a run that was interrupted (its temporary folder is gone), and
+        deletes what it wrote: a cluster may go on running tasks after the launcher ended,
+        and they would leave files in the output that no run owns."""
+        if self._run_marker is None or FileSystems.exists(self._run_marker):
+            return
+        paths = [p for p in written if p and FileSystems.exists(p)]
+        if paths:
+            FileSystems.delete(paths)
+        remove_empty_folders(self._temp_dir)
+        raise RunAbandoned(f"{self._temp_dir}: the run was interrupted; this task stopped")
+
+    def _write_shard(self, shard: ShardSpec, context: Any) -> WrittenShard:
         prefix = shard.split or self._prefix
         name = shard_name(prefix, shard.index, shard.num_shards, self._compression)
         temp_path = FileSystems.join(self._temp_dir, f"{name}.{uuid.uuid4().hex}")

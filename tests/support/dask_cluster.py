@@ -35,7 +35,8 @@ def dask_cluster(folder: pathlib.Path, workers: int = 2) -> Iterator[str]:
                 processes.append(_start([*worker, "--name", f"w{k + 1}", "--host", "127.0.0.1"],
                                         folder, log))  # fmt: skip
             with Client(address, timeout=60) as client:
-                client.wait_for_workers(workers, timeout=60)
+                if workers:
+                    client.wait_for_workers(workers, timeout=60)
             yield address
         finally:
             for process in reversed(processes):
