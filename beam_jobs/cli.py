@@ -114,6 +114,7 @@ def _convert(argv: list[str]) -> int:
         bad_records=manifest.counts.get("bad_records", 0),
         shards=len(manifest.shards),
         bytes=manifest.total_bytes,
+        fingerprint=manifest.fingerprint,
         elapsed_seconds=round(elapsed, 3),
     )
     return EXIT_OK

@@ -45,6 +45,7 @@ def describe(manifest: Manifest, location: str) -> str:
         f"created      {manifest.created} by {manifest.tool.get('name', '?')} "
         f"{manifest.tool.get('version', '?')}",
         f"records      {manifest.total_records:,}",
+        f"fingerprint  {manifest.fingerprint}",
         f"shards       {len(manifest.shards)} ({format_size(manifest.total_bytes)}, "
         f"compression {manifest.compression}, largest/smallest {balance})",
         f"inputs       {len(manifest.inputs.get('files', []))} files, "
@@ -86,6 +87,7 @@ def summarize_run(manifest: Manifest, elapsed_seconds: float) -> str:
         ("bad records", f"{manifest.counts.get('bad_records', 0):,}"),
         ("shards", f"{len(sizes)}, {format_size(min(sizes))} to {format_size(max(sizes))}"),
         ("bytes written", format_size(manifest.total_bytes)),
+        ("fingerprint", manifest.fingerprint),
         ("elapsed", f"{elapsed_seconds:.1f} s"),
         (
             "throughput",

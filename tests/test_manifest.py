@@ -145,3 +145,37 @@ def test_reader_package_imports_without_beam():
     code = "import sys, tfdata_reader.dataset; print('apache_beam' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "False"
+
+
+def test_the_fingerprint_is_the_datasets_identity_not_its_run():
+    import dataclasses
+
+    m = _manifest()
+    assert re.fullmatch(r"sha256:[0-9a-f]{64}", m.fingerprint)
+    later = dataclasses.replace(
+        m,
+        shards=[dataclasses.replace(s, path=s.path.replace(".tfrecord", ".g3.tfrecord"))
+                for s in m.shards],
+        created="2030-01-01T00:00:00+00:00",
+        options={"output": "/elsewhere"},
+        inputs={"files": [{"path": "/other/place.csv"}]},
+        generation=3,
+    )  # fmt: skip
+    assert later.fingerprint == m.fingerprint  # the same records, stored the same way
+    changed = dataclasses.replace(
+        m, shards=[dataclasses.replace(m.shards[0], crc32c="0000abce"), m.shards[1]]
+    )
+    assert changed.fingerprint != m.fingerprint
+    renamed = dataclasses.replace(m, features=[FeatureSpec("ID", "int64"), *m.features[1:]])
+    assert renamed.fingerprint != m.fingerprint
+
+
+def test_an_edited_manifest_no_longer_matches_its_fingerprint():
+    obj = json.loads(_manifest().to_json())
+    assert obj["fingerprint"] == _manifest().fingerprint
+    obj["shards"][0]["crc32c"] = "deadbeef"  # a shard swapped, and the manifest edited to match
+    obj["total_records"] = sum(s["records"] for s in obj["shards"])
+    with pytest.raises(ManifestError, match="does not match its features and shards"):
+        Manifest.from_json(json.dumps(obj))
+    del obj["fingerprint"]  # manifests written before fingerprints still read
+    assert Manifest.from_json(json.dumps(obj)).shards[0].crc32c == "deadbeef"

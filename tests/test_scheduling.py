@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 
 from support.datasets import IN_PROCESS
 
@@ -44,7 +45,11 @@ def test_date_partition_and_json_summary(sample_csv, tmp_path, capsys):
         "bad_records": 0,
         "shards": 2,
         "bytes": summary["bytes"],
+        "fingerprint": summary["fingerprint"],
     }
+    manifest = json.loads((tmp_path / "ds" / "2026-11-30" / "manifest.json").read_text())
+    assert summary["fingerprint"] == manifest["fingerprint"]
+    assert re.fullmatch(r"sha256:[0-9a-f]{64}", manifest["fingerprint"])
     assert (tmp_path / "ds" / "2026-11-30" / "manifest.json").exists()
     assert main(argv) == 0  # a retried launch of the same day is harmless
     assert _last_json(capsys.readouterr().out)["status"] == "already_converted"

@@ -9,6 +9,7 @@ It is one module on purpose, though past 300 lines: the whole contract is read i
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import json
 import re
 from typing import Any
@@ -44,6 +45,7 @@ NAME_RULE = "ASCII letters, digits, '_' and '.'"
 # prefix-INDEX-of-COUNT[.gGENERATION].tfrecord[.gz]; the generation tells apart the shards of
 # successive conversions into one folder (none for the first), so a new conversion never writes
 # over a file the current manifest lists.
+_GENERATION_TAG = re.compile(r"\.g\d+(?=\.tfrecord)")  # in a shard name
 _SHARD_NAME_RE = re.compile(r"^([A-Za-z0-9_.]+?)-\d{5,}-of-\d{5,}(\.g\d+)?\.tfrecord(\.gz)?$")
 
 
@@ -261,6 +263,26 @@ class Manifest:
     def total_bytes(self) -> int:
         return sum(s.bytes for s in self.shards)
 
+    @property
+    def fingerprint(self) -> str:
+        """The dataset's identity: a SHA-256 over what its records are and how they are stored
+        (features, label, splits, compression, and each shard's name without its generation
+        tag, records, size and crc32c), with no times, paths or options. Two datasets with the
+        same fingerprint hold the same bytes."""
+        canonical = {
+            "features": [f.to_json() for f in self.features],
+            "label": self.label,
+            "label_vocabulary": self.label_vocabulary,
+            "splits": self.splits,
+            "compression": self.compression,
+            "shards": [
+                [_GENERATION_TAG.sub("", s.path), s.records, s.bytes, s.crc32c, s.split]
+                for s in self.shards
+            ],
+        }
+        text = json.dumps(canonical, sort_keys=True, separators=(",", ":"))
+        return "sha256:" + hashlib.sha256(text.encode("utf-8")).hexdigest()
+
     def split(self, name: str | None) -> Manifest:
         """This manifest with only one split's shards (all of them for None).
 
@@ -301,6 +323,7 @@ class Manifest:
             "generation": self.generation,
             "total_records": self.total_records,
             "total_bytes": self.total_bytes,
+            "fingerprint": self.fingerprint,
             "features": [f.to_json() for f in self.features],
             "shards": [s.to_json() for s in self.shards],
             "inputs": self.inputs,
@@ -351,6 +374,11 @@ class Manifest:
             raise ManifestError(f"{source}: missing key {e}") from e
         except ManifestError as e:
             raise ManifestError(f"{source}: {e}") from e
+        if obj.get("fingerprint", manifest.fingerprint) != manifest.fingerprint:
+            raise ManifestError(
+                f"{source}: fingerprint {obj['fingerprint']} does not match its features and "
+                f"shards ({manifest.fingerprint}): the manifest was edited"
+            )
         if obj.get("total_records", manifest.total_records) != manifest.total_records:
             raise ManifestError(
                 f"{source}: total_records {obj['total_records']} does not equal the sum over "
