@@ -29,7 +29,7 @@ __all__ = ["main"]
 EXIT_OK, EXIT_DATA, EXIT_USAGE, EXIT_OTHER, EXIT_BUSY = 0, 1, 2, 3, 4
 
 _USAGE = """\
-usage: tfrecord-etl {convert,inspect,verify} ...
+usage: tfrecord-etl {convert,inspect,verify,diff} ...
 
   convert --input PATTERN --output DIR [--format csv|jsonl|parquet|text|images|tfrecord]
           [--schema FILE] [--labels labels.csv] [--splits train=80,eval=20 [--split_key COL]]
@@ -39,6 +39,7 @@ usage: tfrecord-etl {convert,inspect,verify} ...
   inspect --input PATTERN [--format F] [--schema] [--delimiter, --encoding, ... as convert]
                              the feature spec convert infers from raw inputs
   verify DIR                 re-read every shard and check it against the manifest
+  diff A B                   whether two datasets hold the same records (exit 0) or not (1)
 
 Any command takes --verbose: tracebacks and Beam's worker logs for failures.
 
@@ -209,7 +210,23 @@ def _verify(argv: list[str]) -> int:
     return EXIT_OK
 
 
-_COMMANDS = {"convert": _convert, "inspect": _inspect, "verify": _verify}
+def _diff(argv: list[str]) -> int:
+    from beam_jobs.diff import compare
+
+    parser = argparse.ArgumentParser(
+        prog="tfrecord-etl diff",
+        description="Whether two converted datasets hold the same records (exit 0) or not "
+        "(exit 1, with the first difference).",
+    )
+    parser.add_argument("a", help="a conversion's output directory")
+    parser.add_argument("b", help="another one")
+    args = parser.parse_args(argv)
+    result = compare(args.a, args.b)
+    print("\n".join(result.lines))
+    return EXIT_OK if result.same else EXIT_DATA
+
+
+_COMMANDS = {"convert": _convert, "inspect": _inspect, "verify": _verify, "diff": _diff}
 
 
 class _TracebackFilter:
