@@ -80,7 +80,12 @@ def _convert(argv: list[str]) -> int:
         sys.stderr.flush()
         os._exit(e.exit_code)  # see beam_jobs.interrupt: no shutdown around the runner's threads
     elapsed = time.monotonic() - started
-    from beam_jobs.report import bad_rows_note, ignored_fields_note, summarize_run
+    from beam_jobs.report import (
+        bad_rows_note,
+        ignored_fields_note,
+        missing_label_note,
+        summarize_run,
+    )
 
     if result.plan is not None:
         from beam_jobs.report import describe_plan
@@ -98,7 +103,8 @@ def _convert(argv: list[str]) -> int:
         return EXIT_OK
     manifest = result.manifest
     if result.converted:
-        print("\n".join([summarize_run(manifest, elapsed), *ignored_fields_note(manifest)]))
+        notes = [*ignored_fields_note(manifest), *missing_label_note(manifest)]
+        print("\n".join([summarize_run(manifest, elapsed), *notes]))
         if manifest.counts.get("bad_records", 0):
             print("\n".join(bad_rows_note(result.config.output, manifest.dead_letter)))
     else:
@@ -135,6 +141,7 @@ _INSPECT_READ_FLAGS = (
     "sample_bytes",
     "columns",
     "rename",
+    "label",
 )
 
 
@@ -144,6 +151,7 @@ def _inspect(argv: list[str]) -> int:
     from tfdata_reader.manifest import schema_to_json
 
     parser = argparse.ArgumentParser(
+        allow_abbrev=False,  # --label is not --labels
         prog="tfrecord-etl inspect",
         description="Summarize a converted dataset, or (with --input) infer the feature spec of "
         "raw inputs; --schema prints the spec as JSON for convert --schema.",

@@ -48,7 +48,7 @@ def describe(manifest: Manifest, location: str) -> str:
         f"fingerprint  {manifest.fingerprint}",
         f"shards       {len(manifest.shards)} ({format_size(manifest.total_bytes)}, "
         f"compression {manifest.compression}, largest/smallest {balance})",
-        f"inputs       {len(manifest.inputs.get('files', []))} files, "
+        f"inputs       {count_of(len(manifest.inputs.get('files', [])), 'file')}, "
         f"{format_size(manifest.inputs.get('total_bytes', 0))}",
         *(
             f"split        {name}: {v['records']:,} records in {v['shards']} shards "
@@ -81,7 +81,11 @@ def summarize_run(manifest: Manifest, elapsed_seconds: float) -> str:
     seconds = max(elapsed_seconds, 1e-9)
     sizes = [s.bytes for s in manifest.shards]
     rows = [
-        ("inputs", f"{len(manifest.inputs.get('files', []))} files, {format_size(input_bytes)}"),
+        (
+            "inputs",
+            f"{count_of(len(manifest.inputs.get('files', [])), 'file')}, "
+            f"{format_size(input_bytes)}",
+        ),
         ("records read", f"{manifest.counts.get('records_read', 0):,}"),
         ("records written", f"{manifest.total_records:,}"),
         ("bad records", f"{manifest.counts.get('bad_records', 0):,}"),
@@ -96,6 +100,22 @@ def summarize_run(manifest: Manifest, elapsed_seconds: float) -> str:
         ),
     ]
     return format_table(["conversion", "done"], rows)
+
+
+def missing_label_note(manifest: Manifest) -> list[str]:
+    """A warning when records have no label: the reader gives them -1 (int64; NaN for a
+    float), the same as a real -1, so a careful user filters or fills them."""
+    if manifest.label is None:
+        return []
+    missing = manifest.counts.get("null_values", {}).get(manifest.label, 0)
+    if not missing:
+        return []
+    fill = "its id -1" if manifest.label_vocabulary else "-1 (NaN for floats)"
+    return [
+        f"warning: {count_of(missing, 'record')} without a label {manifest.label!r}: "
+        f"make_dataset gives them {fill}, like a real label of that value; filter them out or "
+        "fill them upstream"
+    ]
 
 
 def ignored_fields_note(manifest: Manifest) -> list[str]:
@@ -149,6 +169,15 @@ def plan_warnings(plan: ConversionPlan, target_shard_bytes: int) -> list[str]:
             "the plan estimates 0 records: the sampled heads hold no complete record; check "
             f"--format ({plan.input_format.name}) and the inputs"
         )
+    if plan.requested_shards:
+        fewer = {k: n for k, n in plan.shards_per_split().items() if n < plan.requested_shards}
+        if fewer:
+            found.append(
+                f"--num_shards {plan.requested_shards}, but the plan has "
+                f"{count_of(min(fewer.values()), 'shard')}"
+                f"{' per split' if plan.splits else ''}: a compressed file cannot be cut, so "
+                "one writer reads each whole; split such files upstream for more shards"
+            )
     for shard in plan.shards:
         compressed = [p.path for p in shard.pieces if compression_of(p.path)]
         estimate = shard.input_bytes * plan.output_bytes_per_input_byte

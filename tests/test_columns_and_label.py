@@ -140,3 +140,17 @@ def test_a_number_label_with_missing_values_comes_dense(tmp_path):
     assert label.shape == (30,)  # one per record, not ragged
     got = dict(zip(features["id"].numpy().ravel().tolist(), label.numpy().tolist()))
     assert got == {i: -1 if i % 3 == 0 else 7 for i in range(30)}
+
+
+def test_records_without_a_label_are_counted_in_a_warning(tmp_path, capsys):
+    from beam_jobs.cli import main
+
+    path = tmp_path / "lab.csv"
+    path.write_text("x,y\n1,1\n2,-1\n3,\n4,1\n")
+    assert (
+        main(["convert", "--input", str(path), "--output", str(tmp_path / "o"), "--label=y"]) == 0
+    )
+    assert (
+        "warning: 1 record without a label 'y': make_dataset gives them -1 (NaN for floats), "
+        "like a real label of that value; filter them out or fill them upstream"
+    ) in capsys.readouterr().out

@@ -105,3 +105,12 @@ def test_a_parquet_file_storing_numbers_as_text_is_named_at_plan_time(tmp_path):
     manifest = convert([str(tmp_path / "*.parquet")], tmp_path / "out", f"--schema={schema}",
                        "--max_bad_fraction=0.01")  # fmt: skip
     assert (manifest.total_records, manifest.counts["bad_records"]) == (300, 1)
+
+
+def test_csv_integers_beyond_2_to_the_53_are_exact(tmp_path):
+    values = [9007199254740993, -9223372036854775808, 9223372036854775807, 1234567890123456789]
+    path = tmp_path / "ids.csv"
+    path.write_text("k,id\n" + "".join(f"{k},{v}\n" for k, v in enumerate(values)))
+    manifest = convert([str(path)], tmp_path / "out")
+    assert manifest.feature("id").dtype == "int64" and manifest.counts["bad_records"] == 0
+    assert {r["k"]: r["id"] for r in read_all(tmp_path / "out")} == dict(enumerate(values))

@@ -335,8 +335,12 @@ def _merged(parts: list[_Part]) -> list[_Part]:
 def _struct_paths(table: pa.Table) -> dict[str, pa.Array]:
     """Every object-valued column of a parsed table by dotted name, with its parents' nulls."""
     found: dict[str, pa.Array] = {}
+    # Only objects are looked at: combining some other columns pyarrow's JSON reader made
+    # (a list of null and 1 in one chunk) fails in pyarrow itself.
     pending = [
-        (field.name, table.column(i).combine_chunks()) for i, field in enumerate(table.schema)
+        (field.name, table.column(i).combine_chunks())
+        for i, field in enumerate(table.schema)
+        if pa.types.is_struct(field.type)
     ]
     while pending:
         name, column = pending.pop()
@@ -395,7 +399,14 @@ def _conform(
     if bad:
         table = table.filter(pa.array([i not in bad for i in range(table.num_rows)]))
     _count_ignored(table, features, ignored)
-    batch, typed = arrow_conform.conform(table, features)
+    try:
+        batch, typed = arrow_conform.conform(table, features)
+    except pa.ArrowIndexError as e:
+        # pyarrow cannot combine a column its JSON reader made of clashing values (a list of
+        # null and 1 in a number column): the part's rows are dead letters, not a crash.
+        batch = arrow_conform.conform(pa.table({}), features)[0]  # no rows, the spec's types
+        reason = f"pyarrow could not read the values of this line as the spec's types ({e})"
+        typed = dict.fromkeys(range(table.num_rows), reason)
     if bad or typed:
         rows = part.rows if part.rows is not None else np.arange(len(lines))
         kept = [i for i in range(len(rows)) if i not in bad]

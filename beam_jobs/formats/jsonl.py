@@ -118,7 +118,7 @@ class JsonLinesFormat(InputFormat):
             raise DataError(f"{samples[0].path}: no JSON object among the sampled lines")
         features = arrow_conform.merge_features(per_sample, overrides)
         rows = [row for s in samples for row in s.data[1]]
-        warn_float32_rounding(features, {f.name: (r.get(f.name) for r in rows) for f in features})
+        warn_float32_rounding(features, {f.name: [r.get(f.name) for r in rows] for f in features})
         return features
 
     def sample_batches(

@@ -13,6 +13,7 @@ from beam_jobs.errors import DataError
 from beam_jobs.formats.base import InputFormat, OnBadRow, Sample
 from beam_jobs.formats.compressed import compression_of, open_input
 from beam_jobs.formats.compressed import read_head as read_content_head
+from beam_jobs.formats.csv.source import refuse_wide_text
 from beam_jobs.formats.lines.chunks import LineTooLong, line_chunks, split_lines
 from beam_jobs.plan.shards import InputFile, Piece
 from tfdata_reader.manifest import FeatureSpec
@@ -77,6 +78,7 @@ class TextFormat(InputFormat):
 
     def sample(self, f: InputFile, sample_bytes: int) -> Sample:
         lines, input_bytes = sample_head(f, sample_bytes)
+        refuse_wide_text(f.path, lines)
         text = self._utf8(lines, f.path, 0)
         if self._encoding == "utf-8":
             try:

@@ -49,6 +49,7 @@ class ConversionPlan:
     projection: Projection = dataclasses.field(default_factory=Projection)
     # Sampled rows that would go to the dead letter: how many, and the first few as
     # `file: reason` (a plan of 0 records says why).
+    requested_shards: int | None = None  # --num_shards
     sampled_bad_rows: int = 0
     sampled_bad_examples: tuple[str, ...] = ()
 
@@ -196,6 +197,7 @@ def make_plan(config: ConvertConfig) -> ConversionPlan:
         splits=config.splits,
         read_features=tuple(read_features),
         projection=projection,
+        requested_shards=config.num_shards,
         sampled_bad_rows=len(bad),
         sampled_bad_examples=tuple(f"{b.path}: {b.reason}" for b in bad[:3]),
     )

@@ -244,8 +244,8 @@ _FLOAT32_MAX = float(np.finfo(np.float32).max)
 def check_float32_range(values: pa.Array) -> None:
     """Raises ArrowInvalid when a finite value would become infinite as float32 (`1e40`), or a
     value other than zero would become zero (`1e-50`)."""
-    if len(values) == 0:
-        return
+    if len(values) == 0 or not pa.types.is_floating(values.type):
+        return  # integers are int64 features: no float32 in sight (and 2**53+ cannot compare)
     finite = pc.is_finite(values)
     too_big = pc.and_(finite, pc.greater(pc.abs(values), _FLOAT32_MAX))
     if pc.any(too_big).as_py():
@@ -279,7 +279,8 @@ def temporal_integers(column: pa.Array, logical_type: str) -> pa.Array:
     return pc.cast(typed, pa.int64())
 
 
-_ZONED = r"(Z|[+-]\d\d(:?\d\d)?)$"  # ISO 8601 text that ends in a zone: Z, +02:00, -0530
+# ISO 8601 text whose time of day ends in a zone: Z, +02:00, -0530 (a date's "-31" is no zone).
+_ZONED = r"\d\d:\d\d(:\d\d(\.\d*)?)?\s*(Z|[+-]\d\d(:?\d\d)?)$"
 
 
 def _text_timestamps(text: pa.Array, unit: str) -> pa.Array:

@@ -41,7 +41,7 @@ def float32_warnings(
         changed = numbers[rounded != numbers]
         if not len(changed):
             continue
-        examples = ", ".join(repr(float(v)) for v in changed[:3])
+        examples = ", ".join(repr(v) for v in list(dict.fromkeys(changed.tolist()))[:3])
         hint = json.dumps({"name": feature.name, "dtype": "bytes"})
         found.append(
             f"column {feature.name!r} has values float32 cannot keep as written (e.g. "

@@ -81,13 +81,14 @@ def infer_column(name: str, texts: pa.Array) -> ColumnType:
         if share < _MOSTLY_NUMBERS:
             return ColumnType("bytes")
         others = texts.filter(pc.invert(is_number))
+        whole = pc.all(pc.match_substring_regex(numbers, INTEGER)).as_py()
         return ColumnType(
             "bytes",
             (
                 f"column {name!r} is {share:.0%} numbers, but {len(others):,} of "
                 f"{len(texts):,} sampled values are not (e.g. {_examples(others)}): read as "
                 f"text (bytes); to read numbers (the others then go to the dead letter), "
-                f"{schema_hint(name, 'float32')}",
+                f"{schema_hint(name, 'int64' if whole else 'float32')}",
             ),
         )
     warnings = []

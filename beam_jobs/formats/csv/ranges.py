@@ -103,7 +103,8 @@ def _normalized(text: pa.Array, dtype: str) -> pa.Array:
     as 1/0 (only reached when the plain cast failed, so clean columns pay nothing)."""
     text = pc.utf8_trim_whitespace(text)
     if dtype == "int64":
-        text = pc.replace_substring_regex(text, r"^\+", "")
+        text = pc.replace_substring_regex(text, r"^\+(\d)", r"\1")  # not '+-1'
+
         text = pc.replace_substring_regex(text, r"(?i)^true$", "1")
         text = pc.replace_substring_regex(text, r"(?i)^false$", "0")
     return text
@@ -128,7 +129,8 @@ def _convert(column: pa.Array, feature: FeatureSpec) -> pa.Array:
         # Arrow reads '0x1F' as 31 and '01000' as 1000: a code's zeros (or a hex value) would
         # be altered without a word, so such values are bad rows (found by `_bad_rows`).
         raise pa.ArrowInvalid("an integer with a leading zero or in hexadecimal")
-    check_float32_range(parsed)
+    if dtype == "float32":
+        check_float32_range(parsed)
     return parsed
 
 
@@ -301,7 +303,7 @@ def read_range(
             # already yielded are skipped; bad rows found so far are found again).
             bad_start, bad_end = _record_bounds(f, start, end, delimiter, e.number)
             f.seek(bad_start)
-            raw = f.read(bad_end - bad_start).rstrip(b"\r\n")
+            raw = f.read(min(bad_end - bad_start, 2 * max_record_bytes)).rstrip(b"\r\n")
             reason = f"expected {e.expected} columns, got {e.got}"
             read = functools.partial(
                 read_range, f, path, features=features, max_record_bytes=max_record_bytes,

@@ -24,7 +24,13 @@ from beam_jobs.formats.csv.inference import infer_column
 from beam_jobs.formats.csv.record_starts import record_starts
 from tfdata_reader.manifest import FeatureSpec
 
-__all__ = ["CsvSample", "convert_options", "infer_features", "parse_sample"]
+__all__ = [
+    "CsvSample",
+    "convert_options",
+    "infer_features",
+    "parse_sample",
+    "refuse_wide_text",
+]
 
 unraisable.install()  # pyarrow's message about rows the readers handle themselves
 
@@ -83,6 +89,17 @@ def convert_options(column_types: dict[str, pa.DataType] | None = None) -> pcsv.
 _WIDE_TEXT_BYTES = 4096  # of a file's head, looked at for NUL bytes
 
 
+def refuse_wide_text(path: str, head: bytes) -> None:
+    """A DataError for a file whose head is UTF-16 or UTF-32 (a byte order mark, NUL bytes):
+    its newlines, quotes and delimiters are not single bytes, so no --encoding helps."""
+    if head.startswith((b"\xff\xfe", b"\xfe\xff")) or b"\x00" in head[:_WIDE_TEXT_BYTES]:
+        raise DataError(
+            f"{path}: the file starts with a UTF-16 or UTF-32 byte order mark or holds NUL "
+            "bytes (UTF-16/32 text, or not text); convert it to UTF-8 first, e.g. "
+            "iconv -f UTF-16 -t UTF-8"
+        )
+
+
 def parse_sample(path: str, head: bytes, is_whole_file: bool, dialect: Dialect) -> CsvSample:
     """Parses the first bytes of a CSV file: its header and the complete records among them.
 
@@ -94,13 +111,7 @@ def parse_sample(path: str, head: bytes, is_whole_file: bool, dialect: Dialect) 
     """
     if not head.strip():
         raise DataError(f"{path}: the file is empty; a CSV input needs at least a header line")
-    if head.startswith((b"\xff\xfe", b"\xfe\xff")) or b"\x00" in head[:_WIDE_TEXT_BYTES]:
-        # Newlines, quotes and delimiters are then not single bytes: no --encoding helps.
-        raise DataError(
-            f"{path}: the file starts with a UTF-16 or UTF-32 byte order mark or holds NUL "
-            "bytes (UTF-16/32 text, or not text); convert it to UTF-8 first, e.g. "
-            "iconv -f UTF-16 -t UTF-8"
-        )
+    refuse_wide_text(path, head)
     skipped = skip_lines(head, dialect.skip_lines)
     if skipped is None:
         raise DataError(
@@ -196,11 +207,11 @@ def _check_names(sample: CsvSample) -> None:
         and sample.texts.num_rows
         and _first_row(sample.texts) == [n.strip().lower() for n in given]
     ):
-        _log.warning(
-            "%s: the first line (%s) is the column names given by --column_names: the file has "
-            "a header line, which is read as a record; pass --skip_header_lines 1",
-            sample.path,
-            sample.dialect.delimiter.join(sample.dialect.column_names),
+        raise DataError(
+            f"{sample.path}: the first line "
+            f"({sample.dialect.delimiter.join(sample.dialect.column_names)}) is the column names "
+            "given by --column_names: the file has a header line, which would be read as a "
+            "record; pass --skip_header_lines 1"
         )
     if sample.dialect.has_header and looks_like_data(names):
         _log.warning(
