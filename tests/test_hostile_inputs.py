@@ -108,3 +108,18 @@ def test_num_shards_a_compressed_file_cannot_give_is_warned_about(tmp_path, caps
     assert "warning: --num_shards 4, but the plan has 1 shard: a compressed file cannot be cut" in (
         capsys.readouterr().out
     )
+
+
+def test_a_value_where_an_object_is_expected_is_a_dead_letter(tmp_path):
+    path = tmp_path / "t.jsonl"
+    lines = [json.dumps({"id": i, "user": {"id": i * 10, "name": f"u{i}"}}) for i in range(3000)]
+    lines.append('{"id": 3000, "user": 30000}')
+    path.write_text("\n".join(lines) + "\n")
+    out = tmp_path / "out"
+    manifest = convert([str(path)], out, "--sample_bytes=4KiB", "--max_bad_fraction=0.01")
+    assert [(d["line"], d["reason"]) for d in _dead(out)] == [
+        (3001, "feature 'user.id': a value where 'user' is an object")
+    ]
+    assert manifest.total_records == 3000 and "user" not in manifest.counts.get(
+        "ignored_fields", {}
+    )

@@ -370,6 +370,14 @@ def _object_rows(part: _Part, features: Sequence[FeatureSpec]) -> dict[int, str]
                 reason = f"feature {feature.name!r}: a value under {name!r}, a key inside it"
                 for row in rows:
                     bad.setdefault(row, reason)
+        # The reverse: a value where the spec has an object's keys (`"user": 7` for user.id).
+        steps = feature.name.split(".")
+        for parent in (".".join(steps[:k]) for k in range(1, len(steps))):
+            if parent in flat_names and parent not in feature_names and parent not in objects:
+                rows = np.flatnonzero(np.asarray(pc.is_valid(part.flat.column(parent)))).tolist()
+                reason = f"feature {feature.name!r}: a value where {parent!r} is an object"
+                for row in rows:
+                    bad.setdefault(row, reason)
     return bad
 
 
