@@ -123,3 +123,16 @@ def test_a_value_where_an_object_is_expected_is_a_dead_letter(tmp_path):
     assert manifest.total_records == 3000 and "user" not in manifest.counts.get(
         "ignored_fields", {}
     )
+
+
+def test_a_json_key_left_out_by_columns_has_no_say_in_the_spec(tmp_path, capsys):
+    path = tmp_path / "a.jsonl"
+    rows = [{"id": i, "user": {"id": i * 10}, "junk": [[1, 2], [3]]} for i in range(50)]
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    out = tmp_path / "out"
+    manifest = convert([str(path)], out, "--columns=id,user.id")
+    assert [f.name for f in manifest.features] == ["id", "user.id"]
+    assert manifest.counts.get("ignored_fields", {}) == {}
+    assert sorted((r["id"], r["user.id"]) for r in read_all(out)) == [
+        (i, i * 10) for i in range(50)
+    ]

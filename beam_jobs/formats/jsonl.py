@@ -109,10 +109,9 @@ class JsonLinesFormat(InputFormat):
     def infer_features(
         self, samples: Sequence[Sample], overrides: Sequence[FeatureSpec]
     ) -> list[FeatureSpec]:
+        sampled = [(s, self._kept_keys(s.data[1])) for s in samples if s.data[1]]
         per_sample = [
-            _with_dates(infer_from_rows(s.data[1], s.path), s.data[0], s.data[1])
-            for s in samples
-            if s.data[1]
+            _with_dates(infer_from_rows(rows, s.path), s.data[0], rows) for s, rows in sampled
         ]
         if not per_sample and not overrides:
             raise DataError(f"{samples[0].path}: no JSON object among the sampled lines")
@@ -120,6 +119,13 @@ class JsonLinesFormat(InputFormat):
         rows = [row for s in samples for row in s.data[1]]
         warn_float32_rounding(features, {f.name: [r.get(f.name) for r in rows] for f in features})
         return features
+
+    def _kept_keys(self, rows: list[dict]) -> list[dict]:
+        """Rows with only the keys `--columns` keeps (all without it): a key the output drops
+        has no say in the spec, even when it could not be a feature (a list of lists)."""
+        if self._kept is None:
+            return rows
+        return [{k: v for k, v in row.items() if k in self._kept} for row in rows]
 
     def sample_batches(
         self,
@@ -145,4 +151,5 @@ class JsonLinesFormat(InputFormat):
             if offset == 0:  # a file the plan did not sample
                 _refuse_an_array(piece.path, chunk)
             yield from read_chunk(chunk, offset, piece.path, converted, on_bad_row, ignored)
-        return PieceReport(ignored_fields={k: n for k, n in ignored.items() if k not in dropped})
+        left_out = dropped if self._kept is None else {k for k in ignored if k not in self._kept}
+        return PieceReport(ignored_fields={k: n for k, n in ignored.items() if k not in left_out})
