@@ -132,5 +132,6 @@ def _storage(first: Manifest, second: Manifest) -> str:
         parts.append(f"{len(first.shards)} shards against {len(second.shards)}")
     if [s.bytes for s in first.shards] != [s.bytes for s in second.shards]:
         parts.append(f"{first.total_bytes:,} bytes against {second.total_bytes:,}")
-    return ", ".join(parts) or "the same layout, other bytes (the order of features inside "
-    "the Examples)"
+    return ", ".join(parts) or (
+        "the same layout, other bytes (the order of features inside the Examples)"
+    )

@@ -63,3 +63,17 @@ def _first_shard_records(folder) -> int:
     import json
 
     return json.loads((folder / "manifest.json").read_text())["shards"][0]["records"]
+
+
+def test_the_same_layout_with_other_bytes_is_named_whole():
+    import dataclasses
+
+    from beam_jobs.diff import _storage
+    from tfdata_reader.manifest import FeatureSpec, Manifest, ShardInfo
+
+    a = Manifest([ShardInfo("data-00000-of-00001.tfrecord", 3, 100, "0000abcd")],
+                 [FeatureSpec("id", "int64")], "none")  # fmt: skip
+    b = dataclasses.replace(a, shards=[dataclasses.replace(a.shards[0], crc32c="0000abce")])
+    assert _storage(a, b) == (
+        "the same layout, other bytes (the order of features inside the Examples)"
+    )
