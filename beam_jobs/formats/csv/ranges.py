@@ -20,7 +20,7 @@ from beam_jobs.errors import DataError
 from beam_jobs.formats.csv.bad_rows import place_bad_rows
 from beam_jobs.formats.csv.inference import BOOLEAN, NUMBER, schema_hint
 from beam_jobs.formats.csv.record_starts import FILE_START, QuoteScanner, nonempty_record_starts
-from beam_jobs.formats.csv.source import convert_options, header_not_decodable
+from beam_jobs.formats.csv.source import UNHANDLED_ROW, convert_options, header_not_decodable
 from beam_jobs.schema.conform import check_float32_range, temporal_integers
 from beam_jobs.sink.dead_letter import BadRow, as_text
 from tfdata_reader.manifest import FeatureSpec
@@ -368,9 +368,6 @@ class _UndecodableRow(Exception):
         self.number, self.expected, self.got = number, expected, got
 
 
-_UNHANDLED_ROW = re.compile(r"Row #(\d+): Expected (\d+) columns, got (\d+)")
-
-
 class _RangeReader:
     """One pass of pyarrow's CSV reader over a byte range, collecting its bad rows."""
 
@@ -467,7 +464,7 @@ class _RangeReader:
         except pa.ArrowInvalid as e:
             if "straddl" in str(e):
                 raise _RowTooLong(str(e)) from e
-            if found := _UNHANDLED_ROW.search(str(e)):
+            if found := UNHANDLED_ROW.search(str(e)):
                 # pyarrow could not hand this row to `_on_malformed`: it decodes a row's text
                 # as UTF-8 first, and this one is not (the handler's exception is ignored).
                 number, expected, got = (int(g) for g in found.groups())

@@ -25,6 +25,7 @@ from beam_jobs.formats.csv.record_starts import record_starts
 from tfdata_reader.manifest import FeatureSpec
 
 __all__ = [
+    "UNHANDLED_ROW",
     "CsvSample",
     "convert_options",
     "infer_features",
@@ -146,7 +147,9 @@ def parse_sample(path: str, head: bytes, is_whole_file: bool, dialect: Dialect) 
     return CsvSample(path, table.column_names, table, head[:end], dialect, texts)
 
 
-_UNHANDLED_ROW = re.compile(r"Row #(\d+): Expected \d+ columns, got \d+")
+# pyarrow's error for a malformed row it could not hand to the invalid-row handler (it decodes
+# the row's text as UTF-8 first): the record number, the columns expected and found.
+UNHANDLED_ROW = re.compile(r"Row #(\d+): Expected (\d+) columns, got (\d+)")
 
 
 def _without_undecodable_rows(data: bytes, starts: np.ndarray, dialect: Dialect) -> bytes:
@@ -172,7 +175,7 @@ def _without_undecodable_rows(data: bytes, starts: np.ndarray, dialect: Dialect)
             )
             return kept
         except pa.ArrowInvalid as e:
-            found = _UNHANDLED_ROW.search(str(e))
+            found = UNHANDLED_ROW.search(str(e))
             if not found:
                 return kept  # another problem: reported by the caller's own read
             alive = [i for i in range(len(records)) if i not in dropped]
