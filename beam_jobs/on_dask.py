@@ -22,11 +22,11 @@ import socket
 from collections.abc import Iterator, Sequence
 from urllib.parse import urlparse
 
-from apache_beam.io.filesystems import FileSystems
 from apache_beam.options.pipeline_options import PipelineOptions, StandardOptions
 
 from beam_jobs.errors import UsageError
 from beam_jobs.formats.lines.cut_counts import CutCounts, Segment, count_segment
+from beam_jobs.paths import is_local
 
 __all__ = ["DASK_RUNNER", "cluster", "count_cuts", "is_dask", "prepare"]
 
@@ -148,7 +148,7 @@ def count_cuts(address: str, segments: Sequence[Segment]) -> CutCounts:
 
 def _check_hosts(client, paths: Sequence[str]) -> None:
     """Refuses local paths when some workers run on another host."""
-    local = [p for p in paths if FileSystems.get_scheme(p) in (None, "file")]
+    local = [p for p in paths if is_local(p)]
     if not local:
         return
     hosts = {urlparse(w).hostname for w in client.scheduler_info()["workers"]}

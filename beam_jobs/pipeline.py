@@ -17,10 +17,11 @@ from beam_jobs.formats.lines.cut_counts import (
     segments_between_cuts,
 )
 from beam_jobs.options import ConvertConfig
+from beam_jobs.paths import is_local, worker_path
 from beam_jobs.plan.conversion import ConversionPlan
 from beam_jobs.plan.shards import cut_points
 from beam_jobs.sink import shard_writer
-from beam_jobs.sink.output_dir import RUN_MARKER, TEMP_DIR_PREFIX, worker_path
+from beam_jobs.sink.output_dir import RUN_MARKER, TEMP_DIR_PREFIX
 from beam_jobs.sink.publish import PublishShards, PublishSpec
 from tfdata_reader.manifest import FeatureSpec
 
@@ -158,7 +159,7 @@ def cut_segments(plan: ConversionPlan) -> list[Segment]:
 def counted_by_launcher(segments: Sequence[Segment]) -> bool:
     """Local segments up to `LAUNCHER_COUNT_BYTES` (about half a second): quicker to count in
     the launcher than in a pipeline stage."""
-    local = all(FileSystems.get_scheme(s.path) in (None, "file") for s in segments)
+    local = all(is_local(s.path) for s in segments)
     return local and sum(s.end - s.start for s in segments) <= LAUNCHER_COUNT_BYTES
 
 

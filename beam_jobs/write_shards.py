@@ -25,9 +25,10 @@ from beam_jobs.options import (
     DEFAULT_SHARD_PREFIX,
     DEFAULT_TARGET_SHARD_BYTES,
 )
+from beam_jobs.paths import worker_path
 from beam_jobs.sink.elements import EncodeElementsFn, infer_spec
 from beam_jobs.sink.grouped import PickShardFn, WriteGroupFn, every_index, framed_size, shard_count
-from beam_jobs.sink.output_dir import TEMP_DIR_PREFIX, worker_path
+from beam_jobs.sink.output_dir import TEMP_DIR_PREFIX
 from beam_jobs.sink.publish import PublishShards, PublishSpec
 from beam_jobs.units import parse_size
 from tfdata_reader.manifest import COMPRESSIONS, NAME_RULE, FeatureSpec, is_valid_name

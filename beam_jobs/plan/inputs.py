@@ -11,16 +11,13 @@ from collections.abc import Sequence
 from apache_beam.io.filesystems import FileSystems
 
 from beam_jobs.errors import UsageError
+from beam_jobs.paths import is_local
 from beam_jobs.plan.shards import InputFile
 
 __all__ = ["list_inputs"]
 
 _GLOB_CHARS = set("*?[")
 _log = logging.getLogger(__name__)
-
-
-def _is_local(path: str) -> bool:
-    return FileSystems.get_scheme(path) in (None, "file")
 
 
 def _is_folder(pattern: str, matched: list) -> bool:
@@ -33,18 +30,18 @@ def _is_folder(pattern: str, matched: list) -> bool:
         return False
     if pattern.endswith("/") or not matched:
         return True
-    return _is_local(pattern) and os.path.isdir(pattern)
+    return is_local(pattern) and os.path.isdir(pattern)
 
 
 def _identity(path: str) -> str:
     """What makes two listed paths the same file: the resolved full path, for local files."""
-    return os.path.realpath(path) if _is_local(path) else path
+    return os.path.realpath(path) if is_local(path) else path
 
 
 def _file_identity(path: str) -> str | tuple[int, int]:
     """What makes two listed files the same content: for local files the device and inode
     (hard links are one file under two names), else the path."""
-    if _is_local(path):
+    if is_local(path):
         with contextlib.suppress(OSError):
             found = os.stat(path)
             return (found.st_dev, found.st_ino)
@@ -87,7 +84,7 @@ def list_inputs(patterns: Sequence[str], exclude: str | None = None) -> list[Inp
         if not matched:
             raise UsageError(f"--input {pattern!r} matches no files")
         for meta in matched:
-            path = os.path.abspath(meta.path) if _is_local(meta.path) else meta.path
+            path = os.path.abspath(meta.path) if is_local(meta.path) else meta.path
             modified = getattr(meta, "last_updated_in_seconds", None)
             found = InputFile(path, meta.size_in_bytes, None, modified)
             if files.setdefault(_file_identity(meta.path), found) is not found:

@@ -31,6 +31,7 @@ from apache_beam.io.filesystem import CompressionTypes
 from apache_beam.io.filesystems import FileSystems
 
 from beam_jobs.errors import OutputBusy, UsageError
+from beam_jobs.paths import is_local
 
 __all__ = [
     "LEASE_NAME",
@@ -141,10 +142,6 @@ def _parse(text: bytes, path: str) -> Lease:
         return Lease("?", "?", 0, "?", _stamp(_now() - datetime.timedelta(seconds=1)))
 
 
-def _is_local(path: str) -> bool:
-    return FileSystems.get_scheme(path) in (None, "file")
-
-
 def _create_new(path: str, lease: Lease) -> bool:
     """Writes the lease only if no lease file exists; False when one does."""
     data = lease.to_json().encode("utf-8")
@@ -156,7 +153,7 @@ def _create_new(path: str, lease: Lease) -> bool:
         except PreconditionFailed:
             return False
         return True
-    if _is_local(path):
+    if is_local(path):
         try:
             fd = os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
         except FileExistsError:
@@ -182,7 +179,7 @@ def _replace(path: str, lease: Lease, token: Any) -> bool:
         except PreconditionFailed:
             return False
         return True
-    if _is_local(path):
+    if is_local(path):
         temp = f"{path}.{lease.run_id}.tmp"
         with open(temp, "wb") as f:
             f.write(data)
@@ -195,7 +192,7 @@ def _replace(path: str, lease: Lease, token: Any) -> bool:
 
 def _take_over(path: str, lease: Lease, token: Any) -> bool:
     """Replaces a stale lease; of several runs trying at once, one wins."""
-    if _is_local(path):
+    if is_local(path):
         # Renaming the stale file away succeeds for exactly one run; then create it anew.
         try:
             os.rename(path, f"{path}.{lease.run_id}.stale")
@@ -225,7 +222,7 @@ def acquire(output: str, run_id: str, ttl: float = TTL_SECONDS, job: str = "") -
       OutputBusy: naming the holder, when another live run holds it.
     """
     path = _path(output)
-    if _is_local(path):
+    if is_local(path):
         if os.path.isfile(output):
             raise UsageError(f"--output {output} is a file; give a directory")
         os.makedirs(output, exist_ok=True)
@@ -244,7 +241,7 @@ def acquire(output: str, run_id: str, ttl: float = TTL_SECONDS, job: str = "") -
         _log.warning("taking over the lease of a run that is gone (%s)", held.describe())
         if _take_over(path, lease, token):
             break
-    if not _is_local(path):
+    if not is_local(path):
         # Some stores (Cloud Storage emulators among them) ignore preconditions: let a write
         # that raced ours land, so that the read-back sees the one that won.
         time.sleep(_SETTLE_SECONDS)

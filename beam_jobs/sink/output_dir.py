@@ -24,6 +24,7 @@ from apache_beam.io.filesystem import CompressionTypes
 from apache_beam.io.filesystems import FileSystems
 
 from beam_jobs.errors import UsageError
+from beam_jobs.paths import is_local
 from beam_jobs.sink.dead_letter import DEAD_LETTER_DIR
 from beam_jobs.sink.lease import LEASE_NAME
 from tfdata_reader.manifest import (
@@ -44,19 +45,10 @@ __all__ = [
     "remove_empty_folders",
     "remove_folder",
     "start_temp_folder",
-    "worker_path",
 ]
 
 TEMP_DIR_PREFIX = ".tfrecord-etl-tmp-"  # + a run id; where shards are written before publishing
 RUN_MARKER = "run.json"  # in a temporary folder: proves it is ours
-
-
-def worker_path(path: str) -> str:
-    """`path` as workers must see it: a local path made absolute, since a worker's current
-    folder is its own (a Dask worker started elsewhere would write a relative output there)."""
-    if FileSystems.get_scheme(path) in (None, "file") and "://" not in path:
-        return os.path.abspath(path)
-    return path
 
 
 _TEMP_DIR_RE = re.compile(rf"^{re.escape(TEMP_DIR_PREFIX)}[0-9a-f]+$")
@@ -78,10 +70,6 @@ def load_manifest(output: str) -> Manifest:
         return Manifest.from_json(f.read(), source=path)
 
 
-def _is_local(path: str) -> bool:
-    return FileSystems.get_scheme(path) in (None, "file")
-
-
 def remove_folder(path: str) -> None:
     """Deletes a folder and everything below it, on any file system.
 
@@ -89,7 +77,7 @@ def remove_folder(path: str) -> None:
     whether anything is listed below it.
     """
     path = path.rstrip("/")
-    if _is_local(path):
+    if is_local(path):
         if FileSystems.exists(path):
             FileSystems.delete([path])  # the whole tree
     elif FileSystems.match([path + "/**"])[0].metadata_list:
@@ -99,7 +87,7 @@ def remove_folder(path: str) -> None:
 def remove_empty_folders(path: str) -> None:
     """Removes `path` and the folders below it that hold no file (local disk; elsewhere a
     folder is only a name prefix, gone with its last object)."""
-    if not _is_local(path) or not os.path.isdir(path):
+    if not is_local(path) or not os.path.isdir(path):
         return
     for folder, _, _ in os.walk(path, topdown=False):
         with contextlib.suppress(OSError):  # not empty: another task's files are there
@@ -161,7 +149,7 @@ def _same_conversion(
 
 
 def _is_file(path: str) -> bool:
-    if _is_local(path):
+    if is_local(path):
         return os.path.isfile(path)
     matched = FileSystems.match([path])[0].metadata_list
     return any(m.path.rstrip("/") == path.rstrip("/") for m in matched)
@@ -246,7 +234,7 @@ def prepare_output(
 def start_temp_folder(output: str, run_id: str) -> str:
     """Creates this run's temporary folder with its marker; returns the folder's path."""
     folder = FileSystems.join(output, TEMP_DIR_PREFIX + run_id)
-    if _is_local(folder):
+    if is_local(folder):
         os.makedirs(folder, exist_ok=True)
     marker = {"run_id": run_id, "tool": "tfrecord-etl"}
     path = FileSystems.join(folder, RUN_MARKER)

@@ -29,6 +29,7 @@ from apache_beam.io.filesystems import FileSystems
 
 from beam_jobs.errors import DataError, ManifestError, TooManyBadRecords, raised_for_launcher
 from beam_jobs.formats.base import Covered
+from beam_jobs.paths import is_local
 from beam_jobs.sink.dead_letter import DEAD_LETTER_DIR, dead_letter_name
 from beam_jobs.sink.lease import check_holder, release
 from beam_jobs.sink.output_dir import load_manifest, ours_to_remove, remove_folder
@@ -187,7 +188,7 @@ def _publish_dead_letters(written: Sequence[WrittenShard], output: str, generati
     ]
     if moves:
         folder = FileSystems.join(output, DEAD_LETTER_DIR)
-        if _is_local(folder) and not FileSystems.exists(folder):
+        if is_local(folder) and not FileSystems.exists(folder):
             FileSystems.mkdirs(folder)
         FileSystems.rename(
             [src for src, _ in moves], [FileSystems.join(output, dst) for _, dst in moves]
@@ -270,14 +271,10 @@ def write_text_atomically(path: str, text: str) -> None:
     temp = f"{path}.tmp-{datetime.datetime.now().strftime('%Y%m%d%H%M%S%f')}"
     with FileSystems.create(temp, compression_type=CompressionTypes.UNCOMPRESSED) as f:
         f.write(text.encode("utf-8"))
-    if not _is_local(path):
+    if not is_local(path):
         FileSystems.rename([temp], [path])  # a copy onto the object, then the temp deleted
     else:
         os.replace(temp, path)  # atomic, also over an existing manifest
-
-
-def _is_local(path: str) -> bool:
-    return FileSystems.get_scheme(path) in (None, "file")
 
 
 def _previous(output: str) -> Manifest | None:
@@ -335,7 +332,7 @@ def publish(
 
 def _remove_if_empty(folder: str) -> None:
     """A local folder left empty (dead letters of a failed run, removed); GCS has none."""
-    if _is_local(folder):
+    if is_local(folder):
         with contextlib.suppress(OSError):  # missing, or not empty: a user's file is in it
             os.rmdir(folder)
 
