@@ -71,7 +71,7 @@ def run(argv: Sequence[str]) -> ConvertResult:
     choose_runner(options, argv, plan.input_bytes)
     dask = on_dask.is_dask(options)
     if dask:
-        on_dask.prepare(options, argv, len(plan.shards), config.wait)
+        on_dask.prepare(options, len(plan.shards), config.wait)
     if config.dry_run:
         return ConvertResult(config, None, converted=False, plan=plan)
     with contextlib.ExitStack() as cluster:
@@ -83,9 +83,9 @@ def run(argv: Sequence[str]) -> ConvertResult:
 
 
 def _convert(
-    options: PipelineOptions, config: ConvertConfig, plan: ConversionPlan, dask: str | None
+    options: PipelineOptions, config: ConvertConfig, plan: ConversionPlan, dask_address: str | None
 ) -> ConvertResult:
-    """Holds the output's lease, checks the folder and runs (`dask`: the scheduler's address
+    """Holds the output's lease, checks the folder and runs (`dask_address`: the scheduler's,
     when on Dask)."""
     run_id = uuid.uuid4().hex[:12]
     ttl = lease.TTL_SECONDS if config.wait else lease.SUBMITTED_TTL_SECONDS
@@ -121,9 +121,9 @@ def _convert(
         for warning in plan_warnings(plan, config.target_shard_bytes):
             _log.warning("%s", warning)
         counts = None
-        segments = cut_segments(plan) if dask else []
+        segments = cut_segments(plan) if dask_address else []
         if segments and not counted_by_launcher(segments):
-            counts = on_dask.count_cuts(dask, segments)
+            counts = on_dask.count_cuts(dask_address, segments)
         temp_dir = start_temp_folder(config.output, run_id)
         transform = ConvertToShards(plan, config, __version__, run_id, counts)
         if not config.wait:

@@ -43,12 +43,13 @@ def is_dask(options: PipelineOptions) -> bool:
     return runner is not None and runner.lower() in _NAMES
 
 
-def prepare(options: PipelineOptions, argv: Sequence[str], num_shards: int, wait: bool) -> None:
+def prepare(options: PipelineOptions, num_shards: int, wait: bool) -> None:
     """Sets the runner's class path (Beam takes no short name for it) and, unless the user set
     `--dask_npartitions` or `--dask_partition_size`, one partition per planned shard.
 
     Raises:
-      UsageError: for `--wait=false`, or when the dask packages are missing.
+      UsageError: for `--wait=false`, a partition flag below 1, or when the dask packages are
+        missing.
     """
     from apache_beam.runners.dask.dask_runner import DaskOptions
 
@@ -74,7 +75,7 @@ def prepare(options: PipelineOptions, argv: Sequence[str], num_shards: int, wait
         # "not set" (128 shards to a partition).
         if value is not None and value < 1:
             raise UsageError(f"{flag} must be at least 1, got {value}")
-    if not any(a.startswith(("--dask_npartitions", "--dask_partition_size")) for a in argv):
+    if dask.npartitions is None and dask.partition_size is None:
         dask.npartitions = max(num_shards, 1)
 
 

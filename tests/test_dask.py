@@ -225,12 +225,12 @@ def test_prepare_sets_the_class_path_and_a_partition_per_shard():
 
     options = PipelineOptions(["--runner", "DaskRunner"])
     assert on_dask.is_dask(options)
-    on_dask.prepare(options, ["--runner", "DaskRunner"], num_shards=9, wait=True)
+    on_dask.prepare(options, num_shards=9, wait=True)
     assert options.view_as(StandardOptions).runner == on_dask.DASK_RUNNER
     assert options.view_as(DaskOptions).npartitions == 9
     argv = ["--runner", "dask", "--dask_npartitions", "3"]
     options = PipelineOptions(argv)
-    on_dask.prepare(options, argv, num_shards=9, wait=True)
+    on_dask.prepare(options, num_shards=9, wait=True)
     assert options.view_as(DaskOptions).npartitions == 3
     assert not on_dask.is_dask(PipelineOptions(["--runner", "FnApiRunner"]))
 
@@ -259,7 +259,7 @@ def test_partition_flags_below_one_are_usage_errors(flag):
 
     argv = ["--runner", "DaskRunner", flag]
     with pytest.raises(UsageError, match=r"must be at least 1, got"):
-        on_dask.prepare(PipelineOptions(argv), argv, num_shards=4, wait=True)
+        on_dask.prepare(PipelineOptions(argv), num_shards=4, wait=True)
 
 
 @pytest.mark.parametrize(

@@ -116,7 +116,7 @@ class JsonLinesFormat(InputFormat):
         if not per_sample and not overrides:
             raise DataError(f"{samples[0].path}: no JSON object among the sampled lines")
         features = arrow_conform.merge_features(per_sample, overrides)
-        rows = [row for s in samples for row in s.data[1]]
+        rows = [row for _, kept in sampled for row in kept]
         warn_float32_rounding(features, {f.name: [r.get(f.name) for r in rows] for f in features})
         return features
 
@@ -146,10 +146,10 @@ class JsonLinesFormat(InputFormat):
     ) -> Generator[pa.RecordBatch, None, PieceReport]:
         ignored: collections.Counter = collections.Counter()
         converted = self.converted(features)
-        dropped = {f.name for f in features} - {f.name for f in converted}  # by --columns
         for offset, chunk in piece_chunks(piece, self._max_record_bytes):
             if offset == 0:  # a file the plan did not sample
                 _refuse_an_array(piece.path, chunk)
             yield from read_chunk(chunk, offset, piece.path, converted, on_bad_row, ignored)
-        left_out = dropped if self._kept is None else {k for k in ignored if k not in self._kept}
-        return PieceReport(ignored_fields={k: n for k, n in ignored.items() if k not in left_out})
+        # Keys --columns leaves out are no surprise: only the others are reported.
+        kept = {k: n for k, n in ignored.items() if self._kept is None or k in self._kept}
+        return PieceReport(ignored_fields=kept)

@@ -20,7 +20,7 @@ from beam_jobs.formats.base import InputFormat, OnBadRow, Sample
 from beam_jobs.formats.compressed import open_input
 from beam_jobs.plan.shards import InputFile, Piece
 from beam_jobs.schema import conform as arrow_conform
-from beam_jobs.schema.precision import warn_float32_rounding
+from beam_jobs.schema.precision import LOOKED_AT, warn_float32_rounding
 from beam_jobs.sink.dead_letter import BadRow
 from tfdata_reader.manifest import FeatureSpec
 
@@ -111,7 +111,7 @@ def _sampled_values(
     for sample in samples:
         for feature in features:
             if feature.name in sample.table.column_names:
-                column = sample.table.column(feature.name).slice(0, 10_000)
+                column = sample.table.column(feature.name).slice(0, LOOKED_AT)
                 if pa.types.is_float64(column.type) or (
                     pa.types.is_list(column.type) and pa.types.is_float64(column.type.value_type)
                 ):

@@ -210,11 +210,10 @@ def _with_inferred_unit(override: FeatureSpec, specs: Sequence[FeatureSpec]) -> 
     another) or seconds would land in one feature, with no unit recorded."""
     if override.dtype != "int64" or override.logical_type is not None:
         return override
-    logical = {s.logical_type for s in specs if s.logical_type is not None}
-    if not logical:
+    units = [s.logical_type for s in specs if s.logical_type is not None]
+    if not units:
         return override
-    unit = _merged_logical(override.name, [s.logical_type for s in specs if s.logical_type])
-    return dataclasses.replace(override, logical_type=unit)
+    return dataclasses.replace(override, logical_type=_merged_logical(override.name, units))
 
 
 def _merged_logical(name: str, logical_types: list[str | None]) -> str | None:

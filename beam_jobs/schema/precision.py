@@ -16,9 +16,9 @@ import numpy as np
 
 from tfdata_reader.manifest import FeatureSpec
 
-__all__ = ["float32_warnings", "warn_float32_rounding"]
+__all__ = ["LOOKED_AT", "float32_warnings", "warn_float32_rounding"]
 
-_LOOKED_AT = 10_000  # sampled values per feature: enough to show the problem, cheap to check
+LOOKED_AT = 10_000  # sampled values per feature: enough to show the problem, cheap to check
 _log = logging.getLogger(__name__)
 
 
@@ -67,6 +67,6 @@ def _numbers(values: Iterable[object]) -> list[float]:
         for item in items:
             if isinstance(item, (int, float)) and not isinstance(item, bool):
                 out.append(float(item))
-                if len(out) >= _LOOKED_AT:
+                if len(out) >= LOOKED_AT:
                     return out
     return out

@@ -104,7 +104,6 @@ def _normalized(text: pa.Array, dtype: str) -> pa.Array:
     text = pc.utf8_trim_whitespace(text)
     if dtype == "int64":
         text = pc.replace_substring_regex(text, r"^\+(\d)", r"\1")  # not '+-1'
-
         text = pc.replace_substring_regex(text, r"(?i)^true$", "1")
         text = pc.replace_substring_regex(text, r"(?i)^false$", "0")
     return text
