@@ -69,15 +69,21 @@ def test_duplicate_column_names_name_the_column(tmp_path):
         _convert(tmp_path, "duplicate_names.csv")
 
 
-def test_zip_and_fips_codes_keep_their_leading_zeros(tmp_path):
-    manifest, rows = _convert(tmp_path, "zip_codes.csv")
+@pytest.mark.parametrize(
+    "name, text_columns",
+    [
+        ("zip_codes.csv", ("zip", "fips")),  # ZIP and FIPS codes keep their leading zeros
+        ("dates.csv", ("day", "at")),  # CSV dates stay text unless --schema says otherwise
+    ],
+)
+def test_codes_and_dates_in_csv_stay_text_as_written(tmp_path, name, text_columns):
+    manifest, rows = _convert(tmp_path, name)
     assert {f.name: f.dtype for f in manifest.features} == {
         "id": "int64",
-        "zip": "bytes",
-        "fips": "bytes",
+        **dict.fromkeys(text_columns, "bytes"),
     }
-    expected = {int(e["id"]): (e["zip"], e["fips"]) for e in _csv("zip_codes.csv")}
-    assert {r["id"]: (_text(r["zip"]), _text(r["fips"])) for r in rows} == expected
+    expected = {int(e["id"]): tuple(e[c] for c in text_columns) for e in _csv(name)}
+    assert {r["id"]: tuple(_text(r[c]) for c in text_columns) for r in rows} == expected
 
 
 def test_true_false_columns_are_one_and_zero(tmp_path):
@@ -106,17 +112,6 @@ def test_a_little_junk_in_a_number_column_is_dead_lettered(tmp_path):
 def _micros(text: str) -> int:
     moment = datetime.datetime.fromisoformat(text).replace(tzinfo=datetime.timezone.utc)
     return (moment - EPOCH) // datetime.timedelta(microseconds=1)
-
-
-def test_csv_dates_stay_text(tmp_path):
-    manifest, rows = _convert(tmp_path, "dates.csv")
-    assert {f.name: f.dtype for f in manifest.features} == {
-        "id": "int64",
-        "day": "bytes",
-        "at": "bytes",
-    }
-    expected = {int(e["id"]): (e["day"], e["at"]) for e in _csv("dates.csv")}
-    assert {r["id"]: (_text(r["day"]), _text(r["at"])) for r in rows} == expected
 
 
 def test_json_lines_iso_timestamps_are_microseconds(tmp_path):
