@@ -95,7 +95,8 @@ class ConvertOptions(PipelineOptions):
         parser.add_argument(
             "--columns",
             default=None,
-            help="Keep only these columns (features), in this order, e.g. id,text,label.",
+            help="Keep only these columns (features), in this order, e.g. id,text,label; the "
+            "others are not converted, so their values are never bad rows.",
         )
         parser.add_argument(
             "--rename",
