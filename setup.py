@@ -39,7 +39,15 @@ setup(
     # gs:// tests run against.
     extras_require={
         "dask": ["dask", "distributed"],
-        "dev": ["pytest", "ruff", "gcp-storage-emulator", "cryptography", "dask", "distributed"],
+        "dev": [
+            "pytest",
+            "hypothesis",
+            "ruff",
+            "gcp-storage-emulator",
+            "cryptography",
+            "dask",
+            "distributed",
+        ],
     },
     entry_points={"console_scripts": ["tfrecord-etl=beam_jobs.cli:main"]},
 )

@@ -1,9 +1,9 @@
-"""Arrow record batches to serialized `tf.train.Example`s and back, vectorized with tfx-bsl.
+"""Arrow record batches to serialized `tf.train.Example`s (features in the spec's order, see
+`example_wire`) and back (tfx-bsl's C++ decoder).
 
-tfx-bsl's C++ encoder does the per-record work; it needs every column as a list array of
-int64, float32 or binary values. This module turns scalar columns into such lists: a value
-becomes a one-element list and a null (a missing value) an empty list, so the feature is present
-in the Example with no values. List columns keep their values; a null list becomes empty too.
+Every column becomes lists of int64, float32 or binary values: a scalar value a one-element
+list and a null (a missing value) an empty list, so the feature is present in the Example with
+no values. List columns keep their values; a null list becomes empty too.
 """
 
 from __future__ import annotations
@@ -14,51 +14,44 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from beam_jobs.schema.conform import VALUE_TYPES, is_list, list_parts
+from beam_jobs.schema.conform import VALUE_TYPES, is_list
+from beam_jobs.sink.example_wire import encode_examples
 from tfdata_reader.manifest import FeatureSpec
 
-__all__ = ["ExampleEncoder", "decode_examples"]
+__all__ = ["ExampleEncoder", "decode_examples", "value_lists"]
 
 
-def to_list_column(column: pa.Array, dtype: str) -> pa.ListArray:
-    """A scalar column as one-element lists (empty for nulls), or a list column with null lists
-    made empty, of the Example dtype.
-
-    Args:
-      column: a scalar or list Arrow array; it must hold values castable to `dtype`.
-      dtype: "int64", "float32" or "bytes".
-    """
+def value_lists(column: pa.Array, dtype: str) -> tuple[np.ndarray, pa.Array]:
+    """A scalar or list column as (row offsets from 0, the values cast to the Example dtype,
+    without nulls): a null row has no values."""
     if isinstance(column, pa.ChunkedArray):
         column = column.combine_chunks()
     if is_list(column.type):
-        offsets, values = list_parts(column)
-        return pa.ListArray.from_arrays(offsets, pc.cast(values, VALUE_TYPES[dtype], safe=False))
+        # list_flatten skips null lists, whatever their offsets cover.
+        values = pc.list_flatten(column)
+        lengths = pc.fill_null(pc.list_value_length(column), 0)
+    else:
+        values = column.drop_null() if column.null_count else column
+        lengths = column.is_valid()
+    offsets = np.zeros(len(column) + 1, dtype=np.int64)
+    np.cumsum(np.asarray(lengths.to_numpy(zero_copy_only=False), dtype=np.int64), out=offsets[1:])
     # Unsafe cast: float64 -> float32 rounds, as tf.train.FloatList does.
-    values = pc.cast(column, VALUE_TYPES[dtype], safe=False)
-    if values.null_count == 0:
-        offsets = pa.array(np.arange(len(values) + 1, dtype=np.int32))
-        return pa.ListArray.from_arrays(offsets, values)
-    valid = np.asarray(values.is_valid(), dtype=np.int32)
-    offsets = np.zeros(len(values) + 1, dtype=np.int32)
-    np.cumsum(valid, out=offsets[1:])
-    return pa.ListArray.from_arrays(pa.array(offsets), values.drop_null())
+    return offsets, pc.cast(values, VALUE_TYPES[dtype], safe=False)
 
 
 class ExampleEncoder:
-    """Encodes record batches whose columns are scalars of the given feature specs."""
+    """Encodes record batches whose columns hold the given feature specs, every Example's
+    features in the order of `features`: the same rows give the same bytes in every process."""
 
     def __init__(self, features: Sequence[FeatureSpec]) -> None:
-        # Imported here so that merely importing this module stays cheap.
-        from tfx_bsl.coders.example_coder import RecordBatchToExamplesEncoder
-
         self._features = list(features)
-        self._encoder = RecordBatchToExamplesEncoder()
+        self._names = [f.name for f in self._features]
+        self._dtypes = [f.dtype for f in self._features]
 
     def encode(self, batch: pa.RecordBatch) -> list[bytes]:
         """Returns one serialized Example per row of `batch`."""
-        arrays = [to_list_column(batch.column(f.name), f.dtype) for f in self._features]
-        names = [f.name for f in self._features]
-        return self._encoder.encode(pa.RecordBatch.from_arrays(arrays, names))
+        columns = [value_lists(batch.column(f.name), f.dtype) for f in self._features]
+        return encode_examples(self._names, self._dtypes, columns, batch.num_rows).to_pylist()
 
 
 def decode_examples(records: Sequence[bytes]) -> pa.RecordBatch:

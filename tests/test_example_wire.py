@@ -1,0 +1,153 @@
+"""Our `tf.train.Example` wire encoder against two independent oracles, over generated batches:
+protobuf's own serializer (entry by entry, in our fixed feature order) for the exact bytes, and
+TensorFlow's C++ parser (`tf.io.parse_example`) for the values read back."""
+
+from __future__ import annotations
+
+import math
+import struct
+
+import numpy as np
+import pyarrow as pa
+import pytest
+import tensorflow as tf
+from google.protobuf.internal.encoder import _VarintBytes
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from beam_jobs.sink.encode import ExampleEncoder
+from beam_jobs.sink.example_wire import varint_lengths, varints
+from tfdata_reader.manifest import FeatureSpec
+
+_ARROW = {"int64": pa.int64(), "float32": pa.float32(), "bytes": pa.binary()}
+_TF = {"int64": tf.int64, "float32": tf.float32, "bytes": tf.string}
+_VALUES = {
+    "int64": st.one_of(
+        st.integers(-(2**63), 2**63 - 1),
+        st.sampled_from([0, 1, -1, 127, 128, 2**63 - 1, -(2**63), 2**35, -(2**35)]),
+    ),
+    "float32": st.floats(width=32, allow_nan=True, allow_infinity=True),
+    "bytes": st.one_of(
+        st.binary(max_size=40),
+        st.text(max_size=20).map(str.encode),  # non-ASCII text as UTF-8
+        st.sampled_from([b"", b"\x00", b"a\x00b", b"\xff\xfe"]),
+    ),
+}
+
+
+@st.composite
+def _columns(draw):
+    """A feature spec (names, dtypes, scalar or list) and rows of values, None for a null."""
+    names = draw(st.lists(st.text(min_size=1, max_size=8), min_size=1, max_size=5, unique=True))
+    rows = draw(st.integers(0, 12))
+    columns = []
+    for name in names:
+        dtype = draw(st.sampled_from(list(_VALUES)))
+        is_list = draw(st.booleans())
+        value = st.lists(_VALUES[dtype], max_size=6) if is_list else _VALUES[dtype]
+        data = draw(st.lists(st.one_of(st.none(), value), min_size=rows, max_size=rows))
+        columns.append((name, dtype, is_list, data))
+    return columns
+
+
+def _batch(columns) -> tuple[list[FeatureSpec], pa.RecordBatch]:
+    features, arrays = [], []
+    for name, dtype, is_list, data in columns:
+        arrow = pa.list_(_ARROW[dtype]) if is_list else _ARROW[dtype]
+        arrays.append(pa.array(data, arrow))
+        features.append(FeatureSpec(name, dtype, None if is_list else [], True))
+    return features, pa.RecordBatch.from_arrays(arrays, [f.name for f in features])
+
+
+def _row_values(value, is_list) -> list:
+    if value is None:
+        return []
+    return list(value) if is_list else [value]
+
+
+def _feature(dtype: str, values: list) -> tf.train.Feature:
+    if dtype == "int64":
+        return tf.train.Feature(int64_list=tf.train.Int64List(value=values))
+    if dtype == "float32":
+        return tf.train.Feature(float_list=tf.train.FloatList(value=values))
+    return tf.train.Feature(bytes_list=tf.train.BytesList(value=values))
+
+
+def _protobuf_example(columns, row: int) -> bytes:
+    """What protobuf writes for the row's Example with the map entries in the spec's order."""
+    entries = b"".join(
+        tf.train.Features(
+            feature={name: _feature(dtype, _row_values(data[row], is_list))}
+        ).SerializeToString()
+        for name, dtype, is_list, data in columns
+    )
+    return b"\x0a" + _VarintBytes(len(entries)) + entries
+
+
+def _same_float32(a: float, b: float) -> bool:
+    pack = struct.Struct("<f").pack
+    return pack(a) == pack(b) or (math.isnan(a) and math.isnan(b))
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(_columns())
+def test_examples_are_protobufs_bytes_with_features_in_spec_order(columns):
+    features, batch = _batch(columns)
+    encoded = ExampleEncoder(features).encode(batch)
+    assert encoded == [_protobuf_example(columns, row) for row in range(batch.num_rows)]
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(_columns().filter(lambda columns: len(columns[0][3]) > 0))
+def test_tensorflows_parser_reads_back_every_value(columns):
+    features, batch = _batch(columns)
+    encoded = ExampleEncoder(features).encode(batch)
+    spec = {name: tf.io.RaggedFeature(_TF[dtype]) for name, dtype, _, _ in columns}
+    parsed = tf.io.parse_example(tf.constant(encoded), spec)
+    for name, dtype, is_list, data in columns:
+        got = parsed[name].to_list()
+        for row, value in enumerate(data):
+            expected = _row_values(value, is_list)
+            assert len(got[row]) == len(expected), (name, row)
+            if dtype == "float32":
+                assert all(map(_same_float32, got[row], expected)), (name, row)
+            else:
+                assert got[row] == expected, (name, row)
+
+
+def test_long_values_need_long_length_varints():
+    text = bytes(range(256)) * 4096  # 1 MiB with every byte value, NUL included
+    ints = list(range(-50_000, 50_000, 3))
+    columns = [
+        ("text", "bytes", False, [text, b"", None]),
+        ("ints", "int64", True, [ints, [], None]),
+        ("floats", "float32", True, [[float(i) for i in range(70_000)], [-0.0], None]),
+    ]
+    features, batch = _batch(columns)
+    expected = [_protobuf_example(columns, row) for row in range(3)]
+    assert ExampleEncoder(features).encode(batch) == expected
+
+
+def test_a_float64_column_rounds_to_float32_and_a_null_list_is_empty_whatever_it_covers():
+    features = [FeatureSpec("x", "float32", [], True), FeatureSpec("l", "int64", None, True)]
+    # Row 1's list is null but its offsets cover two values: a null has no values.
+    offsets, mask = pa.array([0, 1, 3, 4], pa.int32()), pa.array([False, True, False])
+    lists = pa.ListArray.from_arrays(offsets, pa.array([1, 2, 3, 4]), mask=mask)
+    batch = pa.RecordBatch.from_arrays([pa.array([0.1, None, 1e-50]), lists], ["x", "l"])
+    parsed = tf.io.parse_example(
+        tf.constant(ExampleEncoder(features).encode(batch)),
+        {"x": tf.io.RaggedFeature(tf.float32), "l": tf.io.RaggedFeature(tf.int64)},
+    )
+    assert parsed["x"].to_list() == [[np.float32(0.1)], [], [0.0]]
+    assert parsed["l"].to_list() == [[1], [], [4]]
+
+
+@pytest.mark.parametrize(
+    "value, expected",
+    [(0, b"\x00"), (1, b"\x01"), (127, b"\x7f"), (128, b"\x80\x01"), (300, b"\xac\x02"),
+     (2**64 - 1, b"\xff" * 9 + b"\x01")],
+)  # fmt: skip
+def test_varints_match_protobuf(value, expected):
+    matrix, lengths = varints(np.array([value], dtype=np.uint64))
+    assert matrix[0, : lengths[0]].tobytes() == expected == _VarintBytes(value)
+    assert varint_lengths(np.array([value], dtype=np.uint64)).tolist() == [len(expected)]
