@@ -101,12 +101,14 @@ def _convert(
             run_id,
             plan.features,
         ):
+            manifest = load_manifest(config.output)
             _log.info(
-                "%s already holds this conversion (same input files, options and features); "
-                "nothing to do (pass --overwrite to convert again)",
+                "%s already holds this conversion (same input files, options and features, every "
+                "shard in place; %s); nothing to do (pass --overwrite to convert again)",
                 config.output,
+                manifest.fingerprint,
             )
-            return ConvertResult(config, load_manifest(config.output), converted=False)
+            return ConvertResult(config, manifest, converted=False)
         _log.info(
             "plan: %s (%s input, %s), %s, %s%s of about %s%s",
             count_of(len(plan.files), "input file"),

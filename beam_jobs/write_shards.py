@@ -3,10 +3,11 @@
 For teams with their own Beam pipeline: the elements may be dicts (`{feature: value or list}`,
 nested dicts flattened to dotted names), Arrow `RecordBatch`es, or serialized `tf.train.Example`
 bytes. The feature spec is given or inferred from a sample; elements are batched, conformed and
-encoded by tfx-bsl; the total size decides the shard count; each record goes to the shard that
-has the fewest bytes so far in its bundle; every shard is written under a temporary name and
-published by the same `PublishShards` step as `convert`. Rows that contradict the spec go to
-the dead letter, and `max_bad_fraction` applies, as in `convert`.
+encoded, each Example's features in the spec's order; the total size decides the shard count;
+each record goes to the shard that has the fewest bytes so far in its bundle; every shard is
+written under a temporary name and published by the same `PublishShards` step as `convert`.
+Rows that contradict the spec go to the dead letter, and `max_bad_fraction` applies, as in
+`convert`.
 """
 
 from __future__ import annotations
@@ -58,6 +59,13 @@ class WriteShards(beam.PTransform):
       UsageError: for a bad argument, at construction.
 
     Output: a PCollection holding the published `Manifest`.
+
+    Determinism: with the same feature spec, an element becomes the same Example bytes in every
+    run, process and runner, so two runs over the same elements publish the same records. A
+    PCollection has no order, though: which shard holds a record and the order inside a shard
+    follow the runner's bundles, so shard files may differ in bytes from run to run. Pass
+    `features` for a fixed spec (an inferred one comes from a random sample). `convert`, which
+    reads its inputs in a fixed order, writes byte-identical shards.
     """
 
     def __init__(

@@ -3,8 +3,9 @@
 Generates its own CSV (4 int, 4 float, 3 string columns), then measures on this machine:
 our `convert` (default local runner, one worker per core), the same on a Dask cluster (one
 single-threaded worker process per core on 127.0.0.1), the plain Beam pipeline on the same
-runner and worker count, the one-process library loop, GZIP output, 4x the input, reading, and
-the shard planner on a synthetic 1 TB listing. Prints a Markdown table and writes it to
+runner and worker count, the one-process library loop, GZIP output, 4x the input, our Example
+encoder against tfx-bsl's (speed, and GZIP size with their feature orders), reading, and the
+shard planner on a synthetic 1 TB listing. Prints a Markdown table and writes it to
 WORKDIR/results.md.
 
     python benchmarks/run.py [--rows 2000000] [--workdir bench_data] [--skip_plain]
@@ -206,6 +207,9 @@ def main() -> None:
         )
         shutil.rmtree(plain_out)
 
+    print("encoders, on one input file ...", flush=True)
+    encode = json.loads(run_measured([PY, str(HERE / "encode_bench.py"), files[0]]).stdout)
+
     print("reading ...", flush=True)
     read = json.loads(run_measured([PY, str(HERE / "read_bench.py"), str(work / "out_1x")]).stdout)
     planner = _planner(manifest.total_bytes / in_bytes)
@@ -235,6 +239,25 @@ def main() -> None:
         "",
         f"Memory: 4x the input changes the largest process's peak RSS by {growth:+.0%} "
         f"({ours.peak_rss_bytes / 2**20:.0f} -> {ours4.peak_rss_bytes / 2**20:.0f} MiB).",
+        "",
+        f"Example encoding, {encode['rows']:,} rows of one input file in {encode['batches']} "
+        f"batches ({encode['example_bytes'] / 1e6:.0f} MB of Examples), best of 3:",
+        "",
+        "| encoder | seconds | MB of Examples/s | zlib level 6 (GZIP shard) size |",
+        "|---|---|---|---|",
+    ]
+    for label, key in [
+        ("ours: features in the manifest's order", "ours"),
+        ("tfx-bsl's RecordBatchToExamplesEncoder (hash order, used before)", "tfx_bsl"),
+    ]:
+        seconds, gz = encode[f"{key}_seconds"], encode[f"{key}_gzip_bytes"]
+        lines.append(
+            f"| {label} | {seconds:.2f} | {encode['example_bytes'] / 1e6 / seconds:.0f} | "
+            f"{gz / 1e6:.2f} MB ({gz / encode['tfx_bsl_gzip_bytes'] - 1:+.1%}) |"
+        )
+    lines += [
+        "",
+        f"Our encoder: {encode['tfx_bsl_seconds'] / encode['ours_seconds']:.2f}x tfx-bsl's speed.",
         "",
         "| reading (batch 256, first 1M records) | records/s | vs raw ceiling | vs hand-written |",
         "|---|---|---|---|",

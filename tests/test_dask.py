@@ -105,6 +105,10 @@ def test_dask_cluster_writes_the_same_shards_as_the_local_runner(cluster, sample
     assert len(manifest["shards"]) >= 6
     assert manifest["total_records"] == ROWS
     assert _records_by_shard(tmp_path / "on_dask") == _records_by_shard(tmp_path / "local")
+    # Byte for byte the local runner's dataset: the same shards, checksums and fingerprint.
+    local_manifest = json.loads((tmp_path / "local" / "manifest.json").read_text())
+    assert manifest["shards"] == local_manifest["shards"]
+    assert manifest["fingerprint"] == local_manifest["fingerprint"]
     verify = subprocess.run(
         [sys.executable, "-m", "beam_jobs", "verify", str(tmp_path / "on_dask")],
         capture_output=True,

@@ -48,12 +48,29 @@ def test_same_conversion_twice_is_a_no_op(sample_csv, tmp_path):
     assert {p.name: p.stat().st_mtime_ns for p in out.iterdir()} == stamps
     redo = run(_argv(sample_csv, out, "--num_shards=2", "--overwrite"))
     assert redo.converted
-    # Same records in the same shards, as the next generation; tfx-bsl orders an Example's
-    # features differently on every encode, so sizes match but checksums do not.
-    assert [(s.path, s.records, s.bytes) for s in redo.manifest.shards] == [
-        (s.path.replace(".tfrecord", ".g1.tfrecord"), s.records, s.bytes)
+    # The same bytes in the same shards, as the next generation: the same fingerprint.
+    assert [(s.path, s.records, s.bytes, s.crc32c) for s in redo.manifest.shards] == [
+        (s.path.replace(".tfrecord", ".g1.tfrecord"), s.records, s.bytes, s.crc32c)
         for s in first.manifest.shards
     ]
+    assert redo.manifest.fingerprint == first.manifest.fingerprint
+
+
+@pytest.mark.parametrize("damage", ["delete", "truncate"])
+def test_a_rerun_over_a_damaged_dataset_converts_again(sample_csv, tmp_path, damage):
+    out = tmp_path / "out"
+    first = run(_argv(sample_csv, out, "--num_shards=2"))
+    shard = out / first.manifest.shards[1].path
+    if damage == "delete":
+        shard.unlink()
+    else:
+        shard.write_bytes(shard.read_bytes()[:100])
+    again = run(_argv(sample_csv, out, "--num_shards=2"))
+    assert again.converted
+    assert again.manifest.fingerprint == first.manifest.fingerprint
+    assert sorted(p.name for p in out.iterdir()) == sorted(
+        ["manifest.json", *(s.path for s in again.manifest.shards)]
+    )
 
 
 def test_changed_inputs_or_options_convert_again(sample_csv, tmp_path):

@@ -40,11 +40,10 @@ class PickShardFn(beam.DoFn):
     """Sends each record to the shard that has the fewest bytes so far in this bundle.
 
     A hash of each record balances shards only statistically: with about 550 records per shard,
-    one test run here put the largest shard 13% over its 48 KiB target (tfx-bsl encodes a
-    record's features in a different order each time, so its hash differs between runs).
-    Filling the lightest shard keeps a bundle's shards within one record of each other whatever
-    the data's order or periodicity. Ties go round the shards from an offset the bundle's first
-    record picks, so that many small bundles do not all begin with shard 0.
+    one test run here put the largest shard 13% over its 48 KiB target. Filling the lightest
+    shard keeps a bundle's shards within one record of each other whatever the data's order or
+    periodicity. Ties go round the shards from an offset the bundle's first record picks, so
+    that many small bundles do not all begin with shard 0.
     """
 
     def start_bundle(self) -> None:

@@ -114,11 +114,19 @@ def is_ours(relative: str) -> bool:
     )
 
 
-def _listing(output: str) -> list[str]:
-    """Every file below `output`, relative to it (one recursive listing)."""
+def _listing(output: str) -> dict[str, int]:
+    """Every file below `output`, relative to it, with its size (one recursive listing)."""
     found = FileSystems.match([FileSystems.join(output, "**")])[0].metadata_list
     prefix = output.rstrip("/") + "/"
-    return sorted(m.path[len(prefix) :] for m in found if m.path.startswith(prefix))
+    return dict(
+        sorted((m.path[len(prefix) :], m.size_in_bytes) for m in found if m.path.startswith(prefix))
+    )
+
+
+def _shards_in_place(manifest: Manifest, listing: dict[str, int]) -> bool:
+    """Whether every shard the manifest lists is there with its recorded size: a dataset with
+    a shard deleted or cut short no longer holds the conversion, whatever its manifest says."""
+    return all(listing.get(shard.path) == shard.bytes for shard in manifest.shards)
 
 
 def ours_to_remove(output: str, keep: set[str], prefixes: set[str]) -> list[str]:
@@ -168,7 +176,7 @@ def _holds_our_marker(output: str, folder: str) -> bool:
     return marker == expected
 
 
-def _dead_temp_folders(output: str, listing: list[str], run_id: str) -> list[str]:
+def _dead_temp_folders(output: str, listing: dict[str, int], run_id: str) -> list[str]:
     """Temporary folders of other runs that hold our marker for their run id (this run holds
     the lease, so their runs are over); any other folder is not provably ours and stays."""
     folders = {r.split("/", 1)[0] for r in listing if _TEMP_DIR_RE.fullmatch(r.split("/", 1)[0])}
@@ -218,7 +226,11 @@ def prepare_output(
             manifest = load_manifest(output)
         except ManifestError:
             manifest = None
-        if manifest and _same_conversion(manifest, options, files, features):
+        if (
+            manifest
+            and _same_conversion(manifest, options, files, features)
+            and _shards_in_place(manifest, listing)
+        ):
             return True
     foreign = [r for r in listing if not is_ours(r)]
     if foreign and not overwrite:
