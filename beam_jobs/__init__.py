@@ -1,12 +1,14 @@
 """tfrecord-etl's Beam side: convert raw files into size-targeted TFRecord shards.
 
 The public API (imported on first use, so importing the package stays cheap):
+  - `convert(input=..., output=..., **flags)`: one conversion from Python, keyword arguments
+    mirroring the flags; returns a `ConvertResult`.
   - `run(argv)`: one conversion with command-line arguments (what `tfrecord-etl convert` runs);
     returns a `ConvertResult`.
   - `ConvertToShards(plan, config, version)`: the conversion pipeline as a PTransform.
   - `WriteShards(output_dir, ...)`: size-targeted shards and a manifest from any PCollection.
   - `FeatureSpec`: one feature of the manifest's spec.
-  - `DataError`, `UsageError`, `TooManyBadRecords`: what a conversion raises.
+  - `DataError`, `UsageError`, `TooManyBadRecords`, `OutputBusy`: what a conversion raises.
 Everything else is internal and may change.
 """
 
@@ -22,10 +24,12 @@ __all__ = [
     "ConvertToShards",
     "DataError",
     "FeatureSpec",
+    "OutputBusy",
     "TooManyBadRecords",
     "UsageError",
     "WriteShards",
     "__version__",
+    "convert",
     "run",
 ]
 
@@ -34,9 +38,11 @@ _LAZY = {
     "ConvertToShards": "beam_jobs.pipeline",
     "DataError": "beam_jobs.errors",
     "FeatureSpec": "tfdata_reader.manifest",
+    "OutputBusy": "beam_jobs.errors",
     "TooManyBadRecords": "beam_jobs.errors",
     "UsageError": "beam_jobs.errors",
     "WriteShards": "beam_jobs.write_shards",
+    "convert": "beam_jobs.api",
     "run": "beam_jobs.launcher",
 }
 

@@ -17,7 +17,7 @@ import dataclasses
 import logging
 import posixpath
 import random
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import tensorflow as tf
@@ -159,7 +159,9 @@ def make_dataset(
     options = dataclasses.replace(options or ReadOptions(), **overrides)
     manifest, paths = _shards_to_read(path, options)
     options = _with_manifest_label(options, manifest)
-    spec = parse_spec(_select(manifest, options.parsed_features()))
+    selected = _select(manifest, options.parsed_features())
+    spec = parse_spec(selected)
+    fills = fill_values(selected, options)
     ranges = _this_pipelines_ranges(path, manifest, paths, input_context, options)
     records = sum(r.records for r in ranges)
     ds = _files(paths, ranges, options)
@@ -178,6 +180,7 @@ def make_dataset(
             "image" in spec,
             _text_label_vocabulary(manifest, options),
             _missing_label(manifest, options),
+            fills,
         ),
         num_parallel_calls=options.num_parallel_calls,
         deterministic=options.element_order_deterministic,
@@ -340,34 +343,82 @@ def _missing_label(manifest: Manifest, options: ReadOptions) -> float | int | No
     return -1 if label.dtype == "int64" else float("nan")
 
 
+_FILL_DEFAULTS = {"int64": 0, "float32": 0.0, "bytes": b""}
+_FILL_TYPES = {"int64": (int,), "float32": (int, float), "bytes": (str, bytes)}
+
+
+def fill_values(
+    features: Sequence[FeatureSpec], options: ReadOptions
+) -> dict[str, int | float | bytes]:
+    """{feature: value for a missing one} of the one-value features that come dense although
+    they may be missing (`fill_missing`, `ragged=False`); pure.
+
+    Raises:
+      ValueError: for a feature that is not read, a list feature, or a value of another type.
+    """
+    by_name = {f.name: f for f in features}
+    fills: dict[str, int | float | bytes] = {}
+    if not options.ragged:
+        fills = {f.name: _FILL_DEFAULTS[f.dtype] for f in features if f.shape == [] and f.nullable}
+    for name, value in (options.fill_missing or {}).items():
+        feature = by_name.get(name)
+        if feature is None:
+            raise ValueError(
+                f"fill_missing: {name!r} is not a feature read; read: {sorted(by_name)}"
+            )
+        if feature.shape != []:
+            raise ValueError(
+                f"fill_missing: {name!r} holds a list of values per record (shape "
+                f"{feature.shape}); only one-value features can be filled"
+            )
+        if isinstance(value, bool) or not isinstance(value, _FILL_TYPES[feature.dtype]):
+            raise ValueError(
+                f"fill_missing: {name!r} is {feature.dtype}; {value!r} is not a value of it"
+            )
+        if feature.nullable:
+            fills[name] = value.encode() if isinstance(value, str) else value
+    return fills
+
+
+def _dense(values: tf.RaggedTensor, default: int | float | bytes) -> tf.Tensor:
+    """One value per record, `default` where a record has none."""
+    return values.to_tensor(default_value=tf.constant(default, values.dtype), shape=[None, 1])[:, 0]
+
+
 def _parser(
     spec: dict,
     options: ReadOptions,
     has_image: bool,
     vocabulary: list[str] | None,
     missing_label: float | int | None = None,
+    fills: Mapping[str, int | float | bytes] | None = None,
 ):
     """Batches of serialized records -> parsed features (images decoded), label split off
     (a text label as its id in `vocabulary`; a number label that may be missing, dense with
-    `missing_label` where it is)."""
+    `missing_label` where it is), features in `fills` dense with their value where missing."""
     label_key = options.label_key
     decode = None
     if options.decode_images and has_image:
         decode = image_decoder(options.image_size, options.image_channels)
     to_ids = _label_ids(vocabulary) if vocabulary else None
+    fills = dict(fills or {})
+    if label_key in fills and to_ids is None:
+        missing_label = fills[label_key]
+    fills.pop(label_key, None)
 
     def parse(records: tf.Tensor):
         parsed = tf.io.parse_example(records, spec)
         if decode is not None:
             parsed["image"] = decode(parsed["image"])
+        for name, default in fills.items():
+            parsed[name] = _dense(parsed[name], default)
         if label_key is None:
             return parsed
         label = parsed.pop(label_key)
         if to_ids is not None:
             return parsed, to_ids(label)
         if missing_label is not None and isinstance(label, tf.RaggedTensor):
-            default = tf.constant(missing_label, label.dtype)
-            label = label.to_tensor(default_value=default, shape=[None, 1])[:, 0]
+            label = _dense(label, missing_label)
         return parsed, label
 
     return parse

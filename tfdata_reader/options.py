@@ -6,7 +6,7 @@ Pure Python: no TensorFlow import, so options can be built and checked anywhere.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 __all__ = ["AUTOTUNE", "ReadOptions"]
 
@@ -55,6 +55,11 @@ class ReadOptions:
       image_size: (height, width) every decoded image is resized to (bilinear), so they batch
         densely.
       image_channels: channels of decoded images (1 grayscale, 3 RGB, 4 RGBA).
+      fill_missing: {feature: value} for one-value features that may be missing: they come
+        dense, `[batch]`, with `value` where a record has none, so `keras.Input(shape=())`
+        takes them (e.g. `{"score": 0.0}`).
+      ragged: False fills every one-value feature that may be missing this way, with 0, 0.0 or
+        b"" by dtype unless `fill_missing` says otherwise (lists of varying length stay ragged).
 
     Raises:
       ValueError: naming the bad option, its value and what is accepted.
@@ -78,6 +83,8 @@ class ReadOptions:
     decode_images: bool = False
     image_size: tuple[int, int] | None = None
     image_channels: int = 3
+    fill_missing: Mapping[str, int | float | str | bytes] | None = None
+    ragged: bool = True
 
     def __post_init__(self) -> None:
         if self.features is not None:
@@ -105,6 +112,10 @@ class ReadOptions:
             raise ValueError("image_size needs decode_images=True")
         if self.image_size is not None and (len(self.image_size) != 2 or min(self.image_size) < 1):
             raise ValueError(f"image_size must be (height, width) >= 1, got {self.image_size}")
+        if self.fill_missing is not None and not isinstance(self.fill_missing, Mapping):
+            raise ValueError(
+                f"fill_missing must be a dict of feature name -> value, got {self.fill_missing!r}"
+            )
         if self.image_channels not in _IMAGE_CHANNELS:
             raise ValueError(
                 f"image_channels must be one of {_IMAGE_CHANNELS}, got {self.image_channels}"
