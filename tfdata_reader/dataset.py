@@ -22,6 +22,7 @@ from typing import Any
 
 import tensorflow as tf
 
+from tfdata_reader import partitions
 from tfdata_reader.images import image_decoder
 from tfdata_reader.integrity import shard_problem
 from tfdata_reader.manifest import MANIFEST_NAME, FeatureSpec, Manifest, ManifestError
@@ -126,7 +127,7 @@ def _without_corrupt_shards(
 
 
 def make_dataset(
-    path: str,
+    path: str | Sequence[str],
     batch_size: int,
     options: ReadOptions | None = None,
     *,
@@ -137,6 +138,8 @@ def make_dataset(
 
     Args:
       path: the dataset directory (holding manifest.json) or the manifest itself; local or gs://.
+        Or several datasets read as one (daily partitions): a list of them, or a glob such as
+        "gs://b/ds/2026-11-*" (see `tfdata_reader.partitions`).
       batch_size: records per batch (per replica when used under `tf.distribute`).
       options: how to read (`ReadOptions`); default `ReadOptions()`.
       input_context: from `tf.distribute`; this pipeline reads only its part of the records
@@ -189,14 +192,30 @@ def make_dataset(
     return _finish(ds, input_context)
 
 
-def _shards_to_read(path: str, options: ReadOptions) -> tuple[Manifest, list[str]]:
-    """The manifest (of one split, with `split`) and its shards' full paths."""
-    manifest = read_manifest(path)
-    paths = shard_paths(path, manifest)
-    if options.split is not None:
-        keep = [i for i, s in enumerate(manifest.shards) if s.split == options.split]
-        manifest = manifest.split(options.split)
-        paths = [paths[i] for i in keep]
+def _shards_to_read(path: str | Sequence[str], options: ReadOptions) -> tuple[Manifest, list[str]]:
+    """The manifest (of one split, with `split`; the union of several datasets when `path`
+    names several) and its shards' full paths."""
+    if partitions.is_several(path):
+        folders = partitions.partition_paths(path, tf.io.gfile.glob)
+        found = partitions.read_partitions(folders, read_manifest, options.strict)
+        narrowed = []
+        for folder, manifest in found:
+            try:
+                narrowed.append((folder, manifest.split(options.split)))
+            except ValueError as e:
+                raise ValueError(f"{folder}: {e}") from None
+        manifest, folders = partitions.merge(narrowed, options.parsed_features())
+        paths = [
+            posixpath.join(posixpath.dirname(_manifest_path(folder)), shard.path)
+            for folder, shard in zip(folders, manifest.shards, strict=True)
+        ]
+    else:
+        manifest = read_manifest(path)
+        paths = shard_paths(path, manifest)
+        if options.split is not None:
+            keep = [i for i, s in enumerate(manifest.shards) if s.split == options.split]
+            manifest = manifest.split(options.split)
+            paths = [paths[i] for i in keep]
     if options.decode_images and "image" not in {f.name for f in manifest.features}:
         raise ValueError("decode_images=True needs an 'image' feature (a --format images dataset)")
     return manifest, paths

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 import tensorflow as tf
@@ -12,7 +13,10 @@ __all__ = ["distribute"]
 
 
 def distribute(
-    strategy: tf.distribute.Strategy, path: str, global_batch_size: int, **options: Any
+    strategy: tf.distribute.Strategy,
+    path: str | Sequence[str],
+    global_batch_size: int,
+    **options: Any,
 ) -> tf.distribute.DistributedDataset:
     """Reads `path` through `strategy.distribute_datasets_from_function`.
 
@@ -23,7 +27,8 @@ def distribute(
 
     Args:
       strategy: e.g. `MirroredStrategy` or `MultiWorkerMirroredStrategy`.
-      path: the dataset directory or its manifest.json.
+      path: the dataset directory or its manifest.json; or several datasets read as one (a
+        list, or a glob over dataset folders), as `make_dataset` takes them.
       global_batch_size: records per step over all replicas; must divide evenly among them.
       **options: any other `make_dataset` argument (seed, num_epochs, label_key, ...).
     """

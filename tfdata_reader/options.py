@@ -60,6 +60,8 @@ class ReadOptions:
         takes them (e.g. `{"score": 0.0}`).
       ragged: False fills every one-value feature that may be missing this way, with 0, 0.0 or
         b"" by dtype unless `fill_missing` says otherwise (lists of varying length stay ragged).
+      strict: reading several datasets, refuse one without a manifest (a conversion still
+        running, or failed) instead of leaving it out with a warning.
 
     Raises:
       ValueError: naming the bad option, its value and what is accepted.
@@ -85,6 +87,7 @@ class ReadOptions:
     image_channels: int = 3
     fill_missing: Mapping[str, int | float | str | bytes] | None = None
     ragged: bool = True
+    strict: bool = False
 
     def __post_init__(self) -> None:
         if self.features is not None:
