@@ -120,6 +120,7 @@ def test_a_failed_run_leaves_the_previous_dataset_and_its_dead_letters_alone(sam
         "data-00001-of-00003.g1.tfrecord",
         "data-00002-of-00003.g1.tfrecord",
         "manifest.json",
+        "schema.pbtxt",
     ]
 
 

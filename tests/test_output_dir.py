@@ -69,7 +69,7 @@ def test_a_rerun_over_a_damaged_dataset_converts_again(sample_csv, tmp_path, dam
     assert again.converted
     assert again.manifest.fingerprint == first.manifest.fingerprint
     assert sorted(p.name for p in out.iterdir()) == sorted(
-        ["manifest.json", *(s.path for s in again.manifest.shards)]
+        ["manifest.json", "schema.pbtxt", *(s.path for s in again.manifest.shards)]
     )
 
 
@@ -97,6 +97,7 @@ def test_foreign_files_are_refused_without_overwrite(sample_csv, tmp_path):
         "data-00000-of-00001.tfrecord",
         "manifest.json",
         "notes.txt",
+        "schema.pbtxt",
     ]
     assert (out / "notes.txt").read_text() == "keep me"
     assert manifest.total_records == 12_000

@@ -118,6 +118,7 @@ def test_publishing_renames_the_shards_and_writes_their_manifest(tmp_path):
         "data-00000-of-00002.tfrecord",
         "data-00001-of-00002.tfrecord",
         "manifest.json",
+        "schema.pbtxt",
     ]
     assert not (tmp_path / "tmp").exists()
 

@@ -24,6 +24,7 @@ from beam_jobs.options import ConvertConfig
 from beam_jobs.plan.inputs import list_inputs
 from beam_jobs.plan.shards import InputFile, ShardSpec, choose_num_shards, plan_shards
 from beam_jobs.schema.projection import Projection
+from beam_jobs.schema.tfmd import schema_from_pbtxt
 from beam_jobs.sink.dead_letter import BadRow
 from beam_jobs.sink.encode import ExampleEncoder
 from beam_jobs.sink.tfrecord import GZIP_LEVEL, frame_records
@@ -94,7 +95,9 @@ def _load_schema(path: str | None) -> list[FeatureSpec]:
     except OSError as e:
         raise UsageError(f"--schema {path}: cannot be read: {e}") from None
     try:
-        return schema_from_json(text, source=path)
+        if path.endswith(".json") or text.lstrip()[:1] in (b"{", b"["):
+            return schema_from_json(text, source=path)
+        return schema_from_pbtxt(text, source=path)  # TFX's format (TFDV, schema.pbtxt)
     except ManifestError as e:  # the user's file: a usage error (exit 2), like an unreadable one
         raise UsageError(f"--schema {e}") from None
 

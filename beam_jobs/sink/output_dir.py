@@ -1,8 +1,8 @@
 """The output folder's rules: what in it is ours, what a new run may remove, and rerun detection.
 
-Ours, and so ours to replace or remove: `manifest.json`, the lease file, shard files named
-`<prefix>-NNNNN-of-NNNNN[.gN].tfrecord[.gz]`, `dead_letter/<shard name>.jsonl`, and temporary
-folders `.tfrecord-etl-tmp-<run id>/` that hold our run marker. Anything else (a user's
+Ours, and so ours to replace or remove: `manifest.json`, `schema.pbtxt`, the lease file, shard
+files named `<prefix>-NNNNN-of-NNNNN[.gN].tfrecord[.gz]`, `dead_letter/<shard name>.jsonl`, and
+temporary folders `.tfrecord-etl-tmp-<run id>/` that hold our run marker. Anything else (a user's
 `dead_letter/notes.txt`, a folder that only looks like ours) is never deleted, with or without
 `--overwrite`; without it, such files make the output a usage error.
 
@@ -25,6 +25,7 @@ from apache_beam.io.filesystems import FileSystems
 
 from beam_jobs.errors import UsageError
 from beam_jobs.paths import is_local
+from beam_jobs.schema.tfmd import SCHEMA_NAME
 from beam_jobs.sink.dead_letter import DEAD_LETTER_DIR
 from beam_jobs.sink.lease import LEASE_NAME
 from tfdata_reader.manifest import (
@@ -107,7 +108,7 @@ def is_ours(relative: str) -> bool:
     """True for a path (relative to the output folder) that tfrecord-etl writes there."""
     top = relative.split("/", 1)[0]
     return (
-        relative in (MANIFEST_NAME, LEASE_NAME)
+        relative in (MANIFEST_NAME, LEASE_NAME, SCHEMA_NAME)
         or shard_prefix_of(relative) is not None
         or _is_dead_letter(relative)
         or bool(_TEMP_DIR_RE.fullmatch(top))

@@ -30,6 +30,7 @@ from apache_beam.io.filesystems import FileSystems
 from beam_jobs.errors import DataError, ManifestError, TooManyBadRecords, raised_for_launcher
 from beam_jobs.formats.base import Covered
 from beam_jobs.paths import is_local
+from beam_jobs.schema.tfmd import SCHEMA_NAME, schema_pbtxt
 from beam_jobs.sink.dead_letter import DEAD_LETTER_DIR, dead_letter_name
 from beam_jobs.sink.lease import check_holder, release
 from beam_jobs.sink.output_dir import load_manifest, ours_to_remove, remove_folder
@@ -318,6 +319,11 @@ def publish(
         [FileSystems.join(output, with_generation(w.name, generation)) for w in written],
     )
     _publish_dead_letters(written, output, generation)
+    # TFX's view of the spec beside ours; the manifest, written last, stays the one truth.
+    write_text_atomically(
+        FileSystems.join(output, SCHEMA_NAME),
+        schema_pbtxt(manifest.features, manifest.label, manifest.label_vocabulary),
+    )
     write_text_atomically(FileSystems.join(output, MANIFEST_NAME), manifest.to_json())
     keep = {s.path for s in manifest.shards} | set(manifest.dead_letter)
     stale = ours_to_remove(output, keep, set(spec.prefixes) | _prefixes(previous))
