@@ -224,12 +224,21 @@ def _diff(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(
         prog="tfrecord-etl diff",
         description="Whether two converted datasets hold the same records (exit 0) or not "
-        "(exit 1, with the first difference).",
+        "(exit 1, with the first difference); exit 2 when one cannot be read.",
     )
     parser.add_argument("a", help="a conversion's output directory")
     parser.add_argument("b", help="another one")
     args = parser.parse_args(argv)
-    result = compare(args.a, args.b)
+    import tensorflow as tf
+
+    from beam_jobs.errors import ManifestError
+
+    try:
+        result = compare(args.a, args.b)
+    except (ManifestError, OSError, tf.errors.OpError) as e:
+        # Not "they differ" (1): a script running `diff A B || reconvert` must tell them apart.
+        print(f"error: cannot compare {args.a} and {args.b}: {e}", file=sys.stderr)
+        return EXIT_USAGE
     print("\n".join(result.lines))
     return EXIT_OK if result.same else EXIT_DATA
 

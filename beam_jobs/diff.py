@@ -10,7 +10,12 @@ Examples are "the same records, stored differently". Equal fingerprints skip the
 from __future__ import annotations
 
 import dataclasses
+import json
 from collections.abc import Iterator
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
 
 from beam_jobs.sink.encode import decode_examples
 from beam_jobs.sink.output_dir import load_manifest
@@ -30,13 +35,23 @@ class Difference:
 
 
 def compare(a: str, b: str) -> Difference:
-    """Compares the datasets in folders `a` and `b` (local or gs://)."""
+    """Compares the datasets in folders `a` and `b` (local or gs://).
+
+    Raises:
+      ManifestError, OSError, or TensorFlow's OpError: when a dataset cannot be read.
+    """
     first, second = load_manifest(a), load_manifest(b)
     if first.fingerprint == second.fingerprint:
-        return Difference(True, [f"same records, same bytes ({first.fingerprint})"])
-    names = [f.name for f in first.features], [f.name for f in second.features]
-    if sorted(names[0]) != sorted(names[1]):
-        return Difference(False, [f"the features differ: {names[0]} against {names[1]}"])
+        return Difference(
+            True,
+            [
+                f"same fingerprint ({first.fingerprint}): the manifests list the same records "
+                "and bytes (`verify` checks that the files hold them)"
+            ],
+        )
+    meaning = _meaning_differs(first, second)
+    if meaning:
+        return Difference(False, [meaning])
     if sorted(first.splits) != sorted(second.splits):
         return Difference(
             False, [f"the splits differ: {list(first.splits)} against {list(second.splits)}"]
@@ -46,6 +61,30 @@ def compare(a: str, b: str) -> Difference:
         if found is not None:
             return Difference(False, [found])
     return Difference(True, ["same records, stored differently: " + _storage(first, second)])
+
+
+def _meaning_differs(first: Manifest, second: Manifest) -> str | None:
+    """What makes the same stored values mean other things: the features' names and specs,
+    the label and its vocabulary."""
+    names = [f.name for f in first.features], [f.name for f in second.features]
+    if sorted(names[0]) != sorted(names[1]):
+        return f"the features differ: {names[0]} against {names[1]}"
+    theirs = {f.name: f for f in second.features}
+    for feature in first.features:
+        other = theirs[feature.name]
+        if feature != other:
+            return f"feature {feature.name!r} differs: A {_spec(feature)}, B {_spec(other)}"
+    if first.label != second.label:
+        return f"the label differs: A {first.label!r}, B {second.label!r}"
+    if first.label_vocabulary != second.label_vocabulary:
+        return (
+            f"the label vocabulary differs: A {first.label_vocabulary}, B {second.label_vocabulary}"
+        )
+    return None
+
+
+def _spec(feature) -> str:
+    return json.dumps(feature.to_json())
 
 
 def _first_difference(
@@ -66,24 +105,45 @@ def _first_difference(
             )
         (records_x, shards_x), (records_y, _) = left.take(n), right.take(n)
         batch_x, batch_y = decode_examples(records_x), decode_examples(records_y)
-        for name in sorted(batch_x.schema.names):
+        first_row: tuple[int, str] | None = None  # the earliest differing record, its feature
+        for name in batch_x.schema.names:
             column_x, column_y = batch_x.column(name), batch_y.column(name)
-            if column_x.equals(column_y):
+            if _same_column(column_x, column_y):
                 continue
-            row = next((i for i in range(n) if not _same(column_x[i], column_y[i])), None)
+            limit = n if first_row is None else first_row[0]
+            row = next((i for i in range(limit) if not _same(column_x[i], column_y[i])), None)
             if row is not None:
-                shard, index = shards_x[row]
-                return (
-                    f"{where}record {done + row:,} ({shard}, record {index:,} of that shard), "
-                    f"feature {name!r}: A {column_x[row].as_py()!r}, B {column_y[row].as_py()!r}"
-                )
+                first_row = (row, name)
+        if first_row is not None:
+            row, name = first_row
+            shard, index = shards_x[row]
+            x, y = batch_x.column(name)[row].as_py(), batch_y.column(name)[row].as_py()
+            return (
+                f"{where}record {done + row:,} ({shard}, record {index:,} of that shard), "
+                f"feature {name!r}: A {x!r}, B {y!r}"
+            )
         done += n
 
 
+def _same_column(x: pa.Array, y: pa.Array) -> bool:
+    """Equal columns, floats compared bit for bit (Arrow's `equals` takes -0.0 for 0.0)."""
+    if not x.equals(y):
+        return False
+    values_x, values_y = pc.list_flatten(x), pc.list_flatten(y)
+    if not pa.types.is_floating(values_x.type):
+        return True
+    return bool(
+        np.array_equal(
+            np.asarray(values_x.to_numpy(zero_copy_only=False)).view(np.uint32),
+            np.asarray(values_y.to_numpy(zero_copy_only=False)).view(np.uint32),
+        )
+    )
+
+
 def _same(x, y) -> bool:
-    """Equal values, NaN equal to NaN (Arrow's `equals` and Python's `==` say it is not)."""
-    a, b = x.as_py(), y.as_py()
-    return a == b or repr(a) == repr(b)
+    """Equal values: by their text, so NaN equals NaN and -0.0 differs from 0.0 (Arrow's
+    `equals` and Python's `==` say otherwise)."""
+    return repr(x.as_py()) == repr(y.as_py())
 
 
 class _Records:
@@ -133,5 +193,6 @@ def _storage(first: Manifest, second: Manifest) -> str:
     if [s.bytes for s in first.shards] != [s.bytes for s in second.shards]:
         parts.append(f"{first.total_bytes:,} bytes against {second.total_bytes:,}")
     return ", ".join(parts) or (
-        "the same layout, other bytes (the order of features inside the Examples)"
+        "the same layout, other bytes (the same values encoded differently, e.g. by an earlier "
+        "version with another order of features inside the Examples)"
     )

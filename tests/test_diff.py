@@ -24,7 +24,7 @@ def test_the_same_records_stored_differently_are_the_same(tmp_path, capsys):
         f"{_bytes(tmp_path / 'a')} bytes against {_bytes(tmp_path / 'b')}\n"
     )
     assert main(["diff", str(tmp_path / "a"), str(tmp_path / "a")]) == 0
-    assert capsys.readouterr().out.startswith("same records, same bytes (sha256:")
+    assert capsys.readouterr().out.startswith("same fingerprint (sha256:")
 
 
 def test_the_first_different_value_is_named(tmp_path, capsys):
@@ -75,5 +75,56 @@ def test_the_same_layout_with_other_bytes_is_named_whole():
                  [FeatureSpec("id", "int64")], "none")  # fmt: skip
     b = dataclasses.replace(a, shards=[dataclasses.replace(a.shards[0], crc32c="0000abce")])
     assert _storage(a, b) == (
-        "the same layout, other bytes (the order of features inside the Examples)"
+        "the same layout, other bytes (the same values encoded differently, e.g. by an earlier "
+        "version with another order of features inside the Examples)"
     )
+
+
+def test_the_earliest_record_that_differs_is_named_whatever_the_feature(tmp_path, capsys):
+    convert([_csv(tmp_path / "d.csv", 20)], tmp_path / "a")
+    lines = (tmp_path / "d.csv").read_text().splitlines()
+    lines[3] = "2,7.25,n2"  # record 2's x; record 9's name, a feature that comes first by name
+    lines[10] = "9,4.5,CHANGED"
+    (tmp_path / "e.csv").write_text("\n".join(lines) + "\n")
+    convert([str(tmp_path / "e.csv")], tmp_path / "b")
+    assert main(["diff", str(tmp_path / "a"), str(tmp_path / "b")]) == 1
+    assert capsys.readouterr().out == (
+        "record 2 (data-00000-of-00001.tfrecord, record 2 of that shard), feature 'x': "
+        "A [1.0], B [7.25]\n"
+    )
+
+
+def test_another_spec_label_vocabulary_or_sign_of_zero_differs(tmp_path, capsys):
+    (tmp_path / "s.json").write_text('{"features": [{"name": "id", "dtype": "float32"}]}')
+    source = _csv(tmp_path / "d.csv", 10)
+    convert([source], tmp_path / "a")
+    convert([source], tmp_path / "b", f"--schema={tmp_path / 's.json'}")
+    assert main(["diff", str(tmp_path / "a"), str(tmp_path / "b")]) == 1
+    assert capsys.readouterr().out.startswith(
+        'feature \'id\' differs: A {"name": "id", "dtype": "int64"'
+    )
+    (tmp_path / "z.csv").write_text("v\n0.0\n")
+    (tmp_path / "m.csv").write_text("v\n-0.0\n")
+    convert([str(tmp_path / "z.csv")], tmp_path / "z")
+    convert([str(tmp_path / "m.csv")], tmp_path / "m")
+    assert main(["diff", str(tmp_path / "z"), str(tmp_path / "m")]) == 1
+    assert "feature 'v': A [0.0], B [-0.0]" in capsys.readouterr().out
+    labels = tmp_path / "l.csv"
+    labels.write_text("id,kind\n1,cat\n2,dog\n")
+    convert([str(labels)], tmp_path / "l1", "--label=kind")
+    labels.write_text("id,kind\n1,ant\n2,bee\n")
+    convert([str(labels)], tmp_path / "l2", "--label=kind")
+    assert main(["diff", str(tmp_path / "l1"), str(tmp_path / "l2")]) == 1
+    assert capsys.readouterr().out == (
+        "the label vocabulary differs: A ['cat', 'dog'], B ['ant', 'bee']\n"
+    )
+
+
+def test_a_dataset_that_cannot_be_read_is_exit_2_not_a_difference(tmp_path, capsys):
+    convert([_csv(tmp_path / "d.csv", 10)], tmp_path / "a", "--num_shards=2")
+    assert main(["diff", str(tmp_path / "a"), str(tmp_path / "nothing")]) == 2
+    assert "error: cannot compare" in capsys.readouterr().err
+    convert([_csv(tmp_path / "e.csv", 11)], tmp_path / "b", "--num_shards=2")
+    (tmp_path / "b" / "data-00001-of-00002.tfrecord").unlink()
+    assert main(["diff", str(tmp_path / "a"), str(tmp_path / "b")]) == 2
+    assert "data-00001-of-00002.tfrecord" in capsys.readouterr().err

@@ -118,3 +118,24 @@ def test_the_same_elements_give_the_same_records_with_features_in_spec_order(tmp
     want = sorted(expected(row) for row in rows)
     assert records(tmp_path / "one") == want
     assert records(tmp_path / "other") == want
+
+
+def test_serialized_examples_are_written_with_the_specs_features_in_its_order(tmp_path):
+    def example(**features):
+        return tf.train.Example(features=tf.train.Features(feature=features)).SerializeToString()
+
+    def ints(*values):
+        return tf.train.Feature(int64_list=tf.train.Int64List(value=values))
+
+    records = [example(zzz=ints(9), b=ints(i), a=ints(-i)) for i in range(50)]
+    records.append(example(a=ints(7)))  # no b: missing
+    features = [FeatureSpec("a", "int64"), FeatureSpec("b", "int64", [], True)]
+    _run(records, tmp_path / "out", features=features, num_shards=1)
+    written = sorted(
+        r.numpy()
+        for r in tf.data.TFRecordDataset(str(tmp_path / "out" / "data-00000-of-00001.tfrecord"))
+    )
+    want = sorted(
+        [example(a=ints(-i), b=ints(i)) for i in range(50)] + [example(a=ints(7), b=ints())]
+    )
+    assert written == want  # zzz dropped, a before b, the missing b present and empty

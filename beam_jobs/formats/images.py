@@ -14,6 +14,7 @@ import dataclasses
 import io
 import os
 import posixpath
+import re
 from collections.abc import Iterator, Sequence
 from typing import Any
 
@@ -100,7 +101,13 @@ def inspect_image(data: bytes) -> tuple[int, int, int]:
     except ValueError:
         raise
     except Exception as e:  # PIL raises OSError, SyntaxError, Image.DecompressionBombError...
-        raise ValueError(f"not a decodable image: {e}") from None
+        # Pillow names the in-memory stream with its address ("<_io.BytesIO object at 0x7f..>"),
+        # which would make the dead letter differ from run to run.
+        reason = _ADDRESS.sub("the file", str(e))
+        raise ValueError(f"not a decodable image: {reason}") from None
+
+
+_ADDRESS = re.compile(r"<[\w.]+ object at 0x[0-9a-f]+>")
 
 
 class ImagesFormat(InputFormat):

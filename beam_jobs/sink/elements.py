@@ -108,13 +108,14 @@ class EncodeElementsFn(beam.DoFn):
         if features != self._features:
             self._features, self._encoder = features, ExampleEncoder(features)
         if isinstance(elements[0], bytes):
+            # Encoded again, not passed through: every record then holds the spec's features,
+            # in its order, and nothing else.
             batch, bad = arrow_conform.conform(decode_examples(elements), features)
             rows = [{"raw": as_text(elements[i])} for i in sorted(bad)]
-            records = [e for i, e in enumerate(elements) if i not in bad]
         else:
             batch, bad = self._conform(elements, features)
             rows = [{"cells": _cells(_flat(elements[i]))} for i in sorted(bad)]
-            records = self._encoder.encode(batch)
+        records = self._encoder.encode(batch)
         for (index, reason), content in zip(sorted(bad.items()), rows):
             yield beam.pvalue.TaggedOutput(
                 self.BAD, BadRow(_SOURCE, 0, 0, reason, index, content).to_json()
