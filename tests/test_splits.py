@@ -1,6 +1,7 @@
 import numpy as np
 import pyarrow as pa
 import pytest
+from support.datasets import convert
 
 from beam_jobs.errors import UsageError
 from beam_jobs.options import parse_splits
@@ -33,3 +34,18 @@ def test_parse_splits():
     for bad in ("train", "train=0", "a=1,a=2", "x y=3", "train=-1"):
         with pytest.raises(UsageError):
             parse_splits(bad)
+
+
+def test_oversized_records_of_every_split_go_to_the_dead_letter(tmp_path):
+    import json
+
+    path = tmp_path / "in.jsonl"
+    rows = [{"id": i, "s": "L" * 3000 if i % 100 == 7 else "ok"} for i in range(1000)]
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    out = tmp_path / "out"
+    manifest = convert([str(path)], out, "--splits=a=1,b=1", "--max_record_bytes=2000",
+                       "--max_bad_fraction=0.5")  # fmt: skip
+    assert manifest.counts["bad_records"] == 10 and manifest.total_records == 990
+    dead = [json.loads(line) for name in manifest.dead_letter
+            for line in (out / name).read_text().splitlines()]  # fmt: skip
+    assert sorted(d["cells"]["id"] for d in dead) == [i for i in range(1000) if i % 100 == 7]

@@ -241,7 +241,8 @@ class WriteShardFn(beam.DoFn):
 
 class _Tally:
     """A writer's own count of rows in and out: every row read from its pieces is written, kept
-    by another split's writers, or set aside as bad (reported here when `primary`)."""
+    by another split's writers, or set aside as bad (the format's bad rows reported here when
+    `primary`; oversized records always)."""
 
     def __init__(self, primary: bool) -> None:
         self.primary = primary
@@ -261,9 +262,10 @@ class _Tally:
             self.bad_rows.append(row)
 
     def oversized_row(self, row: BadRow) -> None:
+        # Reported by every split's writer: a row is in one split only, and it is found
+        # oversized after the split filter, so only its own split's writer sees it.
         self.oversized += 1
-        if self.primary:
-            self.bad_rows.append(row)
+        self.bad_rows.append(row)
 
     def check(self, written: int, shard: str) -> None:
         """Raises DataError unless read = written + elsewhere + set aside."""
