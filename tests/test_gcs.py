@@ -80,7 +80,7 @@ def test_gs_to_gs_convert_verify_inspect_rerun_and_read(gcs):
     assert (summary["status"], summary["records_written"]) == ("ok", 12000)
     listed = names(client, "ds/2026-12-01/")
     shards = [n for n in listed if n.startswith("data-")]
-    assert listed == [*shards, "manifest.json"]  # no temporary objects left behind
+    assert listed == [*shards, "manifest.json", "schema.pbtxt"]  # no temporary objects left
     assert len(shards) == summary["shards"]
     # The manifest is written last: no shard object is newer.
     blobs = {b.name: b for b in client.list_blobs(BUCKET, prefix="ds/2026-12-01/")}
