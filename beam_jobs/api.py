@@ -23,7 +23,9 @@ from beam_jobs.launcher import ConvertResult, run
 __all__ = ["convert"]
 
 # Keywords that are not spelled as their flag's destination.
-_ALIASES = {"label": "label_column", "labels": "image_labels", "dry_run": "dry_run"}
+_ALIASES = {"label": "label_column", "labels": "image_labels"}
+# Flags of ours that another options class defines (Beam's TestOptions owns --dry_run).
+_ELSEWHERE = {"dry_run"}
 
 
 def _known_keywords() -> set[str]:
@@ -31,7 +33,7 @@ def _known_keywords() -> set[str]:
 
     parser = argparse.ArgumentParser()
     ConvertOptions._add_argparse_args(parser)
-    return {action.dest for action in parser._actions} | set(_ALIASES)
+    return {action.dest for action in parser._actions} | set(_ALIASES) | _ELSEWHERE
 
 
 def _text(value: Any) -> str:

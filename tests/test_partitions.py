@@ -128,7 +128,7 @@ def test_merge_widens_value_counts_and_missing_values_only():
     def manifest(*features):
         return Manifest(shards=[], features=list(features), compression="none")
 
-    merged, _ = merge(
+    merged = merge(
         [
             ("a", manifest(FeatureSpec("v", "int64", [2], False), FeatureSpec("s", "bytes"))),
             (

@@ -197,25 +197,23 @@ def _shards_to_read(path: str | Sequence[str], options: ReadOptions) -> tuple[Ma
     names several) and its shards' full paths."""
     if partitions.is_several(path):
         folders = partitions.partition_paths(path, tf.io.gfile.glob)
-        found = partitions.read_partitions(folders, read_manifest, options.strict)
+        found = partitions.read_partitions(
+            folders,
+            read_manifest,
+            lambda folder: tf.io.gfile.exists(_manifest_path(folder)),
+            options.strict,
+        )
         narrowed = []
         for folder, manifest in found:
             try:
                 narrowed.append((folder, manifest.split(options.split)))
             except ValueError as e:
                 raise ValueError(f"{folder}: {e}") from None
-        manifest, folders = partitions.merge(narrowed, options.parsed_features())
-        paths = [
-            posixpath.join(posixpath.dirname(_manifest_path(folder)), shard.path)
-            for folder, shard in zip(folders, manifest.shards, strict=True)
-        ]
+        manifest = partitions.merge(narrowed, options.parsed_features())
+        paths = [p for folder, part in narrowed for p in shard_paths(folder, part)]
     else:
-        manifest = read_manifest(path)
+        manifest = read_manifest(path).split(options.split)
         paths = shard_paths(path, manifest)
-        if options.split is not None:
-            keep = [i for i, s in enumerate(manifest.shards) if s.split == options.split]
-            manifest = manifest.split(options.split)
-            paths = [paths[i] for i in keep]
     if options.decode_images and "image" not in {f.name for f in manifest.features}:
         raise ValueError("decode_images=True needs an 'image' feature (a --format images dataset)")
     return manifest, paths

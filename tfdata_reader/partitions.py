@@ -48,7 +48,10 @@ def partition_paths(path: str | Sequence[str], glob: Callable[[str], list[str]])
 
 
 def read_partitions(
-    paths: Sequence[str], read: Callable[[str], Manifest], strict: bool
+    paths: Sequence[str],
+    read: Callable[[str], Manifest],
+    has_manifest: Callable[[str], bool],
+    strict: bool,
 ) -> list[tuple[str, Manifest]]:
     """(path, manifest) of each partition that has a manifest; the others are left out with a
     warning (`strict`: ManifestError) -- a conversion that is running or failed has none yet.
@@ -58,11 +61,9 @@ def read_partitions(
     """
     found, missing = [], []
     for path in paths:
-        try:
-            found.append((path, read(path)))
-        except ManifestError as e:
-            if strict or "does not exist" not in str(e):
-                raise
+        if strict or has_manifest(path):
+            found.append((path, read(path)))  # `read` names a missing manifest itself
+        else:
             missing.append(path)
     if missing:
         _log.warning(
@@ -94,11 +95,9 @@ def _kind(spec: FeatureSpec) -> str:
     return spec.dtype + (f" ({spec.logical_type})" if spec.logical_type else "")
 
 
-def merge(
-    partitions: Sequence[tuple[str, Manifest]], names: Sequence[str] | None
-) -> tuple[Manifest, list[str]]:
-    """One manifest over every partition's shards (in partition order) with their merged spec,
-    and each shard's partition folder; pure.
+def merge(partitions: Sequence[tuple[str, Manifest]], names: Sequence[str] | None) -> Manifest:
+    """One manifest over every partition's shards (in partition order) with their merged spec;
+    pure.
 
     Args:
       partitions: (folder, manifest) of each partition, each already narrowed to a split.
@@ -132,5 +131,4 @@ def merge(
         _merged_feature(name, [(p, m.feature(name)) for p, m in partitions]) for name in wanted
     ]
     shards = [shard for _, manifest in partitions for shard in manifest.shards]
-    folders = [path for path, manifest in partitions for _ in manifest.shards]
-    return dataclasses.replace(first, shards=shards, features=features), folders
+    return dataclasses.replace(first, shards=shards, features=features)

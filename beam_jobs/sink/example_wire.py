@@ -184,12 +184,11 @@ def encode_examples(
         int64, float32 or binary array with no nulls).
       num_rows: the number of Examples (what `columns` have, if any).
     """
-    n = num_rows
-    parts, total = [], np.zeros(n, dtype=np.int64)
+    parts, total = [], np.zeros(num_rows, dtype=np.int64)
     for name, dtype, (offsets, values) in zip(names, dtypes, columns, strict=True):
         header, payload, size = _entry(name.encode(), dtype, offsets, values)
         parts += [header, payload]
         total += size
-    header = _Rows(n).constant(b"\x0a").varint(total).array()
+    header = _Rows(num_rows).constant(b"\x0a").varint(total).array()
     # One pass of Arrow's C++ kernel copies every row's pieces into place.
     return pc.binary_join_element_wise(header, *parts, _EMPTY)
