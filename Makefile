@@ -6,7 +6,7 @@ STAMP := $(VENV)/.installed
 DEMO_DIR ?= demo_data
 export TF_CPP_MIN_LOG_LEVEL ?= 2
 
-.PHONY: venv test test-fast demo bench lint format clean
+.PHONY: venv browser test test-fast demo bench lint format clean
 
 venv: $(STAMP)
 
@@ -15,7 +15,16 @@ $(STAMP): setup.py constraints.txt
 	$(BIN)/pip install --quiet -c constraints.txt -e '.[dev]'
 	touch $(STAMP)
 
-test: $(STAMP)
+# The report's browser test renders the page in Debian's chromium: installed here when missing
+# and possible (root, apt-get), else that one test is skipped and says why.
+browser:
+	@command -v chromium >/dev/null 2>&1 || { [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null && \
+		{ DEBIAN_FRONTEND=noninteractive apt-get install -y -q chromium >/dev/null 2>&1 || \
+		{ apt-get update -q >/dev/null 2>&1 && \
+		DEBIAN_FRONTEND=noninteractive apt-get install -y -q chromium >/dev/null 2>&1; }; }; } || \
+		echo "chromium could not be installed: the report's browser test will be skipped"
+
+test: $(STAMP) browser
 	$(BIN)/python -m pytest -q tests
 
 test-fast: $(STAMP)

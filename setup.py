@@ -36,7 +36,7 @@ setup(
     ],
     # dask: `--runner DaskRunner` (beam_jobs/on_dask.py). dev: the tests, which also run on a
     # local Dask cluster; gcp-storage-emulator and cryptography are the local Cloud Storage the
-    # gs:// tests run against.
+    # gs:// tests run against; tensorflow-datasets loads converted folders in the tests.
     extras_require={
         "dask": ["dask", "distributed"],
         "dev": [
@@ -47,6 +47,7 @@ setup(
             "cryptography",
             "dask",
             "distributed",
+            "tensorflow-datasets",
         ],
     },
     entry_points={"console_scripts": ["tfrecord-etl=beam_jobs.cli:main"]},

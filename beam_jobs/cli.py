@@ -1,4 +1,5 @@
-"""Command-line interface: `tfrecord-etl convert | inspect | verify` (also `python -m beam_jobs`).
+"""Command-line interface: `tfrecord-etl convert | inspect | verify | diff | report` (also
+`python -m beam_jobs`).
 
 Exit codes: 0 success; 1 a data problem (more bad rows than --max_bad_fraction, input that is
 not of its format, a shard that fails `verify`, a missing or malformed manifest); 2 a usage error
@@ -29,17 +30,19 @@ __all__ = ["main"]
 EXIT_OK, EXIT_DATA, EXIT_USAGE, EXIT_OTHER, EXIT_BUSY = 0, 1, 2, 3, 4
 
 _USAGE = """\
-usage: tfrecord-etl {convert,inspect,verify,diff} ...
+usage: tfrecord-etl {convert,inspect,verify,diff,report} ...
 
   convert --input PATTERN --output DIR [--format csv|jsonl|parquet|text|images|tfrecord]
           [--schema FILE] [--labels labels.csv] [--splits train=80,eval=20 [--split_key COL]]
           [--target_shard_bytes 256MiB | --num_shards N] [--compression none|gzip]
           [--shard_prefix data] [any Beam pipeline flag, e.g. --runner DataflowRunner]
-  inspect DIR [--schema]     summary of a converted dataset (or its schema as JSON)
+  inspect DIR [--schema | --stats]  summary of a converted dataset (its schema as JSON, or
+                             each feature's statistics)
   inspect --input PATTERN [--format F] [--schema] [--delimiter, --encoding, ... as convert]
                              the feature spec convert infers from raw inputs
   verify DIR                 re-read every shard and check it against the manifest
   diff A B                   whether two datasets hold the same records (exit 0) or not (1)
+  report DIR [-o report.html]  one self-contained HTML page about a converted dataset
 
 Any command takes --verbose: tracebacks and Beam's worker logs for failures.
 
@@ -163,6 +166,9 @@ def _inspect(argv: list[str]) -> int:
     parser.add_argument(
         "--schema", action="store_true", help="print only the feature spec, as --schema JSON"
     )
+    parser.add_argument(
+        "--stats", action="store_true", help="print each feature's statistics (statistics.pb)"
+    )
     for flag in _INSPECT_READ_FLAGS:
         parser.add_argument(f"--{flag}", default=None, help="as for convert (with --input)")
     args = parser.parse_args(argv)
@@ -170,6 +176,11 @@ def _inspect(argv: list[str]) -> int:
         return _inspect_inputs(args)
     if not args.output:
         parser.error("give a dataset directory, or --input PATTERN to infer a raw input's spec")
+    if args.stats:
+        from beam_jobs.stats.table import load_statistics, statistics_table
+
+        print(statistics_table(load_statistics(args.output)))
+        return EXIT_OK
     manifest = load_manifest(args.output)
     print(schema_to_json(manifest.features) if args.schema else describe(manifest, args.output))
     return EXIT_OK
@@ -243,7 +254,35 @@ def _diff(argv: list[str]) -> int:
     return EXIT_OK if result.same else EXIT_DATA
 
 
-_COMMANDS = {"convert": _convert, "inspect": _inspect, "verify": _verify, "diff": _diff}
+def _report(argv: list[str]) -> int:
+    from beam_jobs.html_report import write_report
+
+    parser = argparse.ArgumentParser(
+        prog="tfrecord-etl report",
+        description="Write one self-contained HTML page about a converted dataset: summary, "
+        "shard sizes against the target, each feature's histogram or top values, the splits "
+        "and the dead-letter reasons.",
+    )
+    parser.add_argument("output", help="a conversion's output directory (local or gs://)")
+    parser.add_argument(
+        "-o", "--out", default="report.html", help="the page to write (default: report.html)"
+    )
+    args = parser.parse_args(argv)
+    data = write_report(args.output, args.out)
+    print(
+        f"report written to {args.out}: {data.manifest.total_records:,} records, "
+        f"{len(data.manifest.shards)} shards, {len(data.manifest.features)} features"
+    )
+    return EXIT_OK
+
+
+_COMMANDS = {
+    "convert": _convert,
+    "inspect": _inspect,
+    "verify": _verify,
+    "diff": _diff,
+    "report": _report,
+}
 
 
 class _TracebackFilter:

@@ -3,7 +3,8 @@
 Generates its own CSV (4 int, 4 float, 3 string columns), then measures on this machine:
 our `convert` (default local runner, one worker per core), the same on a Dask cluster (one
 single-threaded worker process per core on 127.0.0.1), the plain Beam pipeline on the same
-runner and worker count, the one-process library loop, GZIP output, 4x the input, our Example
+runner and worker count, the one-process library loop, GZIP output, --splits, both, statistics
+turned off (their cost), 4x the input, our Example
 encoder against tfx-bsl's (speed, and GZIP size with their feature orders), reading, and the
 shard planner on a synthetic 1 TB listing. Prints a Markdown table and writes it to
 WORKDIR/results.md.
@@ -39,6 +40,7 @@ from tfdata_reader.manifest import Manifest  # noqa: E402
 PY = sys.executable
 FILES = 4
 TARGET = "64MiB"
+SPLITS = "train=2,eval=1"  # TFX ExampleGen's default split
 
 
 def _inputs(workdir: pathlib.Path, name: str, rows: int) -> tuple[str, int]:
@@ -146,6 +148,18 @@ def main() -> None:
     print("convert --compression gzip ...", flush=True)
     gz, gz_manifest = _convert(pattern, work / "out_gz", "--compression", "gzip")
     table.append(_row("ours: convert, GZIP", rows, in_bytes, gz, _shards_note(gz_manifest)))
+    print("convert --splits, and GZIP with --splits ...", flush=True)
+    splits, _ = _convert(pattern, work / "out_splits", "--splits", SPLITS)
+    table.append(_row(f"ours: convert, --splits {SPLITS}", rows, in_bytes, splits))
+    both, _ = _convert(pattern, work / "out_both", "--splits", SPLITS, "--compression", "gzip")
+    table.append(_row(f"ours: convert, GZIP and --splits {SPLITS}", rows, in_bytes, both))
+    print("convert without statistics ...", flush=True)
+    no_stats, _ = _convert(
+        pattern, work / "out_no_stats", program=(str(HERE / "convert_no_stats.py"),)
+    )
+    table.append(_row("ours: convert, statistics turned off", rows, in_bytes, no_stats))
+    for name in ("out_gz", "out_splits", "out_both", "out_no_stats"):
+        shutil.rmtree(work / name)
     print(f"convert on a Dask cluster of {workers} single-threaded workers ...", flush=True)
     (work / "dask").mkdir(exist_ok=True)
     with dask_cluster(work / "dask", workers=workers) as address:
@@ -232,6 +246,14 @@ def main() -> None:
         )
     growth = ours4.peak_rss_bytes / ours.peak_rss_bytes - 1
     lines += [
+        "",
+        "Against the plain conversion in this run: "
+        + ", ".join(
+            f"{label} {m.seconds / ours.seconds:.2f}x"
+            for label, m in (("GZIP", gz), ("--splits", splits), ("both", both))
+        )
+        + f"; statistics cost {ours.seconds / no_stats.seconds - 1:+.0%} of the time without "
+        "them.",
         "",
         f"Dask against the local runner, same input, {workers} workers each: "
         f"{on_dask.seconds:.1f} s against {ours.seconds:.1f} s, "

@@ -19,12 +19,12 @@ THREADS = ["--runner=FnApiRunner", "--direct_running_mode=multi_threading"]
 def test_a_row_lost_between_reading_and_writing_stops_the_conversion(
     sample_csv, tmp_path, monkeypatch
 ):
-    encode = ExampleEncoder.encode
+    encode = ExampleEncoder.encode_columns
 
-    def lose_one(self, batch):
-        return encode(self, batch)[1:]  # as a runner that drops an element would
+    def lose_one(self, columns, rows):
+        return encode(self, columns, rows)[1:]  # as a runner that drops an element would
 
-    monkeypatch.setattr(ExampleEncoder, "encode", lose_one)
+    monkeypatch.setattr(ExampleEncoder, "encode_columns", lose_one)
     out = tmp_path / "out"
     with pytest.raises(DataError) as e:
         convert(sample_csv[:1], out, "--num_shards=1")

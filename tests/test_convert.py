@@ -122,7 +122,8 @@ def test_manifest_describes_the_output(converted, sample_csv):
     on_disk = json.loads((out / "manifest.json").read_text())
     assert on_disk["total_records"] == 12_000
     assert sorted(p.name for p in out.iterdir()) == sorted(
-        [s.path for s in manifest.shards] + ["manifest.json", "schema.pbtxt"]
+        [s.path for s in manifest.shards]
+        + ["dataset_info.json", "features.json", "manifest.json", "schema.pbtxt", "statistics.pb"]
     )
 
 
@@ -199,8 +200,11 @@ def test_rerun_with_another_shard_count_replaces_the_old_shards(sample_csv, tmp_
     assert sorted(p.name for p in out.iterdir()) == [
         "data-00000-of-00002.g1.tfrecord",
         "data-00001-of-00002.g1.tfrecord",
+        "dataset_info.json",
+        "features.json",
         "manifest.json",
         "schema.pbtxt",
+        "statistics.pb",
     ]
     assert manifest.generation == 1 and manifest.total_records == 12_000
     assert verify(str(out))[1] == []

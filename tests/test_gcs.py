@@ -1,7 +1,7 @@
 """gs:// end to end against a local Cloud Storage emulator (traffic to 127.0.0.1 only).
 
-convert gs:// -> gs:// and local -> gs://, `verify` and `inspect` on gs://, and the tf.data
-reader on gs:// shards through TensorFlow's own GCS file system (via a local TLS proxy).
+convert gs:// -> gs:// and local -> gs://, `verify`, `inspect` and `report` on gs://, and the
+tf.data reader on gs:// shards through TensorFlow's own GCS file system (via a local TLS proxy).
 """
 
 from __future__ import annotations
@@ -69,7 +69,7 @@ def read_ids(proxy: TlsProxy, path: str, *split: str) -> list[int]:
     return json.loads(result.stdout.splitlines()[-1])
 
 
-def test_gs_to_gs_convert_verify_inspect_rerun_and_read(gcs):
+def test_gs_to_gs_convert_verify_inspect_rerun_and_read(gcs, tmp_path):
     emulator, proxy, client = gcs
     out = f"gs://{BUCKET}/ds/{{date}}"
     flags = ["--input", f"gs://{BUCKET}/raw/*.csv", "--output", out, "--run_date=2026-12-01"]
@@ -80,7 +80,14 @@ def test_gs_to_gs_convert_verify_inspect_rerun_and_read(gcs):
     assert (summary["status"], summary["records_written"]) == ("ok", 12000)
     listed = names(client, "ds/2026-12-01/")
     shards = [n for n in listed if n.startswith("data-")]
-    assert listed == [*shards, "manifest.json", "schema.pbtxt"]  # no temporary objects left
+    assert listed == [
+        *shards,
+        "dataset_info.json",
+        "features.json",
+        "manifest.json",
+        "schema.pbtxt",
+        "statistics.pb",
+    ]  # no temporary objects left
     assert len(shards) == summary["shards"]
     # The manifest is written last: no shard object is newer.
     blobs = {b.name: b for b in client.list_blobs(BUCKET, prefix="ds/2026-12-01/")}
@@ -96,6 +103,12 @@ def test_gs_to_gs_convert_verify_inspect_rerun_and_read(gcs):
     assert verified.stdout.startswith(f"verify ok: {len(shards)} shards, 12,000 records")
     inspected = cli(emulator, "inspect", f"gs://{BUCKET}/ds/2026-12-01")
     assert "records      12,000" in inspected.stdout
+    stats = cli(emulator, "inspect", f"gs://{BUCKET}/ds/2026-12-01", "--stats")
+    assert stats.stdout.startswith("All Examples: 12,000 records"), stats.stderr[-3000:]
+    page = tmp_path / "report.html"
+    reported = cli(emulator, "report", f"gs://{BUCKET}/ds/2026-12-01", "-o", str(page))
+    assert reported.returncode == 0, reported.stderr[-3000:]
+    assert "12,000" in page.read_text() and 'data-feature="city"' in page.read_text()
     again = cli(emulator, *convert_flags(*flags))
     assert json.loads(again.stdout.splitlines()[-1])["status"] == "already_converted"
 

@@ -119,8 +119,11 @@ def test_a_failed_run_leaves_the_previous_dataset_and_its_dead_letters_alone(sam
         "data-00000-of-00003.g1.tfrecord",
         "data-00001-of-00003.g1.tfrecord",
         "data-00002-of-00003.g1.tfrecord",
+        "dataset_info.json",
+        "features.json",
         "manifest.json",
         "schema.pbtxt",
+        "statistics.pb",
     ]
 
 

@@ -69,7 +69,14 @@ def test_a_rerun_over_a_damaged_dataset_converts_again(sample_csv, tmp_path, dam
     assert again.converted
     assert again.manifest.fingerprint == first.manifest.fingerprint
     assert sorted(p.name for p in out.iterdir()) == sorted(
-        ["manifest.json", "schema.pbtxt", *(s.path for s in again.manifest.shards)]
+        [
+            "dataset_info.json",
+            "features.json",
+            "manifest.json",
+            "schema.pbtxt",
+            "statistics.pb",
+            *(s.path for s in again.manifest.shards),
+        ]
     )
 
 
@@ -95,9 +102,12 @@ def test_foreign_files_are_refused_without_overwrite(sample_csv, tmp_path):
     manifest = convert(sample_csv, out, "--num_shards=1", "--overwrite")
     assert sorted(p.name for p in out.iterdir()) == [
         "data-00000-of-00001.tfrecord",
+        "dataset_info.json",
+        "features.json",
         "manifest.json",
         "notes.txt",
         "schema.pbtxt",
+        "statistics.pb",
     ]
     assert (out / "notes.txt").read_text() == "keep me"
     assert manifest.total_records == 12_000

@@ -117,8 +117,11 @@ def test_publishing_renames_the_shards_and_writes_their_manifest(tmp_path):
     assert sorted(p.name for p in out.iterdir()) == [
         "data-00000-of-00002.tfrecord",
         "data-00001-of-00002.tfrecord",
+        "dataset_info.json",
+        "features.json",
         "manifest.json",
         "schema.pbtxt",
+        "statistics.pb",
     ]
     assert not (tmp_path / "tmp").exists()
 

@@ -16,6 +16,7 @@ from beam_jobs.schema.rows import flatten_object, infer_from_rows
 from beam_jobs.sink.dead_letter import BadRow, as_text
 from beam_jobs.sink.encode import ExampleEncoder, decode_examples
 from beam_jobs.sink.shard_writer import METRICS_NAMESPACE
+from beam_jobs.stats.accumulate import new_stats, update_all
 from tfdata_reader.manifest import FeatureSpec
 
 __all__ = ["EncodeElementsFn", "infer_spec"]
@@ -69,7 +70,8 @@ def _flat(element: Any) -> dict:
 
 class EncodeElementsFn(beam.DoFn):
     """Batches of elements -> serialized Examples; aside: bad rows, and per batch a tally (the
-    elements received, for the count check at publishing, and the missing values per feature)."""
+    elements received, for the count check at publishing, the missing values per feature and
+    the features' statistics)."""
 
     BAD = "bad"
     TALLY = "tally"
@@ -115,13 +117,17 @@ class EncodeElementsFn(beam.DoFn):
         else:
             batch, bad = self._conform(elements, features)
             rows = [{"cells": _cells(_flat(elements[i]))} for i in sorted(bad)]
-        records = self._encoder.encode(batch)
+        columns = self._encoder.columns(batch)
+        records = self._encoder.encode_columns(columns, batch.num_rows)
         for (index, reason), content in zip(sorted(bad.items()), rows):
             yield beam.pvalue.TaggedOutput(
                 self.BAD, BadRow(_SOURCE, 0, 0, reason, index, content).to_json()
             )
         self._bad_counter.inc(len(bad))
         missing = {f.name: arrow_conform.missing_count(batch.column(f.name)) for f in features}
+        stats = new_stats(features)
+        update_all(stats, features, columns)
         rows = sum(e.num_rows if isinstance(e, pa.RecordBatch) else 1 for e in elements)
-        yield beam.pvalue.TaggedOutput(self.TALLY, {"elements": rows, "missing": missing})
+        tally = {"elements": rows, "missing": missing, "stats": stats}
+        yield beam.pvalue.TaggedOutput(self.TALLY, tally)
         yield from records

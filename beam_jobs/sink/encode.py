@@ -50,8 +50,15 @@ class ExampleEncoder:
 
     def encode(self, batch: pa.RecordBatch) -> list[bytes]:
         """Returns one serialized Example per row of `batch`."""
-        columns = [value_lists(batch.column(f.name), f.dtype) for f in self._features]
-        return encode_examples(self._names, self._dtypes, columns, batch.num_rows).to_pylist()
+        return self.encode_columns(self.columns(batch), batch.num_rows)
+
+    def columns(self, batch: pa.RecordBatch) -> list[tuple[np.ndarray, pa.Array]]:
+        """Each feature's `value_lists`, in the features' order (statistics use them too)."""
+        return [value_lists(batch.column(f.name), f.dtype) for f in self._features]
+
+    def encode_columns(self, columns: list[tuple[np.ndarray, pa.Array]], rows: int) -> list[bytes]:
+        """`encode` of a batch whose `columns` are given."""
+        return encode_examples(self._names, self._dtypes, columns, rows).to_pylist()
 
 
 def decode_examples(records: Sequence[bytes]) -> pa.RecordBatch:

@@ -1,7 +1,8 @@
 """Writing grouped records as shards, for `WriteShards`: each record goes to the lightest
 shard of its bundle, records are grouped by shard index, and each group becomes one temporary
-shard file (shard 0 also carries the dead letter, the missing-value counts and the count of
-elements received, which publishing checks against the records written and set aside)."""
+shard file (shard 0 also carries the dead letter, the missing-value counts, the statistics and
+the count of elements received, which publishing checks against the records written and set
+aside)."""
 
 from __future__ import annotations
 
@@ -21,6 +22,7 @@ from beam_jobs.sink.dead_letter import write_dead_letter
 from beam_jobs.sink.publish import WrittenShard
 from beam_jobs.sink.shard_writer import METRICS_NAMESPACE
 from beam_jobs.sink.tfrecord import RECORD_OVERHEAD_BYTES, ShardFileWriter
+from beam_jobs.stats.accumulate import merge_all
 from tfdata_reader.manifest import shard_name
 
 __all__ = ["PickShardFn", "WriteGroupFn", "every_index", "framed_size", "shard_count"]
@@ -67,8 +69,8 @@ def every_index(num_shards: int) -> Iterator[tuple[int, None]]:
 class WriteGroupFn(beam.DoFn):
     """Writes the records grouped under one shard index to a temporary file.
 
-    Shard 0 also carries what is not any one shard's: the dead letter of every bad element and
-    the missing-value counts of all records.
+    Shard 0 also carries what is not any one shard's: the dead letter of every bad element,
+    the missing-value counts and the statistics of all records.
     """
 
     def __init__(self, temp_dir: str, prefix: str, compression: str) -> None:
@@ -115,6 +117,7 @@ class WriteGroupFn(beam.DoFn):
             input_bytes=0,
             null_counts=_sum_counts([t["missing"] for t in tallies]) if first else {},
             rows_read=sum(t["elements"] for t in tallies) if first else 0,
+            stats=merge_all(t["stats"] for t in tallies) if first else {},
             bad_records=len(bad_rows) if first else 0,
             dead_letter_temp_path=dead_letter,
             num_shards=num_shards,

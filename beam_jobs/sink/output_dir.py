@@ -25,9 +25,11 @@ from apache_beam.io.filesystems import FileSystems
 
 from beam_jobs.errors import UsageError
 from beam_jobs.paths import is_local
+from beam_jobs.schema.tfds import TFDS_NAMES
 from beam_jobs.schema.tfmd import SCHEMA_NAME
 from beam_jobs.sink.dead_letter import DEAD_LETTER_DIR
 from beam_jobs.sink.lease import LEASE_NAME
+from beam_jobs.stats.proto import STATISTICS_NAME
 from tfdata_reader.manifest import (
     MANIFEST_NAME,
     FeatureSpec,
@@ -108,7 +110,7 @@ def is_ours(relative: str) -> bool:
     """True for a path (relative to the output folder) that tfrecord-etl writes there."""
     top = relative.split("/", 1)[0]
     return (
-        relative in (MANIFEST_NAME, LEASE_NAME, SCHEMA_NAME)
+        relative in (MANIFEST_NAME, LEASE_NAME, SCHEMA_NAME, STATISTICS_NAME, *TFDS_NAMES)
         or shard_prefix_of(relative) is not None
         or _is_dead_letter(relative)
         or bool(_TEMP_DIR_RE.fullmatch(top))

@@ -30,10 +30,13 @@ from apache_beam.io.filesystems import FileSystems
 from beam_jobs.errors import DataError, ManifestError, TooManyBadRecords, raised_for_launcher
 from beam_jobs.formats.base import Covered
 from beam_jobs.paths import is_local
+from beam_jobs.schema.tfds import TFDS_NAMES, tfds_files
 from beam_jobs.schema.tfmd import SCHEMA_NAME, schema_pbtxt
 from beam_jobs.sink.dead_letter import DEAD_LETTER_DIR, dead_letter_name
 from beam_jobs.sink.lease import check_holder, release
 from beam_jobs.sink.output_dir import load_manifest, ours_to_remove, remove_folder
+from beam_jobs.stats.accumulate import FeatureStats, merge_all
+from beam_jobs.stats.proto import ALL_EXAMPLES, STATISTICS_NAME, statistics_list
 from beam_jobs.version import __version__
 from tfdata_reader.manifest import (
     MANIFEST_NAME,
@@ -69,6 +72,7 @@ class WrittenShard:
     ignored_fields: dict[str, int] = dataclasses.field(default_factory=dict)  # keys not in spec
     rows_read: int = 0  # rows its writer read (WriteShards: elements received, on shard 0)
     label_values: tuple[bytes, ...] = ()  # the distinct values of a text --label it holds
+    stats: dict[str, FeatureStats] = dataclasses.field(default_factory=dict)  # of its records
 
 
 @dataclasses.dataclass(frozen=True)
@@ -164,6 +168,32 @@ def build_manifest(
         label=spec.label,
         generation=generation,
     )
+
+
+def _statistics(written: Sequence[WrittenShard], manifest: Manifest) -> bytes:
+    """`statistics.pb`: the shards' statistics merged per split, by shard index (a fixed order:
+    the same conversion gives the same bytes)."""
+    datasets = []
+    for split in list(manifest.splits) or [None]:
+        shards = sorted((w for w in written if w.split == split), key=lambda w: w.index)
+        merged = merge_all(w.stats for w in shards)
+        records = sum(w.records for w in shards)
+        datasets.append((split or ALL_EXAMPLES, records, merged))
+    return statistics_list(datasets, manifest.features).SerializeToString(deterministic=True)
+
+
+def _write_tfds_files(output: str, manifest: Manifest) -> None:
+    """TFDS's `dataset_info.json` and `features.json`; for a dataset TFDS cannot read (GZIP),
+    none, and an earlier conversion's are removed (they would describe other shards)."""
+    files = tfds_files(manifest)
+    if files is None:
+        stale = [FileSystems.join(output, n) for n in TFDS_NAMES]
+        stale = [p for p in stale if FileSystems.exists(p)]
+        if stale:
+            FileSystems.delete(stale)
+        return
+    for name, text in files.items():
+        write_text_atomically(FileSystems.join(output, name), text)
 
 
 def _text_labels(written: Sequence[WrittenShard]) -> list[str]:
@@ -267,11 +297,11 @@ def _check_bad_fraction(
         )
 
 
-def write_text_atomically(path: str, text: str) -> None:
+def write_text_atomically(path: str, text: str | bytes) -> None:
     """Writes a file under a temporary name beside it, then renames it into place."""
     temp = f"{path}.tmp-{datetime.datetime.now().strftime('%Y%m%d%H%M%S%f')}"
     with FileSystems.create(temp, compression_type=CompressionTypes.UNCOMPRESSED) as f:
-        f.write(text.encode("utf-8"))
+        f.write(text.encode("utf-8") if isinstance(text, str) else text)
     if not is_local(path):
         FileSystems.rename([temp], [path])  # a copy onto the object, then the temp deleted
     else:
@@ -324,6 +354,8 @@ def publish(
         FileSystems.join(output, SCHEMA_NAME),
         schema_pbtxt(manifest.features, manifest.label, manifest.label_vocabulary),
     )
+    write_text_atomically(FileSystems.join(output, STATISTICS_NAME), _statistics(written, manifest))
+    _write_tfds_files(output, manifest)
     write_text_atomically(FileSystems.join(output, MANIFEST_NAME), manifest.to_json())
     keep = {s.path for s in manifest.shards} | set(manifest.dead_letter)
     stale = ours_to_remove(output, keep, set(spec.prefixes) | _prefixes(previous))

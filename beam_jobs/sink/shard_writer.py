@@ -36,6 +36,7 @@ from beam_jobs.sink.encode import ExampleEncoder
 from beam_jobs.sink.output_dir import remove_empty_folders
 from beam_jobs.sink.publish import WrittenShard
 from beam_jobs.sink.tfrecord import ShardFileWriter
+from beam_jobs.stats.accumulate import new_stats, update_all
 from tfdata_reader.manifest import FeatureSpec, shard_name
 
 __all__ = [
@@ -139,6 +140,7 @@ class WriteShardFn(beam.DoFn):
         name = shard_name(prefix, shard.index, shard.num_shards, self._compression)
         temp_path = FileSystems.join(self._temp_dir, f"{name}.{uuid.uuid4().hex}")
         null_counts = {f.name: 0 for f in self._features}
+        stats = new_stats(self._features)
         labels: set[bytes] = set()
         primary = shard.split is None or self._splits.reports_bad_rows(shard.split)
         tally = _Tally(primary)
@@ -158,12 +160,16 @@ class WriteShardFn(beam.DoFn):
                         kept = self._splits.keep(batch, shard.split)
                         tally.elsewhere += batch.num_rows - kept.num_rows
                         batch = kept
-                    examples = self._encoder.encode(batch)
+                    columns = self._encoder.columns(batch)
+                    examples = self._encoder.encode_columns(columns, batch.num_rows)
                     if self._max_record_bytes:
-                        batch, examples = self._set_aside_oversized(
+                        kept, examples = self._set_aside_oversized(
                             batch, examples, piece, tally.oversized_row
                         )
+                        if kept is not batch:
+                            batch, columns = kept, self._encoder.columns(kept)
                     writer.write_records(examples)
+                    update_all(stats, self._features, columns)
                     for feature in self._features:
                         null_counts[feature.name] += missing_count(batch.column(feature.name))
         tally.check(writer.records, name)
@@ -198,6 +204,7 @@ class WriteShardFn(beam.DoFn):
             ignored_fields=_sum_ignored(reports) if primary else {},
             rows_read=tally.rows_read,
             label_values=tuple(sorted(labels)),
+            stats=stats,
         )
 
     def _read(

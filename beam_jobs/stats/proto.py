@@ -1,0 +1,162 @@
+"""Merged feature statistics as TFDV's `DatasetFeatureStatisticsList` (`statistics.pb`): what
+`tfdv.load_stats_binary` reads, Facets draws, and `inspect --stats` prints.
+
+One dataset per split (named after it), or one named "All Examples" (TFDV's name for a
+dataset without slices). A feature's `num_missing` counts records without a value (a null, an
+empty list): the manifest's `null_values`. TFDV, reading our shards itself, would count them
+as present with no values, since a missing value is written as an empty list.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Sequence
+
+import numpy as np
+from tensorflow_metadata.proto.v0 import statistics_pb2
+
+from beam_jobs.stats.accumulate import FeatureStats
+from tfdata_reader.manifest import FeatureSpec
+
+__all__ = ["ALL_EXAMPLES", "STATISTICS_NAME", "dataset_statistics", "statistics_list"]
+
+STATISTICS_NAME = "statistics.pb"
+ALL_EXAMPLES = "All Examples"
+HISTOGRAM_BUCKETS = 10
+TOP_VALUES = 10
+_FINE_BUCKETS = 100  # quantile buckets the equal-width histogram is estimated from
+
+_TYPES = {
+    "int64": statistics_pb2.FeatureNameStatistics.INT,
+    "float32": statistics_pb2.FeatureNameStatistics.FLOAT,
+}
+
+
+def statistics_list(
+    datasets: Sequence[tuple[str, int, dict[str, FeatureStats]]],
+    features: Sequence[FeatureSpec],
+) -> statistics_pb2.DatasetFeatureStatisticsList:
+    """(name, records, feature -> stats) per dataset -> the proto, features in spec order."""
+    result = statistics_pb2.DatasetFeatureStatisticsList()
+    for name, records, stats in datasets:
+        result.datasets.append(dataset_statistics(name, records, stats, features))
+    return result
+
+
+def dataset_statistics(
+    name: str, records: int, stats: dict[str, FeatureStats], features: Sequence[FeatureSpec]
+) -> statistics_pb2.DatasetFeatureStatistics:
+    dataset = statistics_pb2.DatasetFeatureStatistics(name=name, num_examples=records)
+    for feature in features:
+        dataset.features.append(_feature(feature.name, stats.get(feature.name), feature.dtype))
+    return dataset
+
+
+def _feature(
+    name: str, stats: FeatureStats | None, dtype: str
+) -> statistics_pb2.FeatureNameStatistics:
+    stats = stats or FeatureStats(dtype)
+    result = statistics_pb2.FeatureNameStatistics()
+    result.path.step.append(name)
+    common = _common(stats)
+    if dtype in _TYPES:
+        result.type = _TYPES[dtype]
+        result.num_stats.CopyFrom(_numbers(stats, common))
+        return result
+    top = stats.top_values(TOP_VALUES)
+    texts = [_text(value) for value, _ in top]
+    if None in texts:  # binary values (images, say): lengths and a distinct count only
+        result.type = statistics_pb2.FeatureNameStatistics.BYTES
+        result.bytes_stats.CopyFrom(_bytes(stats, common))
+        return result
+    result.type = statistics_pb2.FeatureNameStatistics.STRING
+    strings = result.string_stats
+    strings.common_stats.CopyFrom(common)
+    strings.unique = stats.distinct_estimate()
+    strings.avg_length = stats.length / stats.values if stats.values else 0.0
+    for rank, (text, (_, count)) in enumerate(zip(texts, top, strict=True)):
+        strings.top_values.add(value=text, frequency=count)
+        strings.rank_histogram.buckets.add(
+            low_rank=rank, high_rank=rank, label=text, sample_count=count
+        )
+    return result
+
+
+def _text(value: bytes) -> str | None:
+    try:
+        return value.decode("utf-8")
+    except UnicodeDecodeError:
+        return None
+
+
+def _common(stats: FeatureStats) -> statistics_pb2.CommonStatistics:
+    present = stats.records - stats.missing
+    return statistics_pb2.CommonStatistics(
+        num_non_missing=present,
+        num_missing=stats.missing,
+        min_num_values=stats.min_values or 0,
+        max_num_values=stats.max_values,
+        avg_num_values=stats.values / present if present else 0.0,
+        tot_num_values=stats.values,
+    )
+
+
+def _numbers(
+    stats: FeatureStats, common: statistics_pb2.CommonStatistics
+) -> statistics_pb2.NumericStatistics:
+    result = statistics_pb2.NumericStatistics(common_stats=common)
+    if not stats.numbers:
+        if stats.nans:
+            result.histograms.add(num_nan=stats.nans, type=statistics_pb2.Histogram.QUANTILES)
+        return result
+    result.mean = stats.mean
+    result.std_dev = stats.std_dev
+    result.num_zeros = stats.zeros
+    result.min = stats.low
+    result.max = stats.high
+    edges = stats.quantile_edges(HISTOGRAM_BUCKETS)
+    result.median = edges[len(edges) // 2]
+    if np.isfinite([stats.low, stats.high]).all():
+        standard = result.histograms.add(num_nan=stats.nans, type=statistics_pb2.Histogram.STANDARD)
+        fine = stats.quantile_edges(_FINE_BUCKETS)
+        for low, high, count in equal_width(fine, stats.numbers, HISTOGRAM_BUCKETS):
+            standard.buckets.add(low_value=low, high_value=high, sample_count=count)
+    quantiles = result.histograms.add(num_nan=stats.nans, type=statistics_pb2.Histogram.QUANTILES)
+    share = stats.numbers / HISTOGRAM_BUCKETS
+    for low, high in itertools.pairwise(edges):
+        quantiles.buckets.add(low_value=low, high_value=high, sample_count=share)
+    return result
+
+
+def equal_width(
+    edges: Sequence[float], total: int, buckets: int
+) -> list[tuple[float, float, float]]:
+    """Equal-width buckets from quantile edges (each quantile bucket holds an equal share of
+    `total`, spread over the equal-width buckets it overlaps in proportion): (low, high, count).
+    """
+    low, high = edges[0], edges[-1]
+    if low == high:
+        return [(low, high, float(total))]
+    bounds = np.linspace(low, high, buckets + 1)
+    counts = np.zeros(buckets)
+    share = total / (len(edges) - 1)
+    for a, b in itertools.pairwise(edges):
+        if a == b:  # a point: all of its share in the bucket that holds it
+            counts[min(int(np.searchsorted(bounds, a, side="right")) - 1, buckets - 1)] += share
+            continue
+        overlap = np.clip(np.minimum(bounds[1:], b) - np.maximum(bounds[:-1], a), 0, None)
+        counts += share * overlap / (b - a)
+    return [(float(bounds[i]), float(bounds[i + 1]), float(counts[i])) for i in range(buckets)]
+
+
+def _bytes(
+    stats: FeatureStats, common: statistics_pb2.CommonStatistics
+) -> statistics_pb2.BytesStatistics:
+    return statistics_pb2.BytesStatistics(
+        common_stats=common,
+        unique=stats.distinct_estimate(),
+        avg_num_bytes=stats.length / stats.values if stats.values else 0.0,
+        min_num_bytes=float(stats.min_length or 0),
+        max_num_bytes=float(stats.max_length),
+        max_num_bytes_int=stats.max_length,
+    )

@@ -1,0 +1,236 @@
+"""`statistics.pb`: per-feature statistics computed by the writers, merged at publishing, and
+checked against pandas (and Python's json module) on the same input."""
+
+from __future__ import annotations
+
+import json
+import math
+import pickle
+import subprocess
+import sys
+
+import numpy as np
+import pandas as pd
+import pyarrow as pa
+import pytest
+import tensorflow as tf
+from support.datasets import ROOT, convert
+from tensorflow_metadata.proto.v0 import statistics_pb2
+
+from beam_jobs.stats.accumulate import FeatureStats, merge_all
+from beam_jobs.stats.proto import equal_width
+from beam_jobs.stats.table import load_statistics
+
+_Stats = statistics_pb2.FeatureNameStatistics
+
+
+def _by_name(dataset) -> dict[str, _Stats]:
+    return {"/".join(f.path.step): f for f in dataset.features}
+
+
+def _frame(paths) -> pd.DataFrame:
+    # Our CSV rule: an empty field is a missing value, and nothing else is.
+    return pd.concat(
+        [pd.read_csv(p, keep_default_na=False, na_values=[""]) for p in sorted(paths)],
+        ignore_index=True,
+    )
+
+
+def _check_numbers(stats: _Stats, column: pd.Series) -> None:
+    common = stats.num_stats.common_stats
+    present = column.dropna()
+    assert (common.num_non_missing, common.num_missing) == (len(present), column.isna().sum())
+    assert common.tot_num_values == len(present)
+    if stats.type == _Stats.FLOAT:  # the feature holds float32: compare what it holds
+        present = present.astype(np.float32).astype(np.float64)
+    assert stats.num_stats.min == present.min() and stats.num_stats.max == present.max()
+    assert stats.num_stats.num_zeros == (present == 0).sum()
+    spread = float(present.abs().max()) or 1.0
+    assert math.isclose(stats.num_stats.mean, present.mean(), rel_tol=1e-9, abs_tol=spread * 1e-12)
+    assert math.isclose(stats.num_stats.std_dev, present.std(ddof=0), rel_tol=1e-7)
+    quantiles = next(h for h in stats.num_stats.histograms if h.type == h.QUANTILES)
+    assert len(quantiles.buckets) == 10
+    assert quantiles.buckets[0].low_value == present.min()
+    assert quantiles.buckets[-1].high_value == present.max()
+    standard = next(h for h in stats.num_stats.histograms if h.type == h.STANDARD)
+    assert sum(b.sample_count for b in standard.buckets) == pytest.approx(len(present))
+
+
+def _check_strings(stats: _Stats, column: pd.Series) -> None:
+    assert stats.type == _Stats.STRING
+    strings = stats.string_stats
+    present = column.dropna().astype(str)
+    assert strings.common_stats.num_non_missing == len(present)
+    assert strings.common_stats.num_missing == column.isna().sum()
+    distinct = present.nunique()
+    if distinct < 1024:  # exact below the sketch's 1,024 slots, an estimate beyond
+        assert strings.unique == distinct
+    else:
+        assert abs(strings.unique - distinct) < 0.1 * distinct
+    counts = present.value_counts()
+    ranked = sorted(counts.items(), key=lambda kv: (-kv[1], kv[0].encode()))[:10]
+    top = [(t.value, t.frequency) for t in strings.top_values]
+    if distinct <= 100:  # the top-k sketch's buckets: exact
+        assert top == ranked
+    else:  # counts surely reached: never more than the truth
+        assert all(0 < count <= counts[value] for value, count in top)
+    lengths = present.map(lambda s: len(s.encode()))
+    assert strings.avg_length == pytest.approx(lengths.mean(), rel=1e-7)  # a float field
+
+
+def test_statistics_equal_what_pandas_computes(sample_csv, tmp_path):
+    out = tmp_path / "out"
+    manifest = convert(sample_csv, out, "--num_shards=3")  # three shards' statistics merged
+    stats = load_statistics(str(out))
+    assert [d.name for d in stats.datasets] == ["All Examples"]
+    dataset = stats.datasets[0]
+    assert dataset.num_examples == manifest.total_records == 12_000
+    frame = _frame(sample_csv)
+    features = _by_name(dataset)
+    assert list(features) == [f.name for f in manifest.features]
+    for spec in manifest.features:
+        if spec.dtype == "bytes":
+            _check_strings(features[spec.name], frame[spec.name])
+        else:
+            _check_numbers(features[spec.name], frame[spec.name])
+    nulls = manifest.counts["null_values"]
+    assert {n: f.WhichOneof("stats") and getattr(f, f.WhichOneof("stats")).common_stats.num_missing
+            for n, f in features.items()} == nulls  # fmt: skip
+
+
+def _split_ids(out, manifest, split: str) -> list[int]:
+    paths = [str(out / s.path) for s in manifest.shards if s.split == split]
+    spec = {"id": tf.io.FixedLenFeature([], tf.int64)}
+    ids = []
+    for record in tf.data.TFRecordDataset(paths):
+        ids.append(int(tf.io.parse_single_example(record, spec)["id"]))
+    return ids
+
+
+def test_each_split_has_its_own_statistics(sample_csv, tmp_path):
+    out = tmp_path / "out"
+    manifest = convert(sample_csv, out, "--splits=train=2,eval=1", "--num_shards=2")
+    stats = load_statistics(str(out))
+    assert [d.name for d in stats.datasets] == ["train", "eval"]
+    frame = _frame(sample_csv).set_index("id", drop=False)
+    for dataset in stats.datasets:
+        rows = frame.loc[_split_ids(out, manifest, dataset.name)]
+        assert (
+            dataset.num_examples == len(rows) == manifest.split_summary()[dataset.name]["records"]
+        )
+        features = _by_name(dataset)
+        _check_numbers(features["score"], rows["score"])
+        _check_strings(features["city"], rows["city"])
+
+
+def test_list_features_count_their_values(tmp_path):
+    lines = [{"id": i, "tags": ["a", "b", "c"][: i % 4] if i % 5 else None,
+              "xs": [float(i)] * (i % 3)} for i in range(500)]  # fmt: skip
+    src = tmp_path / "in.jsonl"
+    src.write_text("".join(json.dumps(line) + "\n" for line in lines))
+    convert([str(src)], tmp_path / "out", "--num_shards=2")
+    features = _by_name(load_statistics(str(tmp_path / "out")).datasets[0])
+    for name in ("tags", "xs"):
+        counts = [len(line[name] or []) for line in lines]
+        which = features[name].WhichOneof("stats")
+        common = getattr(features[name], which).common_stats
+        present = [c for c in counts if c]
+        assert common.num_non_missing == len(present)
+        assert common.num_missing == counts.count(0)
+        assert (common.min_num_values, common.max_num_values) == (min(present), max(present))
+        assert common.tot_num_values == sum(counts)
+        assert common.avg_num_values == pytest.approx(sum(counts) / len(present))
+    values = [float(i) for line in lines for i in [line["id"]] * len(line["xs"])]
+    assert features["xs"].num_stats.mean == pytest.approx(np.mean(values), rel=1e-12)
+
+
+def _stats(dtype, rows: list[list]) -> FeatureStats:
+    offsets = np.cumsum([0] + [len(r) for r in rows])
+    flat = [v for r in rows for v in r]
+    stats = FeatureStats(dtype)
+    stats.update(offsets, pa.array(flat, type=pa.binary() if dtype == "bytes" else pa.float64()))
+    return stats
+
+
+def test_merged_parts_equal_one_pass():
+    rng = np.random.default_rng(3)
+    values = rng.normal(1e6, 3.0, size=3000)  # a large mean: naive sums of squares would cancel
+    rows = [[v] for v in values]
+    whole = _stats("float32", rows)
+    parts = [pickle.loads(pickle.dumps(_stats("float32", rows[i:i + 700])))
+             for i in range(0, 3000, 700)]  # fmt: skip
+    merged = merge_all({"x": p} for p in parts)["x"]
+    assert (merged.records, merged.values, merged.low, merged.high) == (
+        3000, 3000, values.min(), values.max())  # fmt: skip
+    assert merged.mean == pytest.approx(values.mean(), rel=1e-15)
+    assert merged.std_dev == pytest.approx(values.std(), rel=1e-9)
+    # The median's rank: within the sketch's 1% and the sampling's error (2,560 sampled).
+    assert abs((values < merged.quantile_edges(2)[1]).mean() - 0.5) < 0.03
+    assert whole.quantile_edges(4) == whole.quantile_edges(4)  # asking twice leaves it whole
+    assert parts[0].records == 700  # merging leaves the parts alone
+
+
+def test_nan_infinity_and_empty_features():
+    stats = _stats("float32", [[float("nan")], [], [float("inf"), 1.0], [0.0]])
+    assert (stats.records, stats.missing, stats.values, stats.nans, stats.zeros) == (4, 1, 4, 1, 1)
+    assert (stats.low, stats.high, stats.numbers) == (0.0, float("inf"), 3)
+    empty = _stats("int64", [[], []])
+    assert (empty.missing, empty.values, empty.quantile_edges(10)) == (2, 0, [])
+
+
+def test_binary_values_are_bytes_statistics(tmp_path):
+    from beam_jobs.stats.proto import dataset_statistics
+    from tfdata_reader.manifest import FeatureSpec
+
+    stats = _stats("bytes", [[b"\xff\xd8\xff\xe0" + bytes([i])] for i in range(20)])
+    feature = dataset_statistics("x", 20, {"img": stats}, [FeatureSpec("img", "bytes")])
+    img = feature.features[0]
+    assert img.type == _Stats.BYTES
+    assert (img.bytes_stats.unique, img.bytes_stats.max_num_bytes_int) == (20, 5)
+    assert img.bytes_stats.avg_num_bytes == 5.0
+
+
+def test_equal_width_buckets_from_quantiles():
+    # Quartiles of 0..8 evenly: each quantile bucket's share spreads over what it overlaps.
+    assert equal_width([0.0, 2.0, 4.0, 6.0, 8.0], 8, 2) == [(0.0, 4.0, 4.0), (4.0, 8.0, 4.0)]
+    assert equal_width([0.0, 1.0, 1.0, 4.0], 3, 2) == [(0.0, 2.0, 7 / 3), (2.0, 4.0, 2 / 3)]
+    assert equal_width([5.0, 5.0], 7, 10) == [(5.0, 5.0, 7.0)]
+
+
+def test_inspect_stats_prints_a_table(converted):
+    out, manifest = converted
+    result = subprocess.run(
+        [sys.executable, "-m", "beam_jobs", "inspect", str(out), "--stats"],
+        capture_output=True, text=True, cwd=ROOT, check=True,
+    )  # fmt: skip
+    lines = result.stdout.splitlines()
+    assert lines[0] == "All Examples: 12,000 records"
+    assert lines[1].split()[:5] == ["feature", "type", "present", "missing", "values/record"]
+    rows = {line.split()[0]: line.split() for line in lines[2:]}
+    assert list(rows) == [f.name for f in manifest.features]
+    nulls = manifest.counts["null_values"]
+    for name, row in rows.items():
+        assert int(row[3].replace(",", "")) == nulls[name]
+        assert int(row[2].replace(",", "")) == 12_000 - nulls[name]
+
+
+def test_inspect_stats_without_statistics_names_the_file(converted, tmp_path):
+    out = tmp_path / "old"
+    out.mkdir()
+    (out / "manifest.json").write_bytes((converted[0] / "manifest.json").read_bytes())
+    result = subprocess.run(
+        [sys.executable, "-m", "beam_jobs", "inspect", str(out), "--stats"],
+        capture_output=True, text=True, cwd=ROOT,
+    )  # fmt: skip
+    assert result.returncode == 1
+    assert f"{out}/statistics.pb does not exist" in result.stderr
+
+
+def test_top_values_past_the_sketch_never_overstate():
+    # One frequent value among 3,000 values seen once: the sketch (100 counters) decrements,
+    # and only counts surely reached are reported.
+    rows = [[b"heavy"]] * 4000 + [[f"rare{i}".encode()] for i in range(3000)]
+    rows = [rows[(i * 7919) % len(rows)] for i in range(len(rows))]  # interleaved
+    top = _stats("bytes", rows).top_values(10)
+    assert top[0][0] == b"heavy" and 3900 <= top[0][1] <= 4000
+    assert all(count <= 1 for value, count in top[1:])
