@@ -16,7 +16,7 @@ from beam_jobs.schema.rows import flatten_object, infer_from_rows
 from beam_jobs.sink.dead_letter import BadRow, as_text
 from beam_jobs.sink.encode import ExampleEncoder, decode_examples
 from beam_jobs.sink.shard_writer import METRICS_NAMESPACE
-from beam_jobs.stats.accumulate import new_stats, update_all
+from beam_jobs.stats.accumulate import finish_all, new_stats, update_all
 from tfdata_reader.manifest import FeatureSpec
 
 __all__ = ["EncodeElementsFn", "infer_spec"]
@@ -128,6 +128,6 @@ class EncodeElementsFn(beam.DoFn):
         stats = new_stats(features)
         update_all(stats, features, columns)
         rows = sum(e.num_rows if isinstance(e, pa.RecordBatch) else 1 for e in elements)
-        tally = {"elements": rows, "missing": missing, "stats": stats}
+        tally = {"elements": rows, "missing": missing, "stats": finish_all(stats)}
         yield beam.pvalue.TaggedOutput(self.TALLY, tally)
         yield from records

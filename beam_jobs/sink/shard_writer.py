@@ -36,7 +36,7 @@ from beam_jobs.sink.encode import ExampleEncoder
 from beam_jobs.sink.output_dir import remove_empty_folders
 from beam_jobs.sink.publish import WrittenShard
 from beam_jobs.sink.tfrecord import ShardFileWriter
-from beam_jobs.stats.accumulate import new_stats, update_all
+from beam_jobs.stats.accumulate import finish_all, new_stats, update_all
 from tfdata_reader.manifest import FeatureSpec, shard_name
 
 __all__ = [
@@ -204,7 +204,7 @@ class WriteShardFn(beam.DoFn):
             ignored_fields=_sum_ignored(reports) if primary else {},
             rows_read=tally.rows_read,
             label_values=tuple(sorted(labels)),
-            stats=stats,
+            stats=finish_all(stats),
         )
 
     def _read(

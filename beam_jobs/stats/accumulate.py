@@ -1,14 +1,15 @@
 """Per-feature statistics accumulated over the Arrow batches a writer already holds, and merged.
 
-Each update is a handful of Arrow/numpy kernels over a whole column (no per-row Python): value
+Each update is a handful of NumPy/Arrow kernels over a whole column (no per-row Python): value
 counts per record from the list offsets; for numbers the count, mean and squared deviations
 (merged with Chan's formula, which stays exact where sums of squares would cancel), min, max,
-zeros, NaNs and a quantile sketch; for bytes the lengths, a distinct-count sketch (KMV) and a
-top-k sketch (Misra-Gries), all from tfx-bsl. An accumulator holds its sketches live while a
-writer updates it, and serialized when pickled, as it travels from writers to publishing.
+zeros and NaNs, all exact, and a quantile sketch fed a weighted sample of the batch; for bytes
+the lengths, a distinct-count sketch (KMV) and a top-k sketch (Misra-Gries), the sketches from
+tfx-bsl. An accumulator holds its sketches live while a writer updates it, and serialized when
+pickled, as it travels from writers to publishing.
 
-Merging is deterministic: the same accumulators merged in the same order give the same result,
-so the same conversion publishes the same statistics bytes.
+Samples are drawn by a generator each accumulator seeds alike, and merging is in a fixed order:
+the same conversion publishes the same statistics bytes.
 """
 
 from __future__ import annotations
@@ -27,7 +28,7 @@ import pyarrow.compute as pc
 
 from tfdata_reader.manifest import FeatureSpec
 
-__all__ = ["FeatureStats", "merge_all", "new_stats", "update_all"]
+__all__ = ["FeatureStats", "finish_all", "merge_all", "new_stats", "update_all"]
 
 # Rank error of the quantile sketch (the histograms' bucket edges): 1% of the values. Half that
 # made adding values ten times slower here (larger buffers to sort).
@@ -45,6 +46,7 @@ SAMPLE_SIZE = 512
 # has this many distinct ones are what a sample shows too.
 MANY_DISTINCT = 10_000
 _MG_DELTA_FIELD = 4
+FINISHED_BUCKETS = 100
 
 
 @dataclasses.dataclass
@@ -72,6 +74,7 @@ class FeatureStats:
     top: Any = None  # tfx-bsl MisraGriesSketch
     top_weight: float = 0.0  # 0: `top` got every value; else the largest weight of a sampled one
     sampler: Any = None  # np.random.Generator, seeded alike in every accumulator
+    edges: Any = None  # after `finish`: np.ndarray of the quantile sketch's 101 edges
 
     def __getstate__(self) -> dict:
         state = dict(self.__dict__)
@@ -173,6 +176,14 @@ class FeatureStats:
         else:
             self.top.AddValues(values)
 
+    def finish(self) -> None:
+        """Ends a shard's updates: its quantile sketch (about 1 MB live) becomes the 101 edges
+        of 100 equal shares (808 bytes), which is what publishing merges. Every shard's
+        statistics are held at once while publishing: a terabyte makes thousands of shards."""
+        if self.quantiles is not None:
+            self.edges = np.array(self.quantile_edges(FINISHED_BUCKETS))
+            self.quantiles = None
+
     def merge(self, other: FeatureStats) -> None:
         """Adds another accumulator of the same feature (another shard's); `other` is spent
         (its sketches may become this one's)."""
@@ -191,6 +202,8 @@ class FeatureStats:
         self.min_length = _pick(min, self.min_length, other.min_length)
         self.max_length = max(self.max_length, other.max_length)
         self.top_weight = max(self.top_weight, other.top_weight)
+        if other.edges is not None:
+            self._add_shares(other.edges, other.numbers)
         for name in ("quantiles", "distinct", "top"):
             theirs = getattr(other, name)
             if theirs is None:
@@ -199,6 +212,18 @@ class FeatureStats:
                 setattr(self, name, theirs)
             else:
                 getattr(self, name).Merge(theirs)
+
+    def _add_shares(self, edges: np.ndarray, numbers: int) -> None:
+        """Adds a finished shard's numbers to the quantile sketch as its shares: each of the
+        100 holds `numbers / 100` values, added at its middle (one more percent of rank error
+        at most)."""
+        if self.quantiles is None:
+            from tfx_bsl import sketches
+
+            self.quantiles = sketches.QuantilesSketch(QUANTILE_EPSILON, _MAX_ELEMENTS, 1)
+        middles = (edges[:-1] + edges[1:]) / 2
+        weights = np.full(len(middles), numbers / len(middles), np.float32)
+        self.quantiles.AddValues(pa.array(middles), pa.array(weights))
 
     @property
     def std_dev(self) -> float:
@@ -293,6 +318,13 @@ def update_all(
     """Adds a batch: each feature's `value_lists`, as the encoder made them."""
     for feature, column in zip(features, columns, strict=True):
         stats[feature.name].update(*column)
+
+
+def finish_all(stats: dict[str, FeatureStats]) -> dict[str, FeatureStats]:
+    """`finish` for every feature; returns `stats`."""
+    for feature_stats in stats.values():
+        feature_stats.finish()
+    return stats
 
 
 def merge_all(parts: Iterable[dict[str, FeatureStats]]) -> dict[str, FeatureStats]:
