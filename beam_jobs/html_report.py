@@ -328,7 +328,7 @@ def _top_values(values: list[tuple[str, float]]) -> str:
     row, width = 17, 300
     rows = []
     for i, (value, count) in enumerate(values):
-        w = (width - 120) * count / top
+        w = (width - 170) * count / top  # room after the longest bar for its count
         rows.append(
             f'<text x="0" y="{i * row + 12}" font-size="11">{_e(_shorten(value, 18))}</text>'
             f'<rect x="120" y="{i * row + 2}" width="{w:.2f}" height="{row - 5}" '

@@ -46,6 +46,8 @@ SAMPLE_SIZE = 512
 # has this many distinct ones are what a sample shows too.
 MANY_DISTINCT = 10_000
 _MG_DELTA_FIELD = 4
+LONG_VALUE = 256  # bytes: longer values are one placeholder in the top values
+LONG_PLACEHOLDER = "__LONG_VALUE__"
 FINISHED_BUCKETS = 100
 
 
@@ -164,7 +166,13 @@ class FeatureStats:
         self.max_length = max(self.max_length, extremes["max"].as_py())
         if self.distinct is None:
             self.distinct = sketches.KmvSketch(KMV_SLOTS)
-            self.top = sketches.MisraGriesSketch(TOP_K_BUCKETS)
+            # Values past 256 bytes are counted as one placeholder: the sketch keeps whole
+            # values, and long ones (documents, images) would make every shard's sketch large.
+            self.top = sketches.MisraGriesSketch(
+                TOP_K_BUCKETS,
+                large_string_threshold=LONG_VALUE,
+                large_string_placeholder=LONG_PLACEHOLDER,
+            )
             self.sampler = np.random.default_rng(0)
         self.distinct.AddValues(values)
         if not self.top_weight and self.distinct.Estimate() > MANY_DISTINCT:
