@@ -18,6 +18,7 @@ from apache_beam.io.filesystems import FileSystems
 from tensorflow_metadata.proto.v0 import statistics_pb2
 
 from beam_jobs.errors import ManifestError
+from beam_jobs.sink.dead_letter import row_location
 from beam_jobs.sink.output_dir import load_manifest
 from beam_jobs.stats.table import load_statistics
 from beam_jobs.units import format_size
@@ -87,11 +88,7 @@ def dead_letter_reasons(paths: Sequence[str]) -> tuple[list[DeadLetterReason], i
 
 
 def _example(row: dict) -> str:
-    where = str(row.get("file", "?"))
-    if row.get("line") is not None:
-        where += f":{row['line']}"
-    elif row.get("byte_offset") is not None:
-        where += f" (byte {row['byte_offset']})"
+    where = row_location(row)
     content = row.get("raw", row.get("cells"))
     text = content if isinstance(content, str) else json.dumps(content, ensure_ascii=False)
     return f"{where}  {_shorten(text or '', 200)}"

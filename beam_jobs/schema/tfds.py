@@ -79,11 +79,9 @@ def _template(paths: list[str]) -> str | None:
 
 
 def _tensor(feature: FeatureSpec) -> dict[str, Any]:
-    shape = feature.shape
-    if shape is None or (feature.nullable and shape is not None):
-        dimensions = ["-1"]  # varying length, or a value that may be missing
-    else:
-        dimensions = [str(d) for d in shape]
+    # Varying length, or a value that may be missing: TFDS's (None,).
+    varying = feature.shape is None or feature.nullable
+    dimensions = ["-1"] if varying else [str(d) for d in feature.shape]
     return {
         "pythonClassName": _TENSOR,
         "tensor": {

@@ -21,6 +21,7 @@ __all__ = [
     "as_text",
     "dead_letter_name",
     "first_bad_rows",
+    "row_location",
     "write_dead_letter",
 ]
 
@@ -82,12 +83,20 @@ def write_dead_letter(temp_dir: str, shard_name: str, rows: Sequence[dict]) -> s
     return path
 
 
-def first_bad_rows(paths: Sequence[str], limit: int = 5) -> list[str]:
-    """The first `limit` bad rows in dead-letter files, one line each: `file:line: reason`.
+def row_location(row: dict) -> str:
+    """Where a dead-letter row was: `file:line`, else the file and its byte offset (TFRecord
+    records), else the file alone (oversized records, Parquet rows)."""
+    where = str(row.get("file", "?"))
+    if row.get("line") is not None:
+        return f"{where}:{row['line']}"
+    if row.get("byte_offset") is not None:
+        return f"{where} (byte {row['byte_offset']})"
+    return where
 
-    The file's byte offset stands in for the line where there is none (TFRecord records), and
-    the file alone for rows without either (oversized records, Parquet rows).
-    """
+
+def first_bad_rows(paths: Sequence[str], limit: int = 5) -> list[str]:
+    """The first `limit` bad rows in dead-letter files, one line each: `file:line: reason`
+    (see `row_location`)."""
     found: list[str] = []
     for path in paths:
         with FileSystems.open(path, compression_type=CompressionTypes.UNCOMPRESSED) as f:
@@ -95,10 +104,5 @@ def first_bad_rows(paths: Sequence[str], limit: int = 5) -> list[str]:
                 if len(found) == limit:
                     return found
                 row = json.loads(raw)
-                where = row["file"]
-                if row.get("line") is not None:
-                    where += f":{row['line']}"
-                elif row.get("byte_offset") is not None:
-                    where += f" (byte {row['byte_offset']})"
-                found.append(f"{where}: {row['reason']}")
+                found.append(f"{row_location(row)}: {row['reason']}")
     return found

@@ -124,9 +124,9 @@ class EncodeElementsFn(beam.DoFn):
                 self.BAD, BadRow(_SOURCE, 0, 0, reason, index, content).to_json()
             )
         self._bad_counter.inc(len(bad))
-        missing = {f.name: arrow_conform.missing_count(batch.column(f.name)) for f in features}
         stats = new_stats(features)
         update_all(stats, features, columns)
+        missing = {name: feature.missing for name, feature in stats.items()}
         rows = sum(e.num_rows if isinstance(e, pa.RecordBatch) else 1 for e in elements)
         tally = {"elements": rows, "missing": missing, "stats": finish_all(stats)}
         yield beam.pvalue.TaggedOutput(self.TALLY, tally)

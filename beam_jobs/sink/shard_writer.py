@@ -27,7 +27,6 @@ from beam_jobs.formats import InputFormat
 from beam_jobs.formats.base import OnBadRow, PieceReport
 from beam_jobs.formats.lines.line_numbers import with_line_numbers
 from beam_jobs.plan.shards import Piece, ShardSpec
-from beam_jobs.schema.conform import missing_count
 from beam_jobs.schema.projection import Projection
 from beam_jobs.schema.splits import assign_splits
 from beam_jobs.sink import progress
@@ -139,7 +138,6 @@ class WriteShardFn(beam.DoFn):
         prefix = shard.split or self._prefix
         name = shard_name(prefix, shard.index, shard.num_shards, self._compression)
         temp_path = FileSystems.join(self._temp_dir, f"{name}.{uuid.uuid4().hex}")
-        null_counts = {f.name: 0 for f in self._features}
         stats = new_stats(self._features)
         labels: set[bytes] = set()
         primary = shard.split is None or self._splits.reports_bad_rows(shard.split)
@@ -170,8 +168,6 @@ class WriteShardFn(beam.DoFn):
                             batch, columns = kept, self._encoder.columns(kept)
                     writer.write_records(examples)
                     update_all(stats, self._features, columns)
-                    for feature in self._features:
-                        null_counts[feature.name] += missing_count(batch.column(feature.name))
         tally.check(writer.records, name)
         bad_rows = tally.bad_rows
         if bad_rows and self._format.needs_cut_counts:
@@ -195,7 +191,7 @@ class WriteShardFn(beam.DoFn):
             bytes=writer.bytes,
             crc32c=writer.crc32c,
             input_bytes=input_bytes,
-            null_counts=null_counts,
+            null_counts={name: feature.missing for name, feature in stats.items()},
             bad_records=len(bad_rows),
             dead_letter_temp_path=dead_letter,
             split=shard.split,
