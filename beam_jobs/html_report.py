@@ -47,6 +47,7 @@ class ReportData:
     statistics: statistics_pb2.DatasetFeatureStatisticsList | None
     reasons: list[DeadLetterReason]
     other_reasons: int  # rows whose reason is not among the MAX_REASONS shown
+    statistics_problem: str = ""  # why there are no statistics: missing, or damaged
 
 
 def load_report(output: str) -> ReportData:
@@ -57,12 +58,12 @@ def load_report(output: str) -> ReportData:
     """
     manifest = load_manifest(output)
     try:
-        statistics = load_statistics(output)
-    except ManifestError:
-        statistics = None  # converted before statistics were written: the page says so
+        statistics, problem = load_statistics(output), ""
+    except ManifestError as e:  # missing (an older version's dataset) or damaged: the page says
+        statistics, problem = None, str(e)
     paths = [FileSystems.join(output.rstrip("/"), p) for p in manifest.dead_letter]
     reasons, other = dead_letter_reasons(paths)
-    return ReportData(output, manifest, statistics, reasons, other)
+    return ReportData(output, manifest, statistics, reasons, other, problem)
 
 
 def dead_letter_reasons(paths: Sequence[str]) -> tuple[list[DeadLetterReason], int]:
@@ -242,10 +243,7 @@ def _splits(m: Manifest) -> str:
 
 def _features(data: ReportData) -> str:
     if data.statistics is None:
-        return (
-            '<h2>Features</h2><p class="muted">No statistics.pb: this dataset was converted by '
-            "a version that wrote none; convert it again to see each feature.</p>"
-        )
+        return f'<h2>Features</h2><p class="muted">{_e(data.statistics_problem)}</p>'
     parts = ["<h2>Features</h2>"]
     for dataset in data.statistics.datasets:
         if len(data.statistics.datasets) > 1:

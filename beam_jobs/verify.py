@@ -3,8 +3,9 @@
 Checks that the manifest's counts add up (records read = written + set aside; written = the
 shards' records), then, per shard: the file exists, its stored size and CRC32C match, and walking
 its records (after GZIP decompression) finds exactly the listed count with every record checksum
-intact. It also reports shard-like files in the output directory that the manifest does not
-list.
+intact. The companion files the manifest lists (`schema.pbtxt`, `statistics.pb`, TFDS's files)
+must match their recorded size and CRC32C. It also reports shard-like files in the output
+directory that the manifest does not list.
 """
 
 from __future__ import annotations
@@ -126,8 +127,24 @@ def _verify_once(output: str, manifest: Manifest) -> list[ShardProblem]:
         problems.extend(
             ShardProblem(shard.path, p) for p in _check_shard(path, shard, manifest.compression)
         )
-    listed = {s.path for s in manifest.shards}
     publishing = _leased(output)
+    for companion in manifest.companions:
+        path = FileSystems.join(output, companion.path)
+        if not FileSystems.exists(path):
+            problems.append(ShardProblem(companion.path, "missing"))
+            continue
+        with FileSystems.open(path, compression_type=CompressionTypes.UNCOMPRESSED) as raw:
+            measured = _Measured(raw)
+            measured.drain()
+        found = companion.mismatches(size=measured.bytes, crc32c=measured.crc)
+        if found and publishing:  # a running conversion writes its own before its manifest
+            _log.info("%s: being replaced by a running conversion", companion.path)
+        elif found:
+            problems.extend(
+                ShardProblem(companion.path, f"{p} (not the file this manifest published)")
+                for p in found
+            )
+    listed = {s.path for s in manifest.shards}
     for meta in FileSystems.match([FileSystems.join(output, "*.tfrecord*")])[0].metadata_list:
         name = meta.path.rstrip("/").rsplit("/", 1)[-1]
         if name in listed or name.startswith("."):  # ours: the lease, temporary folders

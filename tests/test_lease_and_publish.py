@@ -14,7 +14,7 @@ import pytest
 from support.datasets import IN_PROCESS, convert, expected_rows, read_all
 
 from beam_jobs.cli import main
-from beam_jobs.errors import OutputBusy, TooManyBadRecords
+from beam_jobs.errors import OutputBusy, TooManyBadRecords, UsageError
 from beam_jobs.sink import lease, publish
 from beam_jobs.verify import verify
 
@@ -131,23 +131,40 @@ def test_a_failure_while_publishing_keeps_the_previous_dataset_readable(
     sample_csv, tmp_path, monkeypatch
 ):
     out = tmp_path / "out"
-    convert(sample_csv[:1], out, "--num_shards=2")
+    first = convert(sample_csv[:1], out, "--num_shards=2")
+    companions = {c.path: (out / c.path).read_bytes() for c in first.companions}
+    replace = os.replace
 
-    def crash(path, text):
-        raise OSError("disk full while writing the manifest")
+    def crash(src, dst):
+        if str(dst).endswith("manifest.json"):
+            raise OSError("disk full while writing the manifest")
+        replace(src, dst)
 
-    monkeypatch.setattr(publish, "write_text_atomically", crash)
+    monkeypatch.setattr(publish.os, "replace", crash)
     with pytest.raises(Exception, match="disk full"):
         convert(sample_csv[1:2], out, "--overwrite", "--num_shards=2")
     monkeypatch.undo()
-    # The old shards all check out; the crashed run's renamed shards are extra, unlisted files.
-    assert sorted((p.path, p.problem) for p in verify(str(out))[1]) == [
-        (f"data-0000{i}-of-00002.g1.tfrecord", "not listed in the manifest") for i in range(2)
-    ]
+    # The old shards all check out; the crashed run's renamed shards are extra, unlisted files,
+    # and the companions it wrote before failing are not the ones the manifest lists.
+    changed = [name for name, data in companions.items() if (out / name).read_bytes() != data]
+    assert sorted(changed) == ["dataset_info.json", "statistics.pb"]  # same schema, same bytes
+    problems = sorted((p.path, p.problem) for p in verify(str(out))[1])
+    shards = [f"data-0000{i}-of-00002.g1.tfrecord" for i in range(2)]
+    assert sorted({path for path, _ in problems}) == sorted(shards + changed)
+    for path, problem in problems:
+        assert (
+            problem == "not listed in the manifest"
+            if path in shards
+            else problem.endswith("(not the file this manifest published)")
+        )
     assert _ids(out) == list(range(4000))  # still the first input's rows, all of them
-    result = convert(sample_csv[1:2], out, "--overwrite", "--num_shards=2")
+    # Its temporary file was in its own temporary folder, gone with it: nothing foreign.
+    assert sorted(p.name for p in out.iterdir() if p.name.startswith(".")) == []
+    # The first conversion again is no no-op: its companions were overwritten.
+    again = convert(sample_csv[:1], out, "--num_shards=2")
+    assert again.fingerprint == first.fingerprint and again.generation == 1
     assert verify(str(out))[1] == []  # the crashed run's leftovers are gone
-    assert result.total_records == 4000 and not (out / LEASE).exists()
+    assert not (out / LEASE).exists()
 
 
 def test_files_that_are_not_ours_are_never_deleted(sample_csv, tmp_path):
@@ -162,6 +179,32 @@ def test_files_that_are_not_ours_are_never_deleted(sample_csv, tmp_path):
         convert(sample_csv[:1], out, "--overwrite", "--num_shards=2")
     assert (out / "dead_letter" / "important.txt").read_text() == "keep me"
     assert (out / ".tfrecord-etl-tmp-abc" / "mine.bin").read_text() == "keep me too"
+
+
+@pytest.mark.parametrize("flags", [(), ("--overwrite",)])
+def test_a_users_files_under_companion_names_are_not_written_over(sample_csv, tmp_path, flags):
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / "features.json").write_text('{"mine": true}')
+    (out / "statistics.pb").write_bytes(b"my own")
+    with pytest.raises(UsageError, match="holds statistics.pb, features.json, which a conv"):
+        convert(sample_csv[:1], out, *flags)
+    assert (out / "features.json").read_text() == '{"mine": true}'
+    assert (out / "statistics.pb").read_bytes() == b"my own"
+    assert sorted(p.name for p in out.iterdir()) == ["features.json", "statistics.pb"]
+
+
+def test_companions_a_run_left_when_it_died_publishing_are_ours(sample_csv, tmp_path):
+    out = tmp_path / "out"
+    dead = out / ".tfrecord-etl-tmp-0123abcd"
+    dead.mkdir(parents=True)
+    (dead / "run.json").write_text('{"run_id": "0123abcd", "tool": "tfrecord-etl"}')
+    (out / "statistics.pb").write_bytes(b"from the dead run")
+    manifest = convert(sample_csv[:1], out)
+    assert not dead.exists() and verify(str(out))[1] == []
+    assert [c.path for c in manifest.companions] == [
+        "schema.pbtxt", "statistics.pb", "dataset_info.json", "features.json"
+    ]  # fmt: skip
 
 
 def test_an_existing_empty_output_folder_is_used(sample_csv, tmp_path):

@@ -171,12 +171,60 @@ def test_merged_parts_equal_one_pass():
     assert parts[0].records == 700  # merging leaves the parts alone
 
 
+def test_a_shards_sample_is_bounded_and_its_edges_hold_their_rank():
+    from beam_jobs.stats.accumulate import RESERVOIR
+
+    rng = np.random.default_rng(11)
+    batches = [rng.lognormal(size=1000) for _ in range(300)]  # 300,000 numbers, one shard
+    stats = FeatureStats("float32")
+    for batch in batches:
+        stats.update(np.arange(1001), pa.array(batch))
+        assert stats.sampled <= 2 * RESERVOIR  # the same memory whatever the shard holds
+    assert len(pickle.dumps(stats)) < 3 * RESERVOIR * 8  # the filled part only
+    everything = np.sort(np.concatenate(batches))
+    edges = stats.quantile_edges(10)
+    ranks = np.searchsorted(everything, edges[1:-1]) / len(everything)
+    assert np.abs(ranks - np.arange(1, 10) / 10).max() < 0.02  # 0.6% expected at the median
+    assert (edges[0], edges[-1]) == (everything[0], everything[-1])
+    # Below the sample's size every number is in it: the edges are exact.
+    small = rng.normal(size=RESERVOIR - 1)
+    exact = _stats("float32", [[v] for v in small])
+    want = np.quantile(small, np.linspace(0, 1, 11), method="inverted_cdf")
+    assert exact.quantile_edges(10)[1:-1] == list(want[1:-1])
+
+
 def test_nan_infinity_and_empty_features():
     stats = _stats("float32", [[float("nan")], [], [float("inf"), 1.0], [0.0]])
     assert (stats.records, stats.missing, stats.values, stats.nans, stats.zeros) == (4, 1, 4, 1, 1)
     assert (stats.low, stats.high, stats.numbers) == (0.0, float("inf"), 3)
     empty = _stats("int64", [[], []])
     assert (empty.missing, empty.values, empty.quantile_edges(10)) == (2, 0, [])
+
+
+@pytest.mark.parametrize(
+    "parts",
+    [
+        [[1.0, 2.0], [float("inf"), 3.0]],
+        [[float("inf"), 3.0], [1.0, 2.0]],
+        [[float("-inf")], [5.0]],
+        [[float("inf")], [float("-inf"), 1.0]],
+        [[1e30, -1e30], [float("nan"), 4.0]],
+    ],
+)
+def test_infinities_give_numpys_mean_whichever_shard_holds_them(parts):
+    # Merged in either order, the moments of the finite numbers stay finite; the mean is what
+    # NumPy gives for the same numbers (inf, -inf, or NaN with both signs).
+    merged = merge_all({"x": _stats("float32", [[v] for v in part])} for part in parts)["x"]
+    flat = np.array([v for part in parts for v in part])
+    flat = flat[~np.isnan(flat)]
+    with np.errstate(invalid="ignore"):
+        want_mean, want_std = flat.mean(), flat.std()
+    assert merged.numbers == len(flat)
+    np.testing.assert_equal(merged.average, want_mean)
+    if np.isfinite(want_std):
+        assert merged.std_dev == pytest.approx(want_std, rel=1e-12)
+    else:
+        assert math.isnan(merged.std_dev)
 
 
 def test_binary_values_are_bytes_statistics(tmp_path):
@@ -189,6 +237,23 @@ def test_binary_values_are_bytes_statistics(tmp_path):
     assert img.type == _Stats.BYTES
     assert (img.bytes_stats.unique, img.bytes_stats.max_num_bytes_int) == (20, 5)
     assert img.bytes_stats.avg_num_bytes == 5.0
+
+
+def test_binary_values_outside_the_top_values_make_bytes_statistics():
+    from beam_jobs.stats.proto import dataset_statistics
+    from tfdata_reader.manifest import FeatureSpec
+
+    # 12,000 distinct text values (top values sampled, none repeated), and one that is not
+    # UTF-8 in the last batch: the feature is binary, whatever the top values show.
+    parts = [_stats("bytes", [[f"v{i}".encode()] for i in range(s, s + 4000)]) for s in (0, 4000)]
+    parts.append(_stats("bytes", [[f"w{i}".encode()] for i in range(3999)] + [[b"\xff\x00"]]))
+    merged = merge_all({"x": p} for p in parts)
+    feature = dataset_statistics("x", 12_000, merged, [FeatureSpec("x", "bytes")]).features[0]
+    assert feature.type == _Stats.BYTES
+    assert feature.bytes_stats.common_stats.num_non_missing == 12_000
+    text = merge_all({"x": p} for p in parts[:2])
+    feature = dataset_statistics("x", 8_000, text, [FeatureSpec("x", "bytes")]).features[0]
+    assert feature.type == _Stats.STRING
 
 
 def test_equal_width_buckets_from_quantiles():
@@ -225,6 +290,23 @@ def test_inspect_stats_without_statistics_names_the_file(converted, tmp_path):
     )  # fmt: skip
     assert result.returncode == 1
     assert f"{out}/statistics.pb does not exist" in result.stderr
+
+
+@pytest.mark.parametrize("content", [b"", b"\x0a\xff\xff\xff"], ids=["empty", "garbage"])
+def test_damaged_statistics_are_named_by_inspect_and_report(converted, tmp_path, content):
+    out = tmp_path / "damaged"
+    out.mkdir()
+    (out / "manifest.json").write_bytes((converted[0] / "manifest.json").read_bytes())
+    (out / "statistics.pb").write_bytes(content)
+    result = subprocess.run(
+        [sys.executable, "-m", "beam_jobs", "inspect", str(out), "--stats"],
+        capture_output=True, text=True, cwd=ROOT,
+    )  # fmt: skip
+    assert result.returncode == 1
+    assert f"{out}/statistics.pb is damaged" in result.stderr
+    from beam_jobs.html_report import load_report
+
+    assert load_report(str(out)).statistics_problem.startswith(f"{out}/statistics.pb is damaged")
 
 
 def test_top_values_past_the_sketch_never_overstate():

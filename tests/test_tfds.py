@@ -74,3 +74,18 @@ def test_gzip_datasets_get_no_tfds_files(sample_csv, tmp_path):
     # TFDS reads uncompressed TFRecord files only; the plain run's files would describe
     # shards that are gone.
     assert not (out / "dataset_info.json").exists() and not (out / "features.json").exists()
+
+
+def test_an_empty_split_is_left_out(tmp_path):
+    raw = tmp_path / "one.csv"
+    raw.write_text("id,city\n7,Oslo\n")
+    out = tmp_path / "out"
+    manifest = convert([str(raw)], out, "--splits=train=1,eval=1")
+    summary = manifest.split_summary()
+    (full,) = [name for name, s in summary.items() if s["records"] == 1]
+    (empty,) = [name for name, s in summary.items() if s["records"] == 0]
+    builder = tfds.builder_from_directory(str(out))
+    assert list(builder.info.splits) == [full]  # TFDS fails on reading a split of empty shards
+    assert [_value(r, "id") for r in _tfds_rows(out, full)] == [7]
+    with pytest.raises(ValueError, match="Unknown split"):
+        builder.as_dataset(split=empty)

@@ -19,6 +19,7 @@ __all__ = [
     "DTYPES",
     "FORMAT_VERSION",
     "MANIFEST_NAME",
+    "CompanionFile",
     "Compression",
     "FeatureSpec",
     "Manifest",
@@ -195,12 +196,7 @@ class ShardInfo:
 
     def mismatches(self, size: int | None = None, crc32c: int | None = None) -> list[str]:
         """How a stored file's measured size and CRC32C differ from this entry (empty: none)."""
-        found = []
-        if size is not None and size != self.bytes:
-            found.append(f"size is {size} bytes, manifest says {self.bytes}")
-        if crc32c is not None and f"{crc32c:08x}" != self.crc32c:
-            found.append(f"crc32c is {crc32c:08x}, manifest says {self.crc32c}")
-        return found
+        return _mismatches(self.bytes, self.crc32c, size, crc32c)
 
     def to_json(self) -> dict[str, Any]:
         obj = dataclasses.asdict(self)
@@ -222,6 +218,37 @@ class ShardInfo:
             raise ManifestError(f"malformed shard entry {obj!r}: {e}") from e
 
 
+def _mismatches(bytes_: int, crc: str, size: int | None, crc32c: int | None) -> list[str]:
+    found = []
+    if size is not None and size != bytes_:
+        found.append(f"size is {size} bytes, manifest says {bytes_}")
+    if crc32c is not None and f"{crc32c:08x}" != crc:
+        found.append(f"crc32c is {crc32c:08x}, manifest says {crc}")
+    return found
+
+
+@dataclasses.dataclass(frozen=True)
+class CompanionFile:
+    """A file published beside the shards that describes them (`schema.pbtxt`,
+    `statistics.pb`, TFDS's files), with its size and CRC32C as written: a copy that a
+    conversion which then failed to publish left in its place no longer matches."""
+
+    path: str
+    bytes: int
+    crc32c: str
+
+    def mismatches(self, size: int | None = None, crc32c: int | None = None) -> list[str]:
+        """How a stored file's measured size and CRC32C differ from this entry (empty: none)."""
+        return _mismatches(self.bytes, self.crc32c, size, crc32c)
+
+    @classmethod
+    def from_json(cls, obj: Any) -> CompanionFile:
+        try:
+            return cls(str(obj["path"]), int(obj["bytes"]), str(obj["crc32c"]))
+        except (KeyError, TypeError, ValueError) as e:
+            raise ManifestError(f"malformed companion file entry {obj!r}: {e}") from e
+
+
 @dataclasses.dataclass(frozen=True)
 class Manifest:
     """Everything a reader or `verify` needs to know about one converted dataset."""
@@ -240,11 +267,14 @@ class Manifest:
     label: str | None = None  # the label feature (`convert --label`): the reader's default
     # How many conversions into this folder came before this one; it tags the shard names.
     generation: int = 0
+    companions: list[CompanionFile] = dataclasses.field(default_factory=list)
     format_version: int = FORMAT_VERSION
 
     def __post_init__(self) -> None:
         for shard in self.shards:
             check_relative_path(shard.path, "shard path")
+        for companion in self.companions:
+            check_relative_path(companion.path, "companion file path")
         for path in self.dead_letter:
             check_relative_path(path, "dead-letter path")
         if self.compression not in COMPRESSIONS:
@@ -331,6 +361,8 @@ class Manifest:
             "counts": self.counts,
             "dead_letter": self.dead_letter,
         }
+        if self.companions:
+            obj["companions"] = [dataclasses.asdict(c) for c in self.companions]
         if self.splits:
             obj["splits"] = self.split_summary()
         if self.label_vocabulary:
@@ -369,6 +401,7 @@ class Manifest:
                 label_vocabulary=[str(v) for v in obj.get("label_vocabulary", [])],
                 label=obj.get("label"),
                 generation=int(obj.get("generation", 0)),
+                companions=[CompanionFile.from_json(c) for c in obj.get("companions", [])],
             )
         except (KeyError, TypeError) as e:
             raise ManifestError(f"{source}: missing key {e}") from e

@@ -5,7 +5,8 @@ a file-name template per split) and `features.json` (each feature as a TFDS `Ten
 TFDS names shards by a template per split; `{SHARD_X_OF_Y}` is `00003-of-00012`, the part of
 our shard names between prefix and suffix, so one template describes every name we write
 (`train-{SHARD_X_OF_Y}.g2.tfrecord`). A dataset without splits is TFDS's split "train".
-TFDS reads TFRecord files uncompressed only: GZIP datasets get no TFDS files.
+TFDS reads TFRecord files uncompressed only: GZIP datasets get no TFDS files. A split with no
+records is left out (TFDS fails on reading one); asking TFDS for it is an unknown split.
 
 TFDS parses a `shape ()` feature as present in every record, so a one-value feature that may
 be missing becomes a `(None,)` tensor (one value, or none), as does any feature of varying
@@ -40,6 +41,8 @@ def tfds_files(manifest: Manifest, name: str = "tfrecord_etl") -> dict[str, str]
     splits = []
     for split in list(manifest.splits) or [None]:
         shards = [s for s in manifest.shards if s.split == split]
+        if not any(s.records for s in shards):
+            continue  # TFDS cannot read a split of empty shards: it is left out
         template = _template([s.path for s in shards])
         if template is None:
             return None

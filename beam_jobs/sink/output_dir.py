@@ -1,14 +1,19 @@
 """The output folder's rules: what in it is ours, what a new run may remove, and rerun detection.
 
-Ours, and so ours to replace or remove: `manifest.json`, `schema.pbtxt`, the lease file, shard
-files named `<prefix>-NNNNN-of-NNNNN[.gN].tfrecord[.gz]`, `dead_letter/<shard name>.jsonl`, and
-temporary folders `.tfrecord-etl-tmp-<run id>/` that hold our run marker. Anything else (a user's
-`dead_letter/notes.txt`, a folder that only looks like ours) is never deleted, with or without
-`--overwrite`; without it, such files make the output a usage error.
+Ours, and so ours to replace or remove: `manifest.json`, the lease file, shard files named
+`<prefix>-NNNNN-of-NNNNN[.gN].tfrecord[.gz]`, `dead_letter/<shard name>.jsonl`, temporary folders
+`.tfrecord-etl-tmp-<run id>/` that hold our run marker, and the companion files
+(`schema.pbtxt`, `statistics.pb`, `dataset_info.json`, `features.json`) when the folder also
+holds our manifest or a run's temporary folder: those names are common, and a folder without
+either is not ours. Anything else (a user's `dead_letter/notes.txt`, a folder that only looks
+like ours) is never deleted, with or without `--overwrite`; without it, such files make the
+output a usage error, and a user's file under a companion's name is one even with it (the
+conversion would write over it).
 
 A rerun of the same conversion (same input files, sizes and options) into an output with its
-complete manifest is a no-op, so a retried scheduled launch is harmless. Temporary folders of
-dead runs are removed once this run holds the folder's lease.
+complete manifest (every shard and companion file as it lists them) is a no-op, so a retried
+scheduled launch is harmless. Temporary folders of dead runs are removed once this run holds
+the folder's lease.
 """
 
 from __future__ import annotations
@@ -20,6 +25,7 @@ import os
 import re
 from collections.abc import Sequence
 
+import google_crc32c
 from apache_beam.io.filesystem import CompressionTypes
 from apache_beam.io.filesystems import FileSystems
 
@@ -39,6 +45,7 @@ from tfdata_reader.manifest import (
 )
 
 __all__ = [
+    "COMPANION_NAMES",
     "RUN_MARKER",
     "TEMP_DIR_PREFIX",
     "is_ours",
@@ -52,6 +59,8 @@ __all__ = [
 
 TEMP_DIR_PREFIX = ".tfrecord-etl-tmp-"  # + a run id; where shards are written before publishing
 RUN_MARKER = "run.json"  # in a temporary folder: proves it is ours
+# Files published beside the shards for other tools (TFX, TFDV, TFDS), listed in the manifest.
+COMPANION_NAMES = (SCHEMA_NAME, STATISTICS_NAME, *TFDS_NAMES)
 
 
 _TEMP_DIR_RE = re.compile(rf"^{re.escape(TEMP_DIR_PREFIX)}[0-9a-f]+$")
@@ -106,11 +115,14 @@ def _is_dead_letter(relative: str) -> bool:
     )
 
 
-def is_ours(relative: str) -> bool:
-    """True for a path (relative to the output folder) that tfrecord-etl writes there."""
+def is_ours(relative: str, companions: bool = True) -> bool:
+    """True for a path (relative to the output folder) that tfrecord-etl writes there;
+    companion file names count only with `companions` (the folder holds our manifest or a
+    run's temporary folder)."""
     top = relative.split("/", 1)[0]
     return (
-        relative in (MANIFEST_NAME, LEASE_NAME, SCHEMA_NAME, STATISTICS_NAME, *TFDS_NAMES)
+        relative in (MANIFEST_NAME, LEASE_NAME)
+        or (companions and relative in COMPANION_NAMES)
         or shard_prefix_of(relative) is not None
         or _is_dead_letter(relative)
         or bool(_TEMP_DIR_RE.fullmatch(top))
@@ -126,10 +138,20 @@ def _listing(output: str) -> dict[str, int]:
     )
 
 
-def _shards_in_place(manifest: Manifest, listing: dict[str, int]) -> bool:
-    """Whether every shard the manifest lists is there with its recorded size: a dataset with
-    a shard deleted or cut short no longer holds the conversion, whatever its manifest says."""
-    return all(listing.get(shard.path) == shard.bytes for shard in manifest.shards)
+def _files_in_place(output: str, manifest: Manifest, listing: dict[str, int]) -> bool:
+    """Whether every shard the manifest lists is there with its recorded size, and every
+    companion file with its size and CRC32C: a dataset with a shard deleted or cut short, or
+    companions a failed publish rewrote, no longer holds the conversion its manifest says."""
+    if not all(listing.get(shard.path) == shard.bytes for shard in manifest.shards):
+        return False
+    for companion in manifest.companions:
+        if listing.get(companion.path) != companion.bytes:
+            return False
+        path = FileSystems.join(output, companion.path)
+        with FileSystems.open(path, compression_type=CompressionTypes.UNCOMPRESSED) as f:
+            if f"{google_crc32c.value(f.read()):08x}" != companion.crc32c:
+                return False
+    return True
 
 
 def ours_to_remove(output: str, keep: set[str], prefixes: set[str]) -> list[str]:
@@ -222,8 +244,19 @@ def prepare_output(
     if _is_file(output):
         raise UsageError(f"--output {output} is a file; give a directory")
     listing = _listing(output)
-    for folder in _dead_temp_folders(output, listing, run_id):
+    dead = _dead_temp_folders(output, listing, run_id)
+    for folder in dead:
         remove_folder(folder)
+    # Companion names are common ones: they are ours beside our manifest, or after a run of
+    # ours that died publishing (its temporary folder is still there).
+    companions_ours = MANIFEST_NAME in listing or bool(dead)
+    clashing = [r for r in COMPANION_NAMES if r in listing and not companions_ours]
+    if clashing:
+        raise UsageError(
+            f"--output {output} holds {', '.join(clashing)}, which a conversion writes beside "
+            "its shards, but no tfrecord-etl manifest: they are not ours to write over; move "
+            "them or choose another directory"
+        )
     if MANIFEST_NAME in listing and not overwrite:
         try:
             manifest = load_manifest(output)
@@ -232,7 +265,7 @@ def prepare_output(
         if (
             manifest
             and _same_conversion(manifest, options, files, features)
-            and _shards_in_place(manifest, listing)
+            and _files_in_place(output, manifest, listing)
         ):
             return True
     foreign = [r for r in listing if not is_ours(r)]

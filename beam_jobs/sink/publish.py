@@ -24,22 +24,29 @@ from collections.abc import Sequence
 from typing import Any
 
 import apache_beam as beam
+import google_crc32c
 from apache_beam.io.filesystem import CompressionTypes
 from apache_beam.io.filesystems import FileSystems
 
 from beam_jobs.errors import DataError, ManifestError, TooManyBadRecords, raised_for_launcher
 from beam_jobs.formats.base import Covered
 from beam_jobs.paths import is_local
-from beam_jobs.schema.tfds import TFDS_NAMES, tfds_files
+from beam_jobs.schema.tfds import tfds_files
 from beam_jobs.schema.tfmd import SCHEMA_NAME, schema_pbtxt
 from beam_jobs.sink.dead_letter import DEAD_LETTER_DIR, dead_letter_name
 from beam_jobs.sink.lease import check_holder, release
-from beam_jobs.sink.output_dir import load_manifest, ours_to_remove, remove_folder
+from beam_jobs.sink.output_dir import (
+    COMPANION_NAMES,
+    load_manifest,
+    ours_to_remove,
+    remove_folder,
+)
 from beam_jobs.stats.accumulate import FeatureStats, merge_all
 from beam_jobs.stats.proto import ALL_EXAMPLES, STATISTICS_NAME, statistics_list
 from beam_jobs.version import __version__
 from tfdata_reader.manifest import (
     MANIFEST_NAME,
+    CompanionFile,
     FeatureSpec,
     Manifest,
     ShardInfo,
@@ -182,18 +189,32 @@ def _statistics(written: Sequence[WrittenShard], manifest: Manifest) -> bytes:
     return statistics_list(datasets, manifest.features).SerializeToString(deterministic=True)
 
 
-def _write_tfds_files(output: str, manifest: Manifest) -> None:
-    """TFDS's `dataset_info.json` and `features.json`; for a dataset TFDS cannot read (GZIP),
-    none, and an earlier conversion's are removed (they would describe other shards)."""
-    files = tfds_files(manifest)
-    if files is None:
-        stale = [FileSystems.join(output, n) for n in TFDS_NAMES]
-        stale = [p for p in stale if FileSystems.exists(p)]
-        if stale:
-            FileSystems.delete(stale)
-        return
-    for name, text in files.items():
-        write_text_atomically(FileSystems.join(output, name), text)
+def _companions(written: Sequence[WrittenShard], manifest: Manifest) -> dict[str, bytes]:
+    """The files published beside the shards: TFX's view of the spec (`schema.pbtxt`), the
+    statistics, and TFDS's files (none for GZIP shards, which TFDS cannot read)."""
+    files = {
+        SCHEMA_NAME: schema_pbtxt(manifest.features, manifest.label, manifest.label_vocabulary),
+        STATISTICS_NAME: _statistics(written, manifest),
+        **(tfds_files(manifest) or {}),
+    }
+    return {name: data.encode("utf-8") if isinstance(data, str) else data
+            for name, data in files.items()}  # fmt: skip
+
+
+def _publish_companions(files: dict[str, bytes], output: str, temp_dir: str) -> list[CompanionFile]:
+    """Writes the companion files, removes an earlier conversion's that this one has no
+    counterpart of, and returns their entries for the manifest (size and CRC32C, so a copy
+    that a failed publish leaves behind is told apart from the one the manifest describes)."""
+    for name, data in files.items():
+        write_atomically(FileSystems.join(output, name), data, temp_dir)
+    stale = [FileSystems.join(output, n) for n in COMPANION_NAMES if n not in files]
+    stale = [p for p in stale if FileSystems.exists(p)]
+    if stale:
+        FileSystems.delete(stale)
+    return [
+        CompanionFile(name, len(data), f"{google_crc32c.value(data):08x}")
+        for name, data in files.items()
+    ]
 
 
 def _text_labels(written: Sequence[WrittenShard]) -> list[str]:
@@ -297,11 +318,12 @@ def _check_bad_fraction(
         )
 
 
-def write_text_atomically(path: str, text: str | bytes) -> None:
-    """Writes a file under a temporary name beside it, then renames it into place."""
-    temp = f"{path}.tmp-{datetime.datetime.now().strftime('%Y%m%d%H%M%S%f')}"
+def write_atomically(path: str, data: bytes, temp_dir: str) -> None:
+    """Writes a file in the run's temporary folder, then renames it to `path` (a leftover of
+    a failed write is in that folder, which is ours to remove)."""
+    temp = FileSystems.join(temp_dir, "publish-" + path.rstrip("/").rsplit("/", 1)[-1])
     with FileSystems.create(temp, compression_type=CompressionTypes.UNCOMPRESSED) as f:
-        f.write(text.encode("utf-8") if isinstance(text, str) else text)
+        f.write(data)
     if not is_local(path):
         FileSystems.rename([temp], [path])  # a copy onto the object, then the temp deleted
     else:
@@ -349,14 +371,13 @@ def publish(
         [FileSystems.join(output, with_generation(w.name, generation)) for w in written],
     )
     _publish_dead_letters(written, output, generation)
-    # TFX's view of the spec beside ours; the manifest, written last, stays the one truth.
-    write_text_atomically(
-        FileSystems.join(output, SCHEMA_NAME),
-        schema_pbtxt(manifest.features, manifest.label, manifest.label_vocabulary),
+    # The companions describe the shards for other tools; the manifest, written last, lists
+    # them with their checksums and stays the one truth.
+    companions = _publish_companions(_companions(written, manifest), output, spec.temp_dir)
+    manifest = dataclasses.replace(manifest, companions=companions)
+    write_atomically(
+        FileSystems.join(output, MANIFEST_NAME), manifest.to_json().encode("utf-8"), spec.temp_dir
     )
-    write_text_atomically(FileSystems.join(output, STATISTICS_NAME), _statistics(written, manifest))
-    _write_tfds_files(output, manifest)
-    write_text_atomically(FileSystems.join(output, MANIFEST_NAME), manifest.to_json())
     keep = {s.path for s in manifest.shards} | set(manifest.dead_letter)
     stale = ours_to_remove(output, keep, set(spec.prefixes) | _prefixes(previous))
     if stale:

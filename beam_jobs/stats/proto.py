@@ -65,7 +65,7 @@ def _feature(
         return result
     top = stats.top_values(TOP_VALUES)
     texts = [_text(value) for value, _ in top]
-    if None in texts:  # binary values (images, say): lengths and a distinct count only
+    if stats.binary or None in texts:  # binary (images, say): lengths and a distinct count
         result.type = statistics_pb2.FeatureNameStatistics.BYTES
         result.bytes_stats.CopyFrom(_bytes(stats, common))
         return result
@@ -109,7 +109,7 @@ def _numbers(
         if stats.nans:
             result.histograms.add(num_nan=stats.nans, type=statistics_pb2.Histogram.QUANTILES)
         return result
-    result.mean = stats.mean
+    result.mean = stats.average
     result.std_dev = stats.std_dev
     result.num_zeros = stats.zeros
     result.min = stats.low

@@ -21,7 +21,7 @@ def load_statistics(output: str) -> statistics_pb2.DatasetFeatureStatisticsList:
 
     Raises:
       ManifestError: when it is missing (conversions before statistics were added wrote none)
-        or is not a statistics proto, naming the path.
+        or damaged (not a statistics proto, or one without datasets), naming the path.
     """
     path = FileSystems.join(output.rstrip("/"), STATISTICS_NAME)
     if not FileSystems.exists(path):
@@ -35,7 +35,15 @@ def load_statistics(output: str) -> statistics_pb2.DatasetFeatureStatisticsList:
     try:
         result.ParseFromString(data)
     except DecodeError as e:
-        raise ManifestError(f"{path} is not a DatasetFeatureStatisticsList: {e}") from e
+        raise ManifestError(
+            f"{path} is damaged: it is not a DatasetFeatureStatisticsList ({e}); convert the "
+            "dataset again to rewrite it"
+        ) from e
+    if not result.datasets:  # we write one dataset at least; an empty file parses as none
+        raise ManifestError(
+            f"{path} is damaged: it holds no dataset statistics ({len(data):,} bytes); convert "
+            "the dataset again to rewrite it"
+        )
     return result
 
 
