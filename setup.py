@@ -33,6 +33,7 @@ setup(
         "pandas",
         "pillow",
         "zstandard",
+        "isal",  # ISA-L's DEFLATE for GZIP shards (beam_jobs/sink/deflate.py; zlib without it)
     ],
     # dask: `--runner DaskRunner` (beam_jobs/on_dask.py). dev: the tests, which also run on a
     # local Dask cluster; gcp-storage-emulator and cryptography are the local Cloud Storage the

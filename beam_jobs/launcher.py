@@ -71,7 +71,7 @@ def run(argv: Sequence[str]) -> ConvertResult:
     choose_runner(options, argv, plan.input_bytes)
     dask = on_dask.is_dask(options)
     if dask:
-        on_dask.prepare(options, len(plan.shards), config.wait)
+        on_dask.prepare(options, len(plan.tasks), config.wait)
     if config.dry_run:
         return ConvertResult(config, None, converted=False, plan=plan)
     with contextlib.ExitStack() as cluster:
@@ -135,7 +135,7 @@ def _convert(
             lease.renew(config.output, held, ttl, job=job_id)
             submitted = True
             return ConvertResult(config, None, converted=False, submitted_job=job_id)
-        _run(options, transform, temp_dir, len(plan.shards), config, held)
+        _run(options, transform, temp_dir, plan, config, held)
         return ConvertResult(config, load_manifest(config.output), converted=True)
     finally:
         if not submitted:
@@ -170,12 +170,14 @@ def _run(
     options: PipelineOptions,
     transform: ConvertToShards,
     temp_dir: str,
-    num_shards: int,
+    plan: ConversionPlan,
     config: ConvertConfig,
     held: lease.Lease,
 ) -> None:
     """Runs the pipeline to its end, with progress and the lease's heartbeat."""
-    reporter = ProgressReporter(temp_dir, num_shards, config.progress_seconds).start()
+    unit = "write tasks" if plan.split_tasks else "shards"
+    reporter = ProgressReporter(temp_dir, len(plan.tasks), config.progress_seconds, unit)
+    reporter.start()
     heartbeat = lease.Heartbeat(config.output, held).start()
     try:
         with _failures_reported(temp_dir):

@@ -17,6 +17,8 @@ from beam_jobs.errors import UsageError
 from beam_jobs.formats import FORMAT_NAMES, guess_format
 from beam_jobs.formats.csv.dialect import Dialect, parse_delimiter, parse_encoding
 from beam_jobs.schema.projection import Projection, parse_columns, parse_renames
+from beam_jobs.sink.deflate import DEFAULT_LEVEL as DEFAULT_GZIP_LEVEL
+from beam_jobs.sink.deflate import LEVELS as GZIP_LEVELS
 from beam_jobs.units import parse_size
 from tfdata_reader.manifest import COMPRESSIONS, NAME_RULE, is_valid_name
 
@@ -132,6 +134,15 @@ class ConvertOptions(PipelineOptions):
             help=f"Shard compression: {' or '.join(COMPRESSIONS)}.",
         )
         parser.add_argument(
+            "--compression_level",
+            type=int,
+            default=DEFAULT_GZIP_LEVEL,
+            help=(
+                "GZIP level, 1 (fastest; the default) to 9 (smallest): 1-3 use ISA-L, 4-9 zlib "
+                "(zlib's and TensorFlow's default is 6)."
+            ),
+        )
+        parser.add_argument(
             "--shard_prefix",
             default=DEFAULT_SHARD_PREFIX,
             help=f"Shard file name prefix, {NAME_RULE} (default {DEFAULT_SHARD_PREFIX}).",
@@ -205,6 +216,7 @@ class ConvertConfig:
     target_shard_bytes: int = parse_size(DEFAULT_TARGET_SHARD_BYTES)
     num_shards: int | None = None
     compression: str = "none"
+    compression_level: int = DEFAULT_GZIP_LEVEL
     shard_prefix: str = DEFAULT_SHARD_PREFIX
     sample_bytes: int = parse_size(DEFAULT_SAMPLE_BYTES)
     overwrite: bool = False
@@ -247,6 +259,11 @@ class ConvertConfig:
         if self.compression not in COMPRESSIONS:
             raise UsageError(
                 f"--compression must be one of {', '.join(COMPRESSIONS)}, got {self.compression!r}"
+            )
+        if self.compression_level not in GZIP_LEVELS:
+            raise UsageError(
+                f"--compression_level must be 1 (fastest) to 9 (smallest), got "
+                f"{self.compression_level}"
             )
         if self.target_shard_bytes < MIN_TARGET_SHARD_BYTES:
             raise UsageError(
@@ -325,6 +342,7 @@ class ConvertConfig:
             target_shard_bytes=target,
             num_shards=view.num_shards,
             compression=view.compression,
+            compression_level=view.compression_level,
             shard_prefix=view.shard_prefix,
             sample_bytes=sample,
             overwrite=_flag(view.overwrite, "--overwrite"),

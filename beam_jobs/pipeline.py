@@ -21,6 +21,7 @@ from beam_jobs.paths import is_local, worker_path
 from beam_jobs.plan.conversion import ConversionPlan
 from beam_jobs.plan.shards import cut_points
 from beam_jobs.sink import shard_writer
+from beam_jobs.sink.join_parts import JoinParts
 from beam_jobs.sink.output_dir import RUN_MARKER, TEMP_DIR_PREFIX
 from beam_jobs.sink.publish import PublishShards, PublishSpec
 from tfdata_reader.manifest import FeatureSpec
@@ -65,12 +66,20 @@ class ConvertToShards(beam.PTransform):
             # One element per planned shard (`ShardSpec`). Beam's Create ends with a Reshuffle,
             # which spreads them over the workers on Dataflow and the local runner; on Dask it
             # is a no-op, and `on_dask` gives each shard a partition of its own instead.
-            | "ListShards" >> beam.Create(self._plan.shards)
-            # Each writer streams its pieces into one temporary shard: a `WrittenShard`.
+            | "ListShards" >> beam.Create(self._plan.tasks)
+            # Each writer streams its pieces into one temporary shard: a `WrittenShard`; with
+            # splits, into one part of a shard of each split.
             | "WriteShards" >> beam.ParDo(self._writer(), context=self._context(pbegin))
+            # With splits: each shard's parts, one after the other: its `WrittenShard`.
+            | "JoinParts" >> self._join()
             # Final names, dead letters, then manifest.json: the published `Manifest`.
             | "Publish" >> PublishShards(self._publish_spec())
         )
+
+    def _join(self) -> beam.PTransform:
+        if self._plan.split_tasks:
+            return JoinParts(self.temp_dir)
+        return beam.Map(lambda shard: shard)  # each shard written whole by one writer
 
     def _writer(self) -> shard_writer.WriteShardFn:
         plan, config = self._plan, self._config
@@ -91,6 +100,7 @@ class ConvertToShards(beam.PTransform):
             text_label=_text_label(plan.features, config.label),
             # The launcher's run marker: gone once the run is interrupted (runs with a lease).
             run_marker=FileSystems.join(self.temp_dir, RUN_MARKER) if self._run_id else None,
+            compression_level=config.compression_level,
         )
 
     def _context(self, pbegin: beam.pvalue.PBegin) -> Any:
@@ -149,7 +159,7 @@ def cut_segments(plan: ConversionPlan) -> list[Segment]:
     if not fmt.needs_cut_counts:
         return []
     return segments_between_cuts(
-        cut_points(plan.shards),
+        cut_points(plan.tasks),
         quotes=fmt.quoted_records,
         delimiter=fmt.delimiter,
         leading_lines=fmt.leading_lines(),

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import csv
+import gzip
 import json
 import logging
 import math
@@ -17,6 +18,7 @@ import tensorflow as tf
 from support.datasets import convert, expected_rows
 
 from beam_jobs.errors import DataError, UsageError
+from beam_jobs.sink.tfrecord import count_records
 from beam_jobs.verify import verify
 from tfdata_reader import make_dataset
 from tfdata_reader.dataset import parse_spec
@@ -324,3 +326,29 @@ def test_rows_longer_than_a_parse_block_convert(tmp_path):
     assert (small.total_records, small.counts["bad_records"]) == (2999, 1)  # the 3 MiB row
     with pytest.raises(DataError, match="too long to parse in blocks of 1,433,600 bytes"):
         convert([str(path)], tmp_path / "tiny", "--max_record_bytes=700KiB")
+
+
+def test_gzip_split_shards_are_gzip_on_disk_for_every_reader(sample_csv, tmp_path):
+    # With splits most shards are parts of several write tasks, one gzip member each.
+    out = tmp_path / "gz"
+    manifest = convert(
+        sample_csv,
+        out,
+        "--compression=gzip",
+        "--splits=train=2,eval=1",
+        "--target_shard_bytes=48KiB",
+    )
+    for split, summary in manifest.split_summary().items():
+        sizes = [s.bytes for s in manifest.shards if s.split == split]
+        assert summary["shards"] >= 2 and max(sizes) <= 1.1 * 48 * 1024, split
+        assert max(sizes) / min(sizes) <= 1.5
+    framed = 0
+    for shard in manifest.shards:
+        with gzip.open(out / shard.path) as f:  # Python's gzip reads every member
+            assert count_records(f) == shard.records
+        framed += shard.records
+    assert framed == manifest.total_records == len(expected_rows(sample_csv))
+    rows = sorted(_records_in_shard_order(out, manifest), key=lambda r: r["id"][0])  # TF's reader
+    oracle = sorted(expected_rows(sample_csv), key=lambda r: int(r["id"]))
+    _assert_same_values(rows, oracle, manifest)
+    assert verify(str(out))[1] == []

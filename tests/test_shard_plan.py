@@ -1,6 +1,13 @@
 import pytest
 
-from beam_jobs.plan.shards import InputFile, Piece, choose_num_shards, cut_points, plan_shards
+from beam_jobs.plan.shards import (
+    InputFile,
+    Piece,
+    choose_num_shards,
+    cut_points,
+    plan_shards,
+    plan_split_tasks,
+)
 
 
 @pytest.mark.parametrize(
@@ -104,3 +111,46 @@ def test_every_empty_file_gets_one_zero_length_piece():
         (Piece("a", 5, 10, 10), Piece("e2", 0, 0, 0), Piece("e3", 0, 0, 0)),
     ]
     assert [s.pieces for s in plan_shards([InputFile("e", 0)], 1)] == [(Piece("e", 0, 0, 0),)]
+
+
+def test_split_tasks_lie_between_every_splits_cuts():
+    files = [InputFile("a", 700), InputFile("b", 0), InputFile("c", 301), InputFile("d", 1000)]
+    counts = [("train", 5), ("eval", 3), ("test", 2)]
+    shards, tasks = plan_split_tasks(files, counts)
+    # Each split's shards are the byte ranges plan_shards gives it.
+    for split, count in counts:
+        assert [s for s in shards if s.split == split] == plan_shards(files, count, split)
+    # The tasks cover every byte once, in order, and each lies inside one shard of each split.
+    read = [b for t in tasks for b in _bytes_of(t)]
+    assert read == [(f.path, b) for f in files for b in range(f.size)]
+    assert [t.index for t in tasks] == list(range(len(tasks)))
+    for task in tasks:
+        assert [p.split for p in task.parts] == ["train", "eval", "test"]
+        for part in task.parts:
+            shard = shards[[s.split for s in shards].index(part.split) + part.index]
+            assert set(_bytes_of(task)) <= set(_bytes_of(shard))
+    # Every shard of every split is made of at least one task's part.
+    made = {(p.split, p.index) for t in tasks for p in t.parts}
+    assert made == {(s.split, s.index) for s in shards}
+    assert sum(t.input_bytes for t in tasks) == 2001
+
+
+def test_split_tasks_of_equal_counts_are_the_shards():
+    files = [InputFile("a", 1000)]
+    shards, tasks = plan_split_tasks(files, [("train", 4), ("eval", 4)])
+    assert [t.pieces for t in tasks] == [s.pieces for s in shards if s.split == "train"]
+    assert [[p.index for p in t.parts] for t in tasks] == [[i, i] for i in range(4)]
+
+
+def test_split_tasks_of_an_empty_input_make_every_shard():
+    # --num_shards 3 of nothing: each split's shards are all written (empty), by some task.
+    shards, tasks = plan_split_tasks([InputFile("a", 0)], [("train", 3), ("eval", 2)])
+    assert [[(p.split, p.index) for p in t.parts] for t in tasks] == [
+        [("train", 0), ("eval", 0)], [("train", 1), ("eval", 1)], [("train", 2), ("eval", 1)]
+    ]  # fmt: skip
+    assert [t.pieces for t in tasks] == [(), (), (Piece("a", 0, 0, 0),)]
+    assert len(shards) == 5
+
+
+def _bytes_of(shard) -> list[tuple[str, int]]:
+    return [(p.path, b) for p in shard.pieces for b in range(p.start, p.end)]

@@ -10,7 +10,6 @@ the sampled heads are read; the cost does not grow with the data.
 from __future__ import annotations
 
 import dataclasses
-import zlib
 from collections.abc import Sequence
 from typing import Any
 
@@ -22,12 +21,19 @@ from beam_jobs.formats import InputFormat, Sample, make_format
 from beam_jobs.formats.base import OnBadRow
 from beam_jobs.options import ConvertConfig
 from beam_jobs.plan.inputs import list_inputs
-from beam_jobs.plan.shards import InputFile, ShardSpec, choose_num_shards, plan_shards
+from beam_jobs.plan.shards import (
+    InputFile,
+    ShardSpec,
+    choose_num_shards,
+    plan_shards,
+    plan_split_tasks,
+)
 from beam_jobs.schema.projection import Projection
 from beam_jobs.schema.tfmd import schema_from_pbtxt
 from beam_jobs.sink.dead_letter import BadRow
+from beam_jobs.sink.deflate import gzip_bytes
 from beam_jobs.sink.encode import ExampleEncoder
-from beam_jobs.sink.tfrecord import GZIP_LEVEL, frame_records
+from beam_jobs.sink.tfrecord import frame_records
 from tfdata_reader.manifest import FeatureSpec, ManifestError, schema_from_json
 
 __all__ = ["ConversionPlan", "make_plan"]
@@ -53,6 +59,14 @@ class ConversionPlan:
     requested_shards: int | None = None  # --num_shards
     sampled_bad_rows: int = 0
     sampled_bad_examples: tuple[str, ...] = ()
+    # With splits, the write tasks: each reads its stretch of the input once and writes a part
+    # of one shard per split. Without, each shard is its own task.
+    split_tasks: tuple[ShardSpec, ...] = ()
+
+    @property
+    def tasks(self) -> tuple[ShardSpec, ...]:
+        """What the writers do: one element per write task."""
+        return self.split_tasks or self.shards
 
     @property
     def input_bytes(self) -> int:
@@ -108,6 +122,7 @@ def _measure(
     features: Sequence[FeatureSpec],
     projection: Projection,
     compression: str,
+    compression_level: int,
     on_bad_row: OnBadRow,
 ) -> tuple[float, float]:
     """Output bytes and records per input byte, by converting the samples like a writer does."""
@@ -117,7 +132,7 @@ def _measure(
         read = input_format.sample_batches(sample, features, on_bad_row)
         batches = [projection.batch(batch) for batch in read]
         framed = b"".join(frame_records(encoder.encode(batch)) for batch in batches)
-        stored = zlib.compress(framed, GZIP_LEVEL) if compression == "gzip" else framed
+        stored = gzip_bytes(framed, compression_level) if compression == "gzip" else framed
         in_bytes += sample.input_bytes
         out_bytes += len(stored)
         records += sum(batch.num_rows for batch in batches)
@@ -177,10 +192,16 @@ def make_plan(config: ConvertConfig) -> ConversionPlan:
     _check_label(config, features)
     bad: list[BadRow] = []
     out_ratio, records_ratio = _measure(
-        input_format, samples, read_features, projection, config.compression, bad.append
+        input_format,
+        samples,
+        read_features,
+        projection,
+        config.compression,
+        config.compression_level,
+        bad.append,
     )
     input_bytes = sum(f.size for f in files)
-    shards: list[ShardSpec] = []
+    counts = []
     for split, weight in config.splits or ((None, 1),):
         share = weight / sum(w for _, w in config.splits) if config.splits else 1.0
         num_shards = choose_num_shards(
@@ -189,7 +210,12 @@ def make_plan(config: ConvertConfig) -> ConversionPlan:
             max(1.0, input_bytes * records_ratio * share),
             config.num_shards,
         )
-        shards.extend(plan_shards(files, num_shards, split))
+        counts.append((split, num_shards))
+    tasks: list[ShardSpec] = []
+    if config.splits:
+        shards, tasks = plan_split_tasks(files, counts)
+    else:
+        shards = plan_shards(files, counts[0][1])
     return ConversionPlan(
         files=tuple(files),
         features=tuple(features),
@@ -203,4 +229,5 @@ def make_plan(config: ConvertConfig) -> ConversionPlan:
         requested_shards=config.num_shards,
         sampled_bad_rows=len(bad),
         sampled_bad_examples=tuple(f"{b.path}: {b.reason}" for b in bad[:3]),
+        split_tasks=tuple(tasks),
     )

@@ -19,9 +19,11 @@ __all__ = [
     "InputFile",
     "Piece",
     "ShardSpec",
+    "SplitPart",
     "choose_num_shards",
     "cut_points",
     "plan_shards",
+    "plan_split_tasks",
 ]
 
 
@@ -53,13 +55,28 @@ class Piece:
 
 
 @dataclasses.dataclass(frozen=True)
+class SplitPart:
+    """Where a write task's records of one split go: part of that split's shard `index`."""
+
+    split: str | None  # None: the one shard of a conversion without splits
+    index: int
+    num_shards: int
+
+
+@dataclasses.dataclass(frozen=True)
 class ShardSpec:
-    """One output shard: its index and the input pieces it is made of, in order."""
+    """One output shard: its index and the input pieces it is made of, in order.
+
+    With `parts` it is a write task of a conversion with splits instead: its pieces' records
+    go, by split, to one part of a shard of each split (`index` and `num_shards` then count
+    the tasks).
+    """
 
     index: int
     num_shards: int
     pieces: tuple[Piece, ...]
     split: str | None = None  # with --splits, the split whose records this shard keeps
+    parts: tuple[SplitPart, ...] = ()
 
     @property
     def input_bytes(self) -> int:
@@ -120,6 +137,61 @@ def plan_shards(
     Returns:
       `ShardSpec`s in index order. An empty file is a piece (0, 0) of the shard at its offset.
     """
+    bounds = _bounds(files, num_shards)
+    return [
+        ShardSpec(index, len(bounds) - 1, pieces, split)
+        for index, pieces in enumerate(_pieces(files, bounds))
+    ]
+
+
+def plan_split_tasks(
+    files: Sequence[InputFile], shards_per_split: Sequence[tuple[str, int]]
+) -> tuple[list[ShardSpec], list[ShardSpec]]:
+    """Shards of every split, and the write tasks that make them reading each byte once.
+
+    Each split's shards are `plan_shards` of its count, the byte ranges they always had. The
+    tasks are the ranges between all splits' cuts together: each lies inside one shard of
+    every split, and writes its records of each split as a part of that shard (a shard is
+    its tasks' parts, in order). So a shard keeps the records it would have held, in the same
+    order, and each input byte is parsed once instead of once per split.
+
+    Returns:
+      (every split's shards, in split order; the tasks, in input order).
+    """
+    bounds = {split: _bounds(files, count) for split, count in shards_per_split}
+    shards = [
+        ShardSpec(index, len(b) - 1, pieces, split)
+        for split, b in bounds.items()
+        for index, pieces in enumerate(_pieces(files, b))
+    ]
+    if not sum(f.size for f in files):
+        # No input bytes: ranges cannot tell shards apart. A task per shard of the split with
+        # the most, each of the others' shards made by the next task (their last by the rest).
+        most = max(len(b) - 1 for b in bounds.values())
+        cuts = [0] * (most + 1)
+        where = {split: [min(i, len(b) - 2) for i in range(most)] for split, b in bounds.items()}
+    else:
+        cuts = sorted({c for b in bounds.values() for c in b})
+        where = {
+            split: [bisect.bisect_right(b, start) - 1 for start in cuts[:-1]]
+            for split, b in bounds.items()
+        }
+    tasks = [
+        ShardSpec(
+            index,
+            len(cuts) - 1,
+            pieces,
+            None,
+            tuple(SplitPart(s, where[s][index], len(b) - 1) for s, b in bounds.items()),
+        )
+        for index, pieces in enumerate(_pieces(files, cuts))
+    ]
+    return shards, tasks
+
+
+def _bounds(files: Sequence[InputFile], num_shards: int) -> list[int]:
+    """The stream offsets where `num_shards` equal ranges start, and the end; cuts moved to
+    where their files may be cut, ranges left empty by that dropped."""
     if num_shards < 1:
         raise ValueError(f"num_shards must be at least 1, got {num_shards}")
     total = sum(f.size for f in files)
@@ -128,8 +200,14 @@ def plan_shards(
     if files:
         bounds = [bounds[0], *(_snap(b, files, starts) for b in bounds[1:-1]), bounds[-1]]
         bounds = sorted(set(bounds)) if total else bounds
+    return bounds
+
+
+def _pieces(files: Sequence[InputFile], bounds: Sequence[int]) -> list[tuple[Piece, ...]]:
+    """The pieces of the files in each range between consecutive `bounds`."""
+    total = sum(f.size for f in files)
     count = len(bounds) - 1
-    shards: list[ShardSpec] = []
+    ranges: list[tuple[Piece, ...]] = []
     file_index, file_base = 0, 0  # file_base: offset of files[file_index] in the stream
     for index in range(count):
         lo, hi = bounds[index], bounds[index + 1]
@@ -148,8 +226,8 @@ def plan_shards(
             if end >= f.size:
                 file_base += f.size
                 file_index += 1
-        shards.append(ShardSpec(index, count, tuple(pieces), split))
-    return shards
+        ranges.append(tuple(pieces))
+    return ranges
 
 
 def cut_points(shards: Sequence[ShardSpec]) -> dict[str, list[int]]:

@@ -47,8 +47,12 @@ def write_note(
 class ProgressReporter:
     """Logs progress every `interval` seconds from a daemon thread until `stop()`."""
 
-    def __init__(self, temp_dir: str, num_shards: int, interval: float = 5.0) -> None:
-        """`interval`: seconds between polls of the notes."""
+    def __init__(
+        self, temp_dir: str, num_shards: int, interval: float = 5.0, unit: str = "shards"
+    ) -> None:
+        """`interval`: seconds between polls of the notes; `unit`: what a note stands for
+        (with splits, a write task writes a part of several shards)."""
+        self._unit = unit
         self._pattern = FileSystems.join(temp_dir, NOTES_DIR, "*.json")
         self._num_shards = num_shards
         self._interval = interval
@@ -88,7 +92,7 @@ class ProgressReporter:
         seconds = max(time.monotonic() - self._started, 1e-9)
         workers = len({n.get("worker") for n in self._seen.values()})
         return (
-            f"progress: {len(self._seen)}/{self._num_shards} shards, {records:,} records, "
+            f"progress: {len(self._seen)}/{self._num_shards} {self._unit}, {records:,} records, "
             f"{input_mb:,.1f} MB of input at {input_mb / seconds:.1f} MB/s, "
             f"from {workers} worker process{'' if workers == 1 else 'es'}"
         )

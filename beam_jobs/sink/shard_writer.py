@@ -1,10 +1,12 @@
-"""The Beam step that writes one shard.
+"""The Beam step that writes one shard, or with splits the parts of one shard per split.
 
 It is a deterministic function of the plan: a retried bundle writes the same records in the
 same order (tfx-bsl orders each Example's feature map arbitrarily, so not always the same
 bytes; the manifest records the checksum of the attempt that was published). A shard
 is written in one streaming pass (input -> Arrow batches -> Examples -> framed records -> file)
 under a temporary name unique to the attempt; only the publish step gives it its final name.
+With splits, a write task reads its pieces once, assigns each batch's rows to splits, and
+writes each split's rows to its own file: a part of that split's shard (`join_parts`).
 """
 
 from __future__ import annotations
@@ -26,11 +28,12 @@ from beam_jobs.errors import DataError, raised_for_launcher
 from beam_jobs.formats import InputFormat
 from beam_jobs.formats.base import OnBadRow, PieceReport
 from beam_jobs.formats.lines.line_numbers import with_line_numbers
-from beam_jobs.plan.shards import Piece, ShardSpec
+from beam_jobs.plan.shards import Piece, ShardSpec, SplitPart
 from beam_jobs.schema.projection import Projection
 from beam_jobs.schema.splits import assign_splits
 from beam_jobs.sink import progress
 from beam_jobs.sink.dead_letter import BadRow, as_text, write_dead_letter
+from beam_jobs.sink.deflate import DEFAULT_LEVEL
 from beam_jobs.sink.encode import ExampleEncoder
 from beam_jobs.sink.output_dir import remove_empty_folders
 from beam_jobs.sink.publish import WrittenShard
@@ -54,19 +57,28 @@ class RunAbandoned(RuntimeError):
 
 @dataclasses.dataclass(frozen=True)
 class SplitRule:
-    """Which records a shard of one split keeps: `--splits` weights and the split's index."""
+    """Which split each record goes to: `--splits` weights, names and `--split_key`."""
 
     weights: tuple[int, ...]
     names: tuple[str, ...]
     key: str | None
 
-    def keep(self, batch: pa.RecordBatch, split: str) -> pa.RecordBatch:
-        chosen = assign_splits(batch, self.weights, self.key) == self.names.index(split)
-        return batch if chosen.all() else batch.filter(pa.array(chosen))
+    def divide(self, batch: pa.RecordBatch) -> list[pa.RecordBatch]:
+        """The batch's rows of each split, in the names' order (one hash per row)."""
+        which = assign_splits(batch, self.weights, self.key)
+        return [batch.filter(pa.array(which == i)) for i in range(len(self.names))]
 
-    def reports_bad_rows(self, split: str) -> bool:
-        # Every split's writers read all input; bad rows are reported by the first split only.
-        return split == self.names[0]
+
+@dataclasses.dataclass
+class _Output:
+    """One file a write task writes: a shard, or a part of one split's shard."""
+
+    target: SplitPart
+    name: str
+    temp_path: str
+    writer: ShardFileWriter
+    stats: dict
+    bad_rows: list[BadRow] = dataclasses.field(default_factory=list)
 
 
 class WriteShardFn(beam.DoFn):
@@ -85,9 +97,11 @@ class WriteShardFn(beam.DoFn):
         projection: Projection | None = None,
         text_label: str | None = None,
         run_marker: str | None = None,
+        compression_level: int = DEFAULT_LEVEL,
     ) -> None:
         """`run_marker`: the file that says the run is alive (its launcher removes it, with the
         temporary folder, when the run is interrupted); None for runs without one."""
+        self._compression_level = compression_level
         self._run_marker = run_marker
         self._format = input_format
         self._features = tuple(features)  # the output's
@@ -111,15 +125,13 @@ class WriteShardFn(beam.DoFn):
 
     def process(self, shard: ShardSpec, context: Any = None) -> Iterator[WrittenShard]:
         with raised_for_launcher():
-            yield self._write(shard, context)
+            yield from self._write(shard, context)
 
-    def _write(self, shard: ShardSpec, context: Any) -> WrittenShard:
+    def _write(self, shard: ShardSpec, context: Any) -> list[WrittenShard]:
         self._check_alive([])
-        written = self._write_shard(shard, context)
-        self._check_alive(
-            [written.temp_path, written.dead_letter_temp_path,
-             progress.note_path(self._temp_dir, written.name)]
-        )  # fmt: skip
+        written = self._write_task(shard, context)
+        paths = [p for w in written for p in (w.temp_path, w.dead_letter_temp_path)]
+        self._check_alive([*paths, progress.note_path(self._temp_dir, self._task_name(shard))])
         return written
 
     def _check_alive(self, written: list[str | None]) -> None:
@@ -134,18 +146,30 @@ class WriteShardFn(beam.DoFn):
         remove_empty_folders(self._temp_dir)
         raise RunAbandoned(f"{self._temp_dir}: the run was interrupted; this task stopped")
 
-    def _write_shard(self, shard: ShardSpec, context: Any) -> WrittenShard:
-        prefix = shard.split or self._prefix
-        name = shard_name(prefix, shard.index, shard.num_shards, self._compression)
-        temp_path = FileSystems.join(self._temp_dir, f"{name}.{uuid.uuid4().hex}")
-        stats = new_stats(self._features)
-        labels: set[bytes] = set()
-        primary = shard.split is None or self._splits.reports_bad_rows(shard.split)
-        tally = _Tally(primary)
-        reports: list[PieceReport] = []
+    def _task_name(self, task: ShardSpec) -> str:
+        """The name progress notes and errors give a task: its shard's, or with splits its own."""
+        if task.parts:
+            return f"task-{task.index:05d}-of-{task.num_shards:05d}"
+        return shard_name(self._prefix, task.index, task.num_shards, self._compression)
+
+    def _open(self, target: SplitPart, task: ShardSpec) -> _Output:
+        prefix = target.split or self._prefix
+        name = shard_name(prefix, target.index, target.num_shards, self._compression)
+        # The task's index keeps the temporary names of one shard's parts apart.
+        temp_path = FileSystems.join(self._temp_dir, f"{name}.{task.index}.{uuid.uuid4().hex}")
         raw = FileSystems.create(temp_path, compression_type=CompressionTypes.UNCOMPRESSED)
-        with ShardFileWriter(raw, self._compression) as writer:
-            for piece in shard.pieces:
+        writer = ShardFileWriter(raw, self._compression, self._compression_level)
+        return _Output(target, name, temp_path, writer, new_stats(self._features))
+
+    def _write_task(self, task: ShardSpec, context: Any) -> list[WrittenShard]:
+        """Writes the task's records: one shard, or with splits a part of each split's shard."""
+        targets = task.parts or (SplitPart(None, task.index, task.num_shards),)
+        outputs = [self._open(target, task) for target in targets]
+        labels: set[bytes] = set()
+        tally = _Tally()
+        reports: list[PieceReport] = []
+        try:
+            for piece in task.pieces:
                 for read in self._read(piece, tally.bad_row, context, reports):
                     batch = self._projection.batch(read)
                     tally.read += batch.num_rows
@@ -154,53 +178,81 @@ class WriteShardFn(beam.DoFn):
                             pc.unique(batch.column(self._text_label).drop_null()).to_pylist()
                         )
                         _check_label_count(len(labels))
-                    if shard.split is not None:
-                        kept = self._splits.keep(batch, shard.split)
-                        tally.elsewhere += batch.num_rows - kept.num_rows
-                        batch = kept
-                    columns = self._encoder.columns(batch)
-                    examples = self._encoder.encode_columns(columns, batch.num_rows)
-                    if self._max_record_bytes:
-                        kept, examples = self._set_aside_oversized(
-                            batch, examples, piece, tally.oversized_row
-                        )
-                        if kept is not batch:
-                            batch, columns = kept, self._encoder.columns(kept)
-                    writer.write_records(examples)
-                    update_all(stats, self._features, columns)
-        tally.check(writer.records, name)
+                    divided = self._splits.divide(batch) if task.parts else [batch]
+                    for output, rows in zip(outputs, divided, strict=True):
+                        self._write_batch(output, rows, piece, tally)
+        finally:
+            for output in outputs:
+                output.writer.close()
+        tally.check(sum(o.writer.records for o in outputs), self._task_name(task))
         bad_rows = tally.bad_rows
         if bad_rows and self._format.needs_cut_counts:
-            bad_rows = with_line_numbers(bad_rows, shard.pieces, context)
-        input_bytes = shard.input_bytes if primary else 0
-        dead_letter = None
-        if bad_rows:
-            dead_letter = write_dead_letter(self._temp_dir, name, [r.to_json() for r in bad_rows])
-        progress.write_note(self._temp_dir, name, writer.records, writer.bytes, input_bytes)
-        self._bad.inc(len(bad_rows))
-        self._records.inc(writer.records)
-        self._rows_read.inc(tally.rows_read if primary else 0)
-        self._bytes.inc(writer.bytes)
-        self._input_bytes.inc(input_bytes)
+            bad_rows = with_line_numbers(bad_rows, task.pieces, context)
+        outputs[0].bad_rows[:0] = bad_rows  # the format's bad rows: with the first output's
+        records = sum(o.writer.records for o in outputs)
+        stored = sum(o.writer.bytes for o in outputs)
+        name = self._task_name(task)
+        progress.write_note(self._temp_dir, name, records, stored, task.input_bytes)
+        self._bad.inc(len(bad_rows) + tally.oversized)
+        self._records.inc(records)
+        self._rows_read.inc(tally.rows_read)
+        self._bytes.inc(stored)
+        self._input_bytes.inc(task.input_bytes)
         self._shards.inc()
+        return [
+            self._written(output, task, i == 0, tally, reports, labels)
+            for i, output in enumerate(outputs)
+        ]
+
+    def _write_batch(
+        self, output: _Output, batch: pa.RecordBatch, piece: Piece, tally: _Tally
+    ) -> None:
+        columns = self._encoder.columns(batch)
+        examples = self._encoder.encode_columns(columns, batch.num_rows)
+        if self._max_record_bytes:
+            kept, examples = self._set_aside_oversized(
+                batch, examples, piece, lambda row: tally.oversized_row(output, row)
+            )
+            if kept is not batch:
+                batch, columns = kept, self._encoder.columns(kept)
+        output.writer.write_records(examples)
+        update_all(output.stats, self._features, columns)
+
+    def _written(
+        self,
+        output: _Output,
+        task: ShardSpec,
+        first: bool,
+        tally: _Tally,
+        reports: list[PieceReport],
+        labels: set[bytes],
+    ) -> WrittenShard:
+        """What one output holds; what the task read (rows, input bytes, what its pieces
+        covered, ignored fields, label values) is told once, with the first output."""
+        dead_letter = None
+        if output.bad_rows:
+            rows = [r.to_json() for r in output.bad_rows]
+            dead_letter = write_dead_letter(self._temp_dir, output.name, rows)
+        writer = output.writer
         return WrittenShard(
-            index=shard.index,
-            temp_path=temp_path,
-            name=name,
+            index=output.target.index,
+            temp_path=output.temp_path,
+            name=output.name,
             records=writer.records,
             bytes=writer.bytes,
             crc32c=writer.crc32c,
-            input_bytes=input_bytes,
-            null_counts={name: feature.missing for name, feature in stats.items()},
-            bad_records=len(bad_rows),
+            input_bytes=task.input_bytes if first else 0,
+            null_counts={name: feature.missing for name, feature in output.stats.items()},
+            bad_records=len(output.bad_rows),
             dead_letter_temp_path=dead_letter,
-            split=shard.split,
-            num_shards=shard.num_shards,
-            covered=tuple(r.covered for r in reports if r.covered) if primary else (),
-            ignored_fields=_sum_ignored(reports) if primary else {},
-            rows_read=tally.rows_read,
-            label_values=tuple(sorted(labels)),
-            stats=finish_all(stats),
+            split=output.target.split,
+            num_shards=output.target.num_shards,
+            covered=tuple(r.covered for r in reports if r.covered) if first else (),
+            ignored_fields=_sum_ignored(reports) if first else {},
+            rows_read=tally.rows_read if first else 0,
+            label_values=tuple(sorted(labels)) if first else (),
+            stats=finish_all(output.stats),
+            part=task.index,
         )
 
     def _read(
@@ -243,43 +295,34 @@ class WriteShardFn(beam.DoFn):
 
 
 class _Tally:
-    """A writer's own count of rows in and out: every row read from its pieces is written, kept
-    by another split's writers, or set aside as bad (the format's bad rows reported here when
-    `primary`; oversized records always)."""
+    """A write task's own count of rows in and out: every row read from its pieces is written
+    (to one of its outputs) or set aside as bad (by the format, or oversized when encoded)."""
 
-    def __init__(self, primary: bool) -> None:
-        self.primary = primary
+    def __init__(self) -> None:
         self.read = 0  # good rows the format yielded
-        self.bad = 0  # rows the format set aside
         self.oversized = 0  # good rows set aside when encoded
-        self.elsewhere = 0  # rows of other splits
-        self.bad_rows: list[BadRow] = []
+        self.bad_rows: list[BadRow] = []  # the format's
 
     @property
     def rows_read(self) -> int:
-        return self.read + self.bad
+        return self.read + len(self.bad_rows)
 
     def bad_row(self, row: BadRow) -> None:
-        self.bad += 1
-        if self.primary:
-            self.bad_rows.append(row)
-
-    def oversized_row(self, row: BadRow) -> None:
-        # Reported by every split's writer: a row is in one split only, and it is found
-        # oversized after the split filter, so only its own split's writer sees it.
-        self.oversized += 1
         self.bad_rows.append(row)
 
-    def check(self, written: int, shard: str) -> None:
-        """Raises DataError unless read = written + elsewhere + set aside."""
-        accounted = written + self.elsewhere + self.bad + self.oversized
+    def oversized_row(self, output: _Output, row: BadRow) -> None:
+        self.oversized += 1
+        output.bad_rows.append(row)
+
+    def check(self, written: int, task: str) -> None:
+        """Raises DataError unless read = written + set aside."""
+        accounted = written + len(self.bad_rows) + self.oversized
         if accounted != self.rows_read:
             raise DataError(
-                f"rows in != rows out while writing {shard}: {self.rows_read:,} rows were read "
-                f"but {written:,} written, {self.elsewhere:,} kept for other splits and "
-                f"{self.bad + self.oversized:,} set aside; {self.rows_read - accounted:,} rows "
-                "were lost between reading and writing (stage WriteShards); nothing was "
-                "published"
+                f"rows in != rows out while writing {task}: {self.rows_read:,} rows were read "
+                f"but {written:,} written and {len(self.bad_rows) + self.oversized:,} set "
+                f"aside; {self.rows_read - accounted:,} rows were lost between reading and "
+                "writing (stage WriteShards); nothing was published"
             )
 
 
@@ -289,10 +332,6 @@ def _sum_ignored(reports: list[PieceReport]) -> dict[str, int]:
         for name, count in report.ignored_fields.items():
             total[name] = total.get(name, 0) + count
     return total
-
-
-def _ignore(row: BadRow) -> None:
-    """Bad rows seen by the writers of every split but the first, which reports them."""
 
 
 def _short(value: Any) -> Any:

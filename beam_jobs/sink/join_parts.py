@@ -1,0 +1,123 @@
+"""With splits: each split's shard made from its write tasks' parts, in task order.
+
+A write task reads its pieces of the input once and writes each split's rows to a file of its
+own: a part of that split's shard (`plan_split_tasks`). A shard of one part is that part; a
+shard of several is their files one after the other, which is a valid TFRecord file (framed
+records back to back) and a valid GZIP file (gzip members back to back, which TensorFlow and
+every gzip reader read as one stream). The records are those the shard's byte range of the
+input holds, in input order, as when each split's writers read all of the input.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import uuid
+from collections.abc import Iterable
+from typing import BinaryIO
+
+import apache_beam as beam
+import google_crc32c
+from apache_beam.io.filesystem import CompressionTypes
+from apache_beam.io.filesystems import FileSystems
+
+from beam_jobs.errors import raised_for_launcher
+from beam_jobs.paths import is_local
+from beam_jobs.sink.publish import WrittenShard
+from beam_jobs.stats.accumulate import merge_all
+
+__all__ = ["JoinParts", "join_parts"]
+
+_CHUNK = 8 << 20
+
+
+def _shard_key(part: WrittenShard) -> tuple[str, int]:
+    return part.split or "", part.index
+
+
+def _copy(paths: list[str], out: BinaryIO, size: int, crc: int) -> tuple[int, str]:
+    """Writes the files to `out` one after the other; returns the size and CRC32C of what
+    `out` then holds (`size` and `crc`: of what it held before)."""
+    for path in paths:
+        with FileSystems.open(path, compression_type=CompressionTypes.UNCOMPRESSED) as f:
+            while chunk := f.read(_CHUNK):
+                out.write(chunk)
+                size += len(chunk)
+                crc = google_crc32c.extend(crc, chunk)
+    return size, f"{crc:08x}"
+
+
+def _concatenate(parts: list[WrittenShard], temp_dir: str) -> tuple[str, int, str]:
+    """The parts' files as one: (its path, size, CRC32C). On local disk the other parts are
+    appended to the first (only they are copied); elsewhere all go to a new file."""
+    first, rest = parts[0], [p.temp_path for p in parts[1:]]
+    if is_local(first.temp_path):
+        with open(first.temp_path, "r+b") as out:
+            out.truncate(first.bytes)  # as written: a retried join appends once
+            out.seek(first.bytes)
+            size, crc = _copy(rest, out, first.bytes, int(first.crc32c, 16))
+        return first.temp_path, size, crc
+    path = FileSystems.join(temp_dir, f"{first.name}.{uuid.uuid4().hex}")
+    with FileSystems.create(path, compression_type=CompressionTypes.UNCOMPRESSED) as out:
+        size, crc = _copy([first.temp_path, *rest], out, 0, 0)
+    return path, size, crc
+
+
+def join_parts(parts: Iterable[WrittenShard], temp_dir: str) -> WrittenShard:
+    """One shard from its parts (all of one split's shard, from different tasks)."""
+    parts = sorted(parts, key=lambda p: p.part)
+    if len(parts) == 1:
+        return parts[0]
+    first = parts[0]
+    temp_path, size, crc = _concatenate(parts, temp_dir)
+    dead_letters = [p.dead_letter_temp_path for p in parts if p.dead_letter_temp_path]
+    dead_letter = None
+    if dead_letters:
+        name = f"{first.name}.{uuid.uuid4().hex}.dead_letter.jsonl"
+        dead_letter = FileSystems.join(temp_dir, name)
+        with FileSystems.create(dead_letter, compression_type=CompressionTypes.UNCOMPRESSED) as f:
+            _copy(dead_letters, f, 0, 0)
+    FileSystems.delete([p.temp_path for p in parts if p.temp_path != temp_path] + dead_letters)
+    ignored: dict[str, int] = {}
+    for p in parts:
+        for name, count in p.ignored_fields.items():
+            ignored[name] = ignored.get(name, 0) + count
+    # The parts' quantile edges go into one sketch, which publishing merges as it is.
+    stats = merge_all(p.stats for p in parts)
+    return dataclasses.replace(
+        first,
+        temp_path=temp_path,
+        records=sum(p.records for p in parts),
+        bytes=size,
+        crc32c=crc,
+        input_bytes=sum(p.input_bytes for p in parts),
+        null_counts={k: sum(p.null_counts.get(k, 0) for p in parts) for k in first.null_counts},
+        bad_records=sum(p.bad_records for p in parts),
+        dead_letter_temp_path=dead_letter,
+        covered=tuple(c for p in parts for c in p.covered),
+        ignored_fields=dict(sorted(ignored.items())),
+        rows_read=sum(p.rows_read for p in parts),
+        label_values=tuple(sorted({v for p in parts for v in p.label_values})),
+        stats=stats,
+        part=0,
+    )
+
+
+def _join_in_worker(keyed: tuple[tuple[str, int], Iterable[WrittenShard]], temp_dir: str):
+    with raised_for_launcher():
+        return join_parts(keyed[1], temp_dir)
+
+
+class JoinParts(beam.PTransform):
+    """Parts (`WrittenShard`s with `part`) -> one `WrittenShard` per split shard."""
+
+    def __init__(self, temp_dir: str) -> None:
+        super().__init__()
+        self._temp_dir = temp_dir
+
+    def expand(self, parts: beam.PCollection) -> beam.PCollection:
+        return (
+            parts
+            | "KeyByShard" >> beam.Map(lambda part: (_shard_key(part), part))
+            | "GroupParts" >> beam.GroupByKey()
+            | "Concatenate" >> beam.Map(_join_in_worker, temp_dir=self._temp_dir)
+        )
