@@ -153,6 +153,9 @@ def main() -> None:
     table.append(_row(f"ours: convert, --splits {SPLITS}", rows, in_bytes, splits))
     both, _ = _convert(pattern, work / "out_both", "--splits", SPLITS, "--compression", "gzip")
     table.append(_row(f"ours: convert, GZIP and --splits {SPLITS}", rows, in_bytes, both))
+    # The split hash of one feature instead of every feature's value.
+    keyed, _ = _convert(pattern, work / "out_keyed", "--splits", SPLITS, "--split_key", "id")
+    table.append(_row(f"ours: convert, --splits {SPLITS} --split_key id", rows, in_bytes, keyed))
     print("convert without statistics, and with them again ...", flush=True)
     # Their cost is a few percent, within one run's noise here: the best of two runs each,
     # taken in turns.
@@ -164,7 +167,7 @@ def main() -> None:
     no_stats = min(no_stats_runs, key=lambda m: m.seconds)
     stats_cost = min(m.seconds for m in with_stats) / no_stats.seconds - 1
     table.append(_row("ours: convert, statistics turned off", rows, in_bytes, no_stats))
-    for name in ("out_gz", "out_splits", "out_both", "out_no_stats"):
+    for name in ("out_gz", "out_splits", "out_both", "out_keyed", "out_no_stats"):
         shutil.rmtree(work / name)
     print(f"convert on a Dask cluster of {workers} single-threaded workers ...", flush=True)
     (work / "dask").mkdir(exist_ok=True)
@@ -256,7 +259,12 @@ def main() -> None:
         "Against the plain conversion in this run: "
         + ", ".join(
             f"{label} {m.seconds / ours.seconds:.2f}x"
-            for label, m in (("GZIP", gz), ("--splits", splits), ("both", both))
+            for label, m in (
+                ("GZIP", gz),
+                ("--splits", splits),
+                ("both", both),
+                ("--splits by --split_key", keyed),
+            )
         )
         + f"; statistics cost {stats_cost:+.1%} of the time without them (best of 3 runs with, "
         "2 without).",

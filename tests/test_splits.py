@@ -57,6 +57,13 @@ def test_oversized_records_of_every_split_go_to_the_dead_letter(tmp_path):
         ([1.0, None, float("nan"), -0.0, 0.0, float("inf"), -float("inf"), 1e16, 1e-5, 3.0], "f4"),
         (list(np.random.default_rng(2).normal(size=3000) * 1e4), "f4"),
         (list(np.random.default_rng(3).normal(size=3000) * 1e30), "f8"),
+        (
+            list(
+                np.random.default_rng(4).uniform(-10, 10, 20000)
+                * 10.0 ** np.arange(-30, 30).repeat(334)[:20000]
+            ),
+            "f8",
+        ),
         ([None, None], "f4"),
         ([float("nan"), None], "f4"),
         ([], "f4"),
@@ -71,6 +78,17 @@ def test_float_hashes_are_pandas_hashes_of_the_numbers_as_objects(values, dtype)
     column = pa.array(values, pa.float32() if dtype == "f4" else pa.float64())
     expected = hash_array(np.asarray(column.to_pandas(), dtype=object), categorize=False)
     assert np.array_equal(_column_hashes(column), expected)
+
+
+@pytest.mark.parametrize("other", [None, lambda values: [f"{v:.17g}" for v in values]])
+def test_float_texts_are_pythons_without_orjson_or_with_one_that_writes_otherwise(
+    monkeypatch, other
+):
+    from beam_jobs.schema import splits
+
+    numbers = np.random.default_rng(5).normal(size=5000) * 1e3
+    monkeypatch.setattr(splits, "_orjson_texts", lambda values: other and other(values))
+    assert splits.float_texts(numbers) == [repr(v) for v in numbers.tolist()]
 
 
 def _split_ids(out, manifest) -> dict[str, list[int]]:

