@@ -272,3 +272,20 @@ def test_a_writer_of_an_interrupted_run_deletes_what_it_wrote_and_stops(tmp_path
     with pytest.raises(RunAbandoned):
         writer._check_alive([str(shard), str(note), None])
     assert not temp.exists()
+
+
+def test_a_lease_lost_while_statistics_merge_names_nothing(sample_csv, tmp_path, monkeypatch):
+    # The launcher interrupted (its lease released) while the publishing worker merged the
+    # statistics: nothing gets its final name, no manifest is written.
+    out = tmp_path / "out"
+    companions = publish._companions
+
+    def interrupted(written, manifest):
+        held = lease.read_lease(str(out))[0]
+        lease.release(str(out), held.run_id)
+        return companions(written, manifest)
+
+    monkeypatch.setattr(publish, "_companions", interrupted)
+    with pytest.raises(OutputBusy, match="is gone"):
+        convert(sample_csv[:1], out, "--num_shards=2")
+    assert sorted(p.name for p in out.iterdir()) == []  # the temporary folder removed too

@@ -10,8 +10,9 @@ current file has (the next *generation*, `data-00000-of-00007.g3.tfrecord`), the
 manifest is written under a temporary name and renamed over the old one (an atomic replace
 locally; on Cloud Storage the copy onto `manifest.json` replaces it at once), and only then are
 the previous generation's files, failed runs' dead letters and the run's temporary folder
-removed. Publishing first checks that this run still holds the output's lease, and ends by
-releasing it.
+removed. Publishing checks that this run still holds the output's lease first, again after
+merging the statistics (the slow part) and before naming anything, and once more before the
+manifest; it ends by releasing the lease.
 """
 
 from __future__ import annotations
@@ -357,6 +358,10 @@ def publish(
     except TooManyBadRecords:
         _publish_dead_letters(written, output, generation)
         raise
+    files = _companions(written, manifest)  # the statistics merged, before anything is named
+    # The run's launcher may have been interrupted while this worker merged (it released the
+    # lease): what follows is quick, and the manifest's write is checked once more.
+    check_holder(output, spec.run_id)
     FileSystems.rename(
         [w.temp_path for w in written],
         [FileSystems.join(output, with_generation(w.name, generation)) for w in written],
@@ -364,8 +369,9 @@ def publish(
     _publish_dead_letters(written, output, generation)
     # The companions describe the shards for other tools; the manifest, written last, lists
     # them with their checksums and stays the one truth.
-    companions = _publish_companions(_companions(written, manifest), output, spec.temp_dir)
+    companions = _publish_companions(files, output, spec.temp_dir)
     manifest = dataclasses.replace(manifest, companions=companions)
+    check_holder(output, spec.run_id)  # the leftovers of a run stopped here are ours to remove
     write_atomically(
         FileSystems.join(output, MANIFEST_NAME), manifest.to_json().encode("utf-8"), spec.temp_dir
     )
