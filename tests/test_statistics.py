@@ -280,33 +280,28 @@ def test_inspect_stats_prints_a_table(converted):
         assert int(row[2].replace(",", "")) == 12_000 - nulls[name]
 
 
-def test_inspect_stats_without_statistics_names_the_file(converted, tmp_path):
+@pytest.mark.parametrize(
+    "content, problem",
+    [(None, "does not exist"), (b"", "is damaged"), (b"\x0a\xff\xff\xff", "is damaged")],
+    ids=["missing", "empty", "garbage"],
+)
+def test_inspect_and_report_name_missing_or_damaged_statistics(
+    converted, tmp_path, content, problem
+):
+    from beam_jobs.html_report import load_report
+
     out = tmp_path / "old"
     out.mkdir()
     (out / "manifest.json").write_bytes((converted[0] / "manifest.json").read_bytes())
+    if content is not None:
+        (out / "statistics.pb").write_bytes(content)
     result = subprocess.run(
         [sys.executable, "-m", "beam_jobs", "inspect", str(out), "--stats"],
         capture_output=True, text=True, cwd=ROOT,
     )  # fmt: skip
     assert result.returncode == 1
-    assert f"{out}/statistics.pb does not exist" in result.stderr
-
-
-@pytest.mark.parametrize("content", [b"", b"\x0a\xff\xff\xff"], ids=["empty", "garbage"])
-def test_damaged_statistics_are_named_by_inspect_and_report(converted, tmp_path, content):
-    out = tmp_path / "damaged"
-    out.mkdir()
-    (out / "manifest.json").write_bytes((converted[0] / "manifest.json").read_bytes())
-    (out / "statistics.pb").write_bytes(content)
-    result = subprocess.run(
-        [sys.executable, "-m", "beam_jobs", "inspect", str(out), "--stats"],
-        capture_output=True, text=True, cwd=ROOT,
-    )  # fmt: skip
-    assert result.returncode == 1
-    assert f"{out}/statistics.pb is damaged" in result.stderr
-    from beam_jobs.html_report import load_report
-
-    assert load_report(str(out)).statistics_problem.startswith(f"{out}/statistics.pb is damaged")
+    assert f"{out}/statistics.pb {problem}" in result.stderr
+    assert load_report(str(out)).statistics_problem.startswith(f"{out}/statistics.pb {problem}")
 
 
 def test_top_values_past_the_sketch_never_overstate():
