@@ -205,7 +205,12 @@ def _planned_shards(plan: ConversionPlan, target_shard_bytes: int) -> str:
         count = counts[name]
         size = plan.estimated_output_bytes * weight / total / count
         parts.append(f"{name} ({weight}/{total}): {count} of about {format_size(size)}")
-    return f"shards       {'; '.join(parts)} (target {format_size(target_shard_bytes)})"
+    tasks = len(plan.tasks)
+    return (
+        f"shards       {'; '.join(parts)} (target {format_size(target_shard_bytes)})\n"
+        f"tasks        {count_of(tasks, 'write task')}, reading the input once; each writes "
+        "its rows of each split to a part of that split's shard"
+    )
 
 
 def describe_plan(plan: ConversionPlan, output: str | None, target_shard_bytes: int) -> str:
