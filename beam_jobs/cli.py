@@ -17,6 +17,7 @@ import contextlib
 import json
 import logging
 import os
+import re
 import sys
 import time
 from collections.abc import Iterator, Sequence
@@ -387,5 +388,17 @@ def _fail(
     message = str(error)
     print("\n".join([f"error: {message}", *note]), file=sys.stderr)
     if command == "convert":
-        _summary_line(status, exit_code, error=message.splitlines()[0] if message else "")
+        _summary_line(status, exit_code, error=_headline(message))
     return exit_code
+
+
+def _headline(message: str) -> str:
+    """The line of an error's text that names it: its first, unless that opens a traceback
+    (a runner's text of a worker's error), then the traceback's last line (`Type: text`)."""
+    lines = [line.strip() for line in message.splitlines() if line.strip()]
+    if not lines:
+        return ""
+    if lines[0].startswith("Traceback (most recent call"):
+        named = [line for line in lines if re.match(r"^[\w.]+(Error|Exception|Exit)\b", line)]
+        return named[-1] if named else lines[-1]
+    return lines[0]

@@ -203,3 +203,18 @@ def test_a_dry_run_with_splits_names_its_write_tasks(tmp_path, capsys):
     assert "tasks        3 write tasks, reading the input once;" in out
     assert main([*argv, "--splits=train=1,eval=1", "--num_shards=2", "--split_key=id"]) == 0
     assert "tasks        2 write tasks" in capsys.readouterr().out
+
+
+def test_the_status_line_names_a_workers_error_not_its_traceback(tmp_path, capsys):
+    from beam_jobs import cli
+
+    text = (
+        'Traceback (most recent call last):\n  File "x.py", line 1, in f\n    g()\n'
+        "IsADirectoryError: [Errno 21] Is a directory: 'out/dataset_info.json'\n"
+        " [while running 'Publish/Publish']"
+    )
+    assert cli._headline(text) == (
+        "IsADirectoryError: [Errno 21] Is a directory: 'out/dataset_info.json'"
+    )
+    assert cli._headline("plain words\nmore") == "plain words"
+    assert cli._headline("") == ""

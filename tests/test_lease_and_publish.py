@@ -194,6 +194,20 @@ def test_a_users_files_under_companion_names_are_not_written_over(sample_csv, tm
     assert sorted(p.name for p in out.iterdir()) == ["features.json", "statistics.pb"]
 
 
+@pytest.mark.parametrize("flags", [(), ("--overwrite",)])
+@pytest.mark.parametrize("text", ['{"name": "my web app"}', "garbage"])
+def test_a_manifest_json_that_is_not_ours_is_not_written_over(sample_csv, tmp_path, flags, text):
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / "manifest.json").write_text(text)
+    (out / "schema.pbtxt").write_text("my schema")
+    with pytest.raises(UsageError, match="holds a manifest.json that is not a tfrecord-etl man"):
+        convert(sample_csv[:1], out, *flags)
+    assert (out / "manifest.json").read_text() == text
+    assert (out / "schema.pbtxt").read_text() == "my schema"
+    assert sorted(p.name for p in out.iterdir()) == ["manifest.json", "schema.pbtxt"]
+
+
 def test_companions_a_run_left_when_it_died_publishing_are_ours(sample_csv, tmp_path):
     out = tmp_path / "out"
     dead = out / ".tfrecord-etl-tmp-0123abcd"

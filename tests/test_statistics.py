@@ -171,6 +171,16 @@ def test_merged_parts_equal_one_pass():
     assert parts[0].records == 700  # merging leaves the parts alone
 
 
+def test_merging_live_accumulators_keeps_both_quantiles():
+    low = _stats("float32", [[float(v)] for v in range(100)])
+    high = _stats("float32", [[float(v)] for v in range(1000, 1100)])
+    low.merge(high)
+    assert low.numbers == 200
+    assert low.quantile_edges(4) == [0.0, 49.5, 1000.0, 1049.5, 1099.0]
+    with pytest.raises(RuntimeError, match="take no more values"):
+        low.update(np.arange(2), pa.array([1.0]))
+
+
 def test_a_shards_sample_is_bounded_and_its_edges_hold_their_rank():
     from beam_jobs.stats.accumulate import RESERVOIR
 

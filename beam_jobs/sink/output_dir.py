@@ -1,14 +1,14 @@
 """The output folder's rules: what in it is ours, what a new run may remove, and rerun detection.
 
-Ours, and so ours to replace or remove: `manifest.json`, the lease file, shard files named
-`<prefix>-NNNNN-of-NNNNN[.gN].tfrecord[.gz]`, `dead_letter/<shard name>.jsonl`, temporary folders
-`.tfrecord-etl-tmp-<run id>/` that hold our run marker, and the companion files
-(`schema.pbtxt`, `statistics.pb`, `dataset_info.json`, `features.json`) when the folder also
-holds our manifest or a run's temporary folder: those names are common, and a folder without
-either is not ours. Anything else (a user's `dead_letter/notes.txt`, a folder that only looks
-like ours) is never deleted, with or without `--overwrite`; without it, such files make the
-output a usage error, and a user's file under a companion's name is one even with it (the
-conversion would write over it).
+Ours, and so ours to replace or remove: `manifest.json` (when it loads as a manifest), the
+lease file, shard files named `<prefix>-NNNNN-of-NNNNN[.gN].tfrecord[.gz]`,
+`dead_letter/<shard name>.jsonl`, temporary folders `.tfrecord-etl-tmp-<run id>/` that hold our
+run marker, and the companion files (`schema.pbtxt`, `statistics.pb`, `dataset_info.json`,
+`features.json`) when the folder also holds our manifest or a run's temporary folder: those
+names are common, and a folder without either is not ours. Anything else (a user's
+`dead_letter/notes.txt`, a folder that only looks like ours) is never deleted, with or without
+`--overwrite`; without it, such files make the output a usage error, and a user's file under
+our manifest's or a companion's name is one even with it (the conversion would write over it).
 
 A rerun of the same conversion (same input files, sizes and options) into an output with its
 complete manifest (every shard and companion file as it lists them) is a no-op, so a retried
@@ -238,8 +238,9 @@ def prepare_output(
       is nothing to do.
 
     Raises:
-      UsageError: when the output is a file, or holds files we did not write (without
-        `--overwrite`).
+      UsageError: when the output is a file, holds files we did not write (without
+        `--overwrite`), or holds a `manifest.json` that is not ours, or companion names
+        without our manifest (with `--overwrite` too: publishing would write over them).
     """
     if _is_file(output):
         raise UsageError(f"--output {output} is a file; give a directory")
@@ -247,9 +248,21 @@ def prepare_output(
     dead = _dead_temp_folders(output, listing, run_id)
     for folder in dead:
         remove_folder(folder)
+    manifest, problem = None, ""
+    if MANIFEST_NAME in listing:
+        try:
+            manifest = load_manifest(output)
+        except ManifestError as e:
+            problem = str(e)
+    if problem:
+        # Written atomically, ours always loads: this one is somebody else's (or was edited).
+        raise UsageError(
+            f"--output {output} holds a manifest.json that is not a tfrecord-etl manifest "
+            f"({problem}); a conversion would write over it: move it or choose another directory"
+        )
     # Companion names are common ones: they are ours beside our manifest, or after a run of
     # ours that died publishing (its temporary folder is still there).
-    companions_ours = MANIFEST_NAME in listing or bool(dead)
+    companions_ours = manifest is not None or bool(dead)
     clashing = [r for r in COMPANION_NAMES if r in listing and not companions_ours]
     if clashing:
         raise UsageError(
@@ -257,17 +270,13 @@ def prepare_output(
             "its shards, but no tfrecord-etl manifest: they are not ours to write over; move "
             "them or choose another directory"
         )
-    if MANIFEST_NAME in listing and not overwrite:
-        try:
-            manifest = load_manifest(output)
-        except ManifestError:
-            manifest = None
-        if (
-            manifest
-            and _same_conversion(manifest, options, files, features)
-            and _files_in_place(output, manifest, listing)
-        ):
-            return True
+    if (
+        manifest
+        and not overwrite
+        and _same_conversion(manifest, options, files, features)
+        and _files_in_place(output, manifest, listing)
+    ):
+        return True
     foreign = [r for r in listing if not is_ours(r)]
     if foreign and not overwrite:
         shown = ", ".join(foreign[:5]) + (", ..." if len(foreign) > 5 else "")

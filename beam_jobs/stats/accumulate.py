@@ -175,6 +175,8 @@ class FeatureStats:
         """Bottom-k sampling: each number gets a random key, and the RESERVOIR smallest keys
         seen are a uniform sample. Keys below the limit are kept in buffers of twice that
         size, cut back to the smallest when full (one partial sort per many batches)."""
+        if self.quantiles is not None or self.edges is not None:
+            raise RuntimeError("finished or merged statistics take no more values")
         if self.sampler is None:
             self.sampler = np.random.default_rng(0)
             self.sample = np.empty(2 * RESERVOIR, np.float64)
@@ -252,7 +254,10 @@ class FeatureStats:
 
     def merge(self, other: FeatureStats) -> None:
         """Adds another accumulator of the same feature (another shard's); `other` is spent
-        (its sketches may become this one's)."""
+        (its sketches may become this one's). Both are finished first: a merged accumulator
+        holds its quantiles in the sketch and takes no more values."""
+        self._fold_into_sketch()
+        other._fold_into_sketch()
         self.records += other.records
         self.missing += other.missing
         self.values += other.values
@@ -272,9 +277,6 @@ class FeatureStats:
         self.min_length = _pick(min, self.min_length, other.min_length)
         self.max_length = max(self.max_length, other.max_length)
         self.top_weight = max(self.top_weight, other.top_weight)
-        other.finish()  # a shard's sample joins the merge as its edges
-        if other.edges is not None:
-            self._add_shares(other.edges, other.numbers)
         for name in ("quantiles", "distinct", "top"):
             theirs = getattr(other, name)
             if theirs is None:
@@ -283,6 +285,13 @@ class FeatureStats:
                 setattr(self, name, theirs)
             else:
                 getattr(self, name).Merge(theirs)
+
+    def _fold_into_sketch(self) -> None:
+        """Its sample (finished into edges first) or its edges, as shares of the sketch."""
+        self.finish()
+        if self.edges is not None:
+            self._add_shares(self.edges, self.numbers)
+            self.edges = None
 
     def _add_shares(self, edges: np.ndarray, numbers: int) -> None:
         """Adds a finished shard's numbers to the quantile sketch as its shares: each of the
@@ -322,6 +331,8 @@ class FeatureStats:
             # The inverted CDF: the smallest value with at least that share at or below it.
             ranks = np.ceil(np.linspace(0, 1, buckets + 1) * len(ordered)).astype(np.int64) - 1
             found = ordered[np.clip(ranks, 0, len(ordered) - 1)]
+        elif self.edges is not None:  # finished: its 101 edges hold 100 equal shares
+            found = np.quantile(self.edges, np.linspace(0, 1, buckets + 1))
         elif self.quantiles is not None:
             # Asking finalizes a sketch (no values may be added after): ask a copy.
             sketch = pickle.loads(pickle.dumps(self.quantiles))
