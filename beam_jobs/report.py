@@ -201,9 +201,9 @@ def _planned_shards(plan: ConversionPlan, target_shard_bytes: int) -> str:
     total = sum(w for _, w in plan.splits)
     parts = []
     counts = plan.shards_per_split()
-    for name, weight in plan.splits:
+    for (name, weight), share in zip(plan.splits, plan.split_shares, strict=True):
         count = counts[name]
-        size = plan.estimated_output_bytes * weight / total / count
+        size = plan.estimated_output_bytes * share / count
         parts.append(f"{name} ({weight}/{total}): {count} of about {format_size(size)}")
     tasks = len(plan.tasks)
     return (

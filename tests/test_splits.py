@@ -151,3 +151,27 @@ def test_each_row_is_read_once_and_the_splits_hold_what_they_held(tmp_path):
     assert sorted(i for v in ids.values() for i in v) == want
     assert manifest.counts["records_read"] == manifest.counts["records_written"] == 6000
     assert all(ids[s] == sorted(ids[s]) for s in ids)  # input order within each split
+
+
+def test_shards_are_sized_for_what_each_split_gets_not_its_weight(tmp_path):
+    # A --split_key with three values, one of them in 80% of the rows: a split may get far
+    # more (or less) than its weight says. Each split's shards are planned for the share the
+    # sampled records give it, so every shard stays within the target.
+    raw = tmp_path / "in.csv"
+    keys = ["often"] * 8 + ["rare1", "rare2"]
+    raw.write_text(
+        "id,key,text\n" + "".join(f"{i},{keys[i % 10]},row {i} {'x' * 40}\n" for i in range(20_000))
+    )
+    target = 64 * 1024
+    manifest = convert(
+        [str(raw)], tmp_path / "out", "--splits=a=1,b=1,c=1", "--split_key=key",
+        f"--target_shard_bytes={target}",
+    )  # fmt: skip
+    summary = manifest.split_summary()
+    assert max(s["records"] for s in summary.values()) >= 16_000  # the skew is there
+    for split in summary:
+        sizes = [s.bytes for s in manifest.shards if s.split == split]
+        assert max(sizes) <= 1.1 * target, (split, sizes)
+        if summary[split]["records"]:  # a split no key value hashes to: one empty shard
+            assert max(sizes) / min(sizes) <= 1.5, (split, sizes)
+    assert manifest.total_records == 20_000

@@ -13,6 +13,7 @@ import dataclasses
 from collections.abc import Sequence
 from typing import Any
 
+import numpy as np
 from apache_beam.io.filesystem import CompressionTypes
 from apache_beam.io.filesystems import FileSystems
 
@@ -29,6 +30,7 @@ from beam_jobs.plan.shards import (
     plan_split_tasks,
 )
 from beam_jobs.schema.projection import Projection
+from beam_jobs.schema.splits import assign_splits
 from beam_jobs.schema.tfmd import schema_from_pbtxt
 from beam_jobs.sink.dead_letter import BadRow
 from beam_jobs.sink.deflate import gzip_bytes
@@ -62,6 +64,7 @@ class ConversionPlan:
     # With splits, the write tasks: each reads its stretch of the input once and writes a part
     # of one shard per split. Without, each shard is its own task.
     split_tasks: tuple[ShardSpec, ...] = ()
+    split_shares: tuple[float, ...] = ()  # each split's sampled share of the output bytes
 
     @property
     def tasks(self) -> tuple[ShardSpec, ...]:
@@ -124,21 +127,36 @@ def _measure(
     compression: str,
     compression_level: int,
     on_bad_row: OnBadRow,
-) -> tuple[float, float]:
-    """Output bytes and records per input byte, by converting the samples like a writer does."""
+    splits: Sequence[tuple[str, int]] = (),
+    split_key: str | None = None,
+) -> tuple[float, float, list[float]]:
+    """Output bytes and records per input byte, by converting the samples like a writer does,
+    and with splits each split's share of the output bytes (its records, by the split rule:
+    a --split_key with few values, or repeated records, need not follow the weights)."""
     encoder = ExampleEncoder(projection.features(features))
     in_bytes = out_bytes = records = 0.0
+    weights = [w for _, w in splits]
+    split_bytes = np.zeros(len(weights))
     for sample in samples:
         read = input_format.sample_batches(sample, features, on_bad_row)
         batches = [projection.batch(batch) for batch in read]
-        framed = b"".join(frame_records(encoder.encode(batch)) for batch in batches)
+        encoded = [encoder.encode(batch) for batch in batches]
+        framed = b"".join(frame_records(examples) for examples in encoded)
         stored = gzip_bytes(framed, compression_level) if compression == "gzip" else framed
         in_bytes += sample.input_bytes
         out_bytes += len(stored)
         records += sum(batch.num_rows for batch in batches)
+        for batch, examples in zip(batches, encoded, strict=True):
+            if weights and batch.num_rows:
+                sizes = np.fromiter(map(len, examples), np.float64, len(examples))
+                which = assign_splits(batch, weights, split_key)
+                split_bytes += np.bincount(which, sizes + 16, minlength=len(weights))
+    shares = [w / sum(weights) for w in weights]
+    if split_bytes.sum() > 0:
+        shares = list(split_bytes / split_bytes.sum())
     if in_bytes == 0:
-        return 1.0, 0.0
-    return out_bytes / in_bytes, records / in_bytes
+        return 1.0, 0.0, shares
+    return out_bytes / in_bytes, records / in_bytes, shares
 
 
 def _check_split_key(config: ConvertConfig, features: Sequence[FeatureSpec]) -> None:
@@ -191,7 +209,7 @@ def make_plan(config: ConvertConfig) -> ConversionPlan:
     _check_split_key(config, features)
     _check_label(config, features)
     bad: list[BadRow] = []
-    out_ratio, records_ratio = _measure(
+    out_ratio, records_ratio, shares = _measure(
         input_format,
         samples,
         read_features,
@@ -199,11 +217,12 @@ def make_plan(config: ConvertConfig) -> ConversionPlan:
         config.compression,
         config.compression_level,
         bad.append,
+        config.splits,
+        config.split_key,
     )
     input_bytes = sum(f.size for f in files)
     counts = []
-    for split, weight in config.splits or ((None, 1),):
-        share = weight / sum(w for _, w in config.splits) if config.splits else 1.0
+    for (split, _), share in zip(config.splits or ((None, 1),), shares or [1.0], strict=True):
         num_shards = choose_num_shards(
             input_bytes * out_ratio * share,
             config.target_shard_bytes,
@@ -230,4 +249,5 @@ def make_plan(config: ConvertConfig) -> ConversionPlan:
         sampled_bad_rows=len(bad),
         sampled_bad_examples=tuple(f"{b.path}: {b.reason}" for b in bad[:3]),
         split_tasks=tuple(tasks),
+        split_shares=tuple(shares) if config.splits else (),
     )

@@ -1,8 +1,9 @@
 """Assigning records to splits by a stable hash, vectorized.
 
-A record's split depends only on its (converted) values: the `--split_key` feature's value, or
-every feature's value. pandas' `hash_array` (SipHash with a fixed key, in C) hashes a column at
-once, so the same input and options give the same assignment on any machine and any runner.
+A record's split depends only on its values as read (before a float32 feature rounds a number
+read as float64): the `--split_key` feature's value, or every feature's value. pandas'
+`hash_array` (SipHash with a fixed key, in C) hashes a column at once, so the same input and
+options give the same assignment on any machine and any runner.
 """
 
 from __future__ import annotations
