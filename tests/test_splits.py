@@ -175,3 +175,12 @@ def test_shards_are_sized_for_what_each_split_gets_not_its_weight(tmp_path):
         if summary[split]["records"]:  # a split no key value hashes to: one empty shard
             assert max(sizes) / min(sizes) <= 1.5, (split, sizes)
     assert manifest.total_records == 20_000
+
+
+def test_the_sample_sizes_splits_only_when_it_surely_differs_from_the_weights():
+    from beam_jobs.plan.conversion import _skewed
+
+    weights = [0.98, 0.02]
+    assert not _skewed(np.array([1950.0, 50.0]), weights)  # 2.5% against 2%: sampling noise
+    assert _skewed(np.array([1800.0, 200.0]), weights)  # 10% against 2%
+    assert not _skewed(np.array([0.0, 0.0]), weights)  # nothing sampled

@@ -131,12 +131,14 @@ def _measure(
     split_key: str | None = None,
 ) -> tuple[float, float, list[float]]:
     """Output bytes and records per input byte, by converting the samples like a writer does,
-    and with splits each split's share of the output bytes (its records, by the split rule:
-    a --split_key with few values, or repeated records, need not follow the weights)."""
+    and with splits each split's share of the output: its weight's, unless the sampled records
+    surely split otherwise (a --split_key with few values, or repeated records, need not
+    follow the weights), then the sample's."""
     encoder = ExampleEncoder(projection.features(features))
     in_bytes = out_bytes = records = 0.0
     weights = [w for _, w in splits]
     split_bytes = np.zeros(len(weights))
+    split_records = np.zeros(len(weights))
     for sample in samples:
         read = input_format.sample_batches(sample, features, on_bad_row)
         batches = [projection.batch(batch) for batch in read]
@@ -151,12 +153,25 @@ def _measure(
                 sizes = np.fromiter(map(len, examples), np.float64, len(examples))
                 which = assign_splits(batch, weights, split_key)
                 split_bytes += np.bincount(which, sizes + 16, minlength=len(weights))
+                split_records += np.bincount(which, minlength=len(weights))
     shares = [w / sum(weights) for w in weights]
-    if split_bytes.sum() > 0:
+    if _skewed(split_records, shares):
         shares = list(split_bytes / split_bytes.sum())
     if in_bytes == 0:
         return 1.0, 0.0, shares
     return out_bytes / in_bytes, records / in_bytes, shares
+
+
+def _skewed(records: np.ndarray, weights: Sequence[float]) -> bool:
+    """Whether the sampled records' splits are surely not the weights' shares (more than four
+    standard errors off for some split): then the sample's shares size the shards. Else the
+    weights do, as the sample's own noise would size a small split's shards wrongly."""
+    total = records.sum()
+    if not total:
+        return False
+    shares = np.asarray(weights)
+    error = np.sqrt(shares * (1 - shares) / total)
+    return bool((np.abs(records / total - shares) > 4 * error + 1e-12).any())
 
 
 def _check_split_key(config: ConvertConfig, features: Sequence[FeatureSpec]) -> None:
