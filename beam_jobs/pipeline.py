@@ -78,7 +78,7 @@ class ConvertToShards(beam.PTransform):
 
     def _join(self) -> beam.PTransform:
         if self._plan.split_tasks:
-            return JoinParts(self.temp_dir)
+            return JoinParts(self.temp_dir, self._plan.split_tasks)
         return beam.Map(lambda shard: shard)  # each shard written whole by one writer
 
     def _writer(self) -> shard_writer.WriteShardFn:

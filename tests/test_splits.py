@@ -184,3 +184,31 @@ def test_the_sample_sizes_splits_only_when_it_surely_differs_from_the_weights():
     assert not _skewed(np.array([1950.0, 50.0]), weights)  # 2.5% against 2%: sampling noise
     assert _skewed(np.array([1800.0, 200.0]), weights)  # 10% against 2%
     assert not _skewed(np.array([0.0, 0.0]), weights)  # nothing sampled
+
+
+def test_a_shard_whose_parts_did_not_all_arrive_is_not_joined(tmp_path):
+    from beam_jobs.errors import DataError
+    from beam_jobs.plan.shards import InputFile, plan_split_tasks
+    from beam_jobs.sink.join_parts import join_parts, tasks_by_shard
+    from beam_jobs.sink.publish import WrittenShard
+
+    _, tasks = plan_split_tasks([InputFile("a", 1000)], [("train", 2), ("eval", 3)])
+    expected = tasks_by_shard(tasks)
+    # Cuts at 1/3, 1/2, 2/3: four tasks; train 0 is made of tasks 0 and 1, eval 1 of 1 and 2.
+    assert expected == {
+        ("train", 0): (0, 1), ("train", 1): (2, 3),
+        ("eval", 0): (0,), ("eval", 1): (1, 2), ("eval", 2): (3,),
+    }  # fmt: skip
+
+    def part(task: int) -> WrittenShard:
+        path = tmp_path / f"p{task}"
+        path.write_bytes(b"x")
+        return WrittenShard(0, str(path), "train-00000-of-00002.tfrecord", 1, 1, "0", 0, {},
+                            split="train", num_shards=2, part=task)  # fmt: skip
+
+    with pytest.raises(DataError, match=r"write tasks \[0, 1\], but the parts of \[1\] arrived"):
+        join_parts([part(1)], str(tmp_path), expected["train", 0])
+    with pytest.raises(DataError, match=r"the parts of \[0, 1, 1\] arrived"):
+        join_parts([part(0), part(1), part(1)], str(tmp_path), expected["train", 0])
+    joined = join_parts([part(1), part(0)], str(tmp_path), expected["train", 0])
+    assert (joined.records, joined.bytes) == (2, 2)

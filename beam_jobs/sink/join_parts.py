@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import dataclasses
 import uuid
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from typing import BinaryIO
 
 import apache_beam as beam
@@ -20,12 +20,13 @@ import google_crc32c
 from apache_beam.io.filesystem import CompressionTypes
 from apache_beam.io.filesystems import FileSystems
 
-from beam_jobs.errors import raised_for_launcher
+from beam_jobs.errors import DataError, raised_for_launcher
 from beam_jobs.paths import is_local
+from beam_jobs.plan.shards import ShardSpec
 from beam_jobs.sink.publish import WrittenShard
 from beam_jobs.stats.accumulate import merge_all
 
-__all__ = ["JoinParts", "join_parts"]
+__all__ = ["JoinParts", "join_parts", "tasks_by_shard"]
 
 _CHUNK = 8 << 20
 
@@ -62,9 +63,22 @@ def _concatenate(parts: list[WrittenShard], temp_dir: str) -> tuple[str, int, st
     return path, size, crc
 
 
-def join_parts(parts: Iterable[WrittenShard], temp_dir: str) -> WrittenShard:
-    """One shard from its parts (all of one split's shard, from different tasks)."""
+def join_parts(
+    parts: Iterable[WrittenShard], temp_dir: str, tasks: Sequence[int] | None = None
+) -> WrittenShard:
+    """One shard from its parts (all of one split's shard, from different tasks).
+
+    Raises:
+      DataError: when `tasks` (the write tasks the plan gives the shard) are not the parts'
+        (a runner that lost or repeated elements between the stages).
+    """
     parts = sorted(parts, key=lambda p: p.part)
+    if tasks is not None and [p.part for p in parts] != list(tasks):
+        raise DataError(
+            f"rows in != rows out: {parts[0].name} is made of the parts of write tasks "
+            f"{list(tasks)}, but the parts of {[p.part for p in parts]} arrived between the "
+            "stages WriteShards and JoinParts; nothing was published"
+        )
     if len(parts) == 1:
         return parts[0]
     first = parts[0]
@@ -102,22 +116,37 @@ def join_parts(parts: Iterable[WrittenShard], temp_dir: str) -> WrittenShard:
     )
 
 
-def _join_in_worker(keyed: tuple[tuple[str, int], Iterable[WrittenShard]], temp_dir: str):
+def _join_in_worker(
+    keyed: tuple[tuple[str, int], Iterable[WrittenShard]],
+    temp_dir: str,
+    tasks: dict[tuple[str, int], tuple[int, ...]],
+) -> WrittenShard:
     with raised_for_launcher():
-        return join_parts(keyed[1], temp_dir)
+        return join_parts(keyed[1], temp_dir, tasks[keyed[0]])
+
+
+def tasks_by_shard(tasks: Sequence[ShardSpec]) -> dict[tuple[str, int], tuple[int, ...]]:
+    """(split, shard index) -> the write tasks whose parts make that shard, in order."""
+    found: dict[tuple[str, int], list[int]] = {}
+    for task in tasks:
+        for part in task.parts:
+            found.setdefault((part.split or "", part.index), []).append(task.index)
+    return {key: tuple(indexes) for key, indexes in found.items()}
 
 
 class JoinParts(beam.PTransform):
-    """Parts (`WrittenShard`s with `part`) -> one `WrittenShard` per split shard."""
+    """Parts (`WrittenShard`s with `part`) -> one `WrittenShard` per split shard; each
+    shard's parts are checked against the write tasks the plan gives it."""
 
-    def __init__(self, temp_dir: str) -> None:
+    def __init__(self, temp_dir: str, tasks: Sequence[ShardSpec]) -> None:
         super().__init__()
         self._temp_dir = temp_dir
+        self._tasks = tasks_by_shard(tasks)
 
     def expand(self, parts: beam.PCollection) -> beam.PCollection:
         return (
             parts
             | "KeyByShard" >> beam.Map(lambda part: (_shard_key(part), part))
             | "GroupParts" >> beam.GroupByKey()
-            | "Concatenate" >> beam.Map(_join_in_worker, temp_dir=self._temp_dir)
+            | "Concatenate" >> beam.Map(_join_in_worker, temp_dir=self._temp_dir, tasks=self._tasks)
         )
