@@ -23,7 +23,7 @@ from apache_beam.io.filesystems import FileSystems
 
 from beam_jobs.errors import FramingError
 from beam_jobs.sink.lease import read_lease
-from beam_jobs.sink.output_dir import load_manifest
+from beam_jobs.sink.output_dir import companion_mismatches, load_manifest
 from beam_jobs.sink.tfrecord import count_records
 from tfdata_reader.manifest import MANIFEST_NAME, Manifest, ShardInfo
 
@@ -129,15 +129,10 @@ def _verify_once(output: str, manifest: Manifest) -> list[ShardProblem]:
         )
     publishing = _leased(output)
     for companion in manifest.companions:
-        path = FileSystems.join(output, companion.path)
-        if not FileSystems.exists(path):
+        found = companion_mismatches(output, companion)
+        if found == ["missing"]:
             problems.append(ShardProblem(companion.path, "missing"))
-            continue
-        with FileSystems.open(path, compression_type=CompressionTypes.UNCOMPRESSED) as raw:
-            measured = _Measured(raw)
-            measured.drain()
-        found = companion.mismatches(size=measured.bytes, crc32c=measured.crc)
-        if found and publishing:  # a running conversion writes its own before its manifest
+        elif found and publishing:  # a running conversion writes its own before its manifest
             _log.info("%s: being replaced by a running conversion", companion.path)
         elif found:
             problems.extend(

@@ -38,6 +38,7 @@ from beam_jobs.sink.lease import LEASE_NAME
 from beam_jobs.stats.proto import STATISTICS_NAME
 from tfdata_reader.manifest import (
     MANIFEST_NAME,
+    CompanionFile,
     FeatureSpec,
     Manifest,
     ManifestError,
@@ -48,6 +49,7 @@ __all__ = [
     "COMPANION_NAMES",
     "RUN_MARKER",
     "TEMP_DIR_PREFIX",
+    "companion_mismatches",
     "is_ours",
     "load_manifest",
     "ours_to_remove",
@@ -144,14 +146,21 @@ def _files_in_place(output: str, manifest: Manifest, listing: dict[str, int]) ->
     companions a failed publish rewrote, no longer holds the conversion its manifest says."""
     if not all(listing.get(shard.path) == shard.bytes for shard in manifest.shards):
         return False
-    for companion in manifest.companions:
-        if listing.get(companion.path) != companion.bytes:
-            return False
-        path = FileSystems.join(output, companion.path)
-        with FileSystems.open(path, compression_type=CompressionTypes.UNCOMPRESSED) as f:
-            if f"{google_crc32c.value(f.read()):08x}" != companion.crc32c:
-                return False
-    return True
+    return all(
+        listing.get(c.path) == c.bytes and not companion_mismatches(output, c)
+        for c in manifest.companions
+    )
+
+
+def companion_mismatches(output: str, companion: CompanionFile) -> list[str]:
+    """How a companion file as stored differs from its manifest entry: ["missing"], its
+    size's and CRC32C's differences, or [] when it is the file the manifest published."""
+    path = FileSystems.join(output, companion.path)
+    if not FileSystems.exists(path):
+        return ["missing"]
+    with FileSystems.open(path, compression_type=CompressionTypes.UNCOMPRESSED) as f:
+        data = f.read()  # a few files of kilobytes to megabytes
+    return companion.mismatches(size=len(data), crc32c=google_crc32c.value(data))
 
 
 def ours_to_remove(output: str, keep: set[str], prefixes: set[str]) -> list[str]:
