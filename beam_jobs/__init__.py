@@ -34,16 +34,16 @@ __all__ = [
 ]
 
 _LAZY = {
-    "ConvertResult": "beam_jobs.launcher",
-    "ConvertToShards": "beam_jobs.pipeline",
-    "DataError": "beam_jobs.errors",
+    "ConvertResult": "beam_jobs.job.launcher",
+    "ConvertToShards": "beam_jobs.transforms.convert_to_shards",
+    "DataError": "beam_jobs.core.errors",
     "FeatureSpec": "tfdata_reader.manifest",
-    "OutputBusy": "beam_jobs.errors",
-    "TooManyBadRecords": "beam_jobs.errors",
-    "UsageError": "beam_jobs.errors",
-    "WriteShards": "beam_jobs.write_shards",
+    "OutputBusy": "beam_jobs.core.errors",
+    "TooManyBadRecords": "beam_jobs.core.errors",
+    "UsageError": "beam_jobs.core.errors",
+    "WriteShards": "beam_jobs.transforms.write_shards",
     "convert": "beam_jobs.api",
-    "run": "beam_jobs.launcher",
+    "run": "beam_jobs.job.launcher",
 }
 
 

@@ -6,75 +6,56 @@
     result.manifest.total_records
 
 The keywords are the flag names without `--` (`label` and `labels` as on the command line);
-values may be Python values: a list for a repeated or comma-separated flag, a dict for
-`splits` and `rename`, a bool for `overwrite`, `wait` and `dry_run`. The run is the same as
-`tfrecord-etl convert` (same checks, same typed errors), without the end-of-run printout.
+values may be text, as on the command line, or Python values: a list for a repeated or
+comma-separated flag, a dict for `splits` and `rename`, a bool for `overwrite`, `wait` and
+`dry_run`, an int for sizes and counts, a `pathlib.Path` for paths. They build the same
+`ConvertConfig` as the command line, without being rendered as text first. The run is the same
+as `tfrecord-etl convert` (same checks, same typed errors), without the end-of-run printout.
 """
 
 from __future__ import annotations
 
-import argparse
+import difflib
 from collections.abc import Mapping, Sequence
+from os import PathLike
 from typing import Any
 
-from beam_jobs.errors import UsageError
-from beam_jobs.launcher import ConvertResult, run
+from apache_beam.options.pipeline_options import PipelineOptions
 
-__all__ = ["convert"]
+from beam_jobs.config.convert import ConvertConfig
+from beam_jobs.core import flags
+from beam_jobs.core.errors import UsageError
+from beam_jobs.job.argv import check_beam_options
+from beam_jobs.job.launcher import ConvertResult, run_config
 
-# Keywords that are not spelled as their flag's destination.
-_ALIASES = {"label": "label_column", "labels": "image_labels"}
-# Flags of ours that another options class defines (Beam's TestOptions owns --dry_run).
-_ELSEWHERE = {"dry_run"}
-
-
-def _known_keywords() -> set[str]:
-    from beam_jobs.options import ConvertOptions
-
-    parser = argparse.ArgumentParser()
-    ConvertOptions._add_argparse_args(parser)
-    return {action.dest for action in parser._actions} | set(_ALIASES) | _ELSEWHERE
+__all__ = ["convert", "convert_config"]
 
 
-def _text(value: Any) -> str:
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, Mapping):
-        return ",".join(f"{k}={v}" for k, v in value.items())
-    if isinstance(value, (list, tuple)):
-        return ",".join(str(v) for v in value)
-    return str(value)
+def convert_config(
+    input: str | PathLike | Sequence[str | PathLike], output: str | PathLike, **options: Any
+) -> ConvertConfig:
+    """The `ConvertConfig` that `convert(input, output, **options)` runs.
 
-
-def to_argv(
-    input: str | Sequence[str],
-    output: str,
-    options: Mapping[str, Any],
-    pipeline_options: Mapping[str, Any] | None = None,
-) -> list[str]:
-    """The command line `convert(...)` runs (pure; raises UsageError for an unknown keyword)."""
-    known = _known_keywords()
-    unknown = sorted(set(options) - known)
+    Raises:
+      UsageError: naming an unknown keyword or a value its flag does not take.
+    """
+    names = {n for f in flags.flags(ConvertConfig) for n in f.names} - {"input", "output"}
+    unknown = sorted(set(options) - names)
     if unknown:
+        close = [difflib.get_close_matches(u, sorted(names), n=1, cutoff=0.75) for u in unknown]
+        hints = [
+            f"{u} (did you mean {c[0]}?)" if c else u for u, c in zip(unknown, close, strict=True)
+        ]
         raise UsageError(
             f"convert() got unknown keyword argument{'s' if len(unknown) > 1 else ''} "
-            f"{', '.join(unknown)}; Beam's own options go in pipeline_options={{...}}"
+            f"{', '.join(hints)}; Beam's own options go in pipeline_options={{...}}"
         )
-    patterns = [input] if isinstance(input, str) else list(input)
-    argv = [arg for pattern in patterns for arg in ("--input", str(pattern))]
-    argv += ["--output", str(output)]
-    for name, value in options.items():
-        if value is not None:
-            argv.append(f"--{_ALIASES.get(name, name)}={_text(value)}")
-    for name, value in (pipeline_options or {}).items():
-        if value is not None:
-            argv.append(f"--{name}={_text(value)}")
-    return argv
+    return ConvertConfig.from_flags({"input": input, "output": output, **options})
 
 
 def convert(
-    input: str | Sequence[str],
-    output: str,
+    input: str | PathLike | Sequence[str | PathLike],
+    output: str | PathLike,
     *,
     pipeline_options: Mapping[str, Any] | None = None,
     **options: Any,
@@ -89,10 +70,21 @@ def convert(
         compression="gzip", splits={"train": 80, "eval": 20}, columns=["a", "b"], label="y".
 
     Returns:
-      The `ConvertResult`: `manifest`, `converted` (False when the output already held this
-      conversion, or for `dry_run=True`, whose `plan` is given instead).
+      The `ConvertResult`: its `status`, `manifest`, `converted` (False when the output
+      already held this conversion, or for `dry_run=True`, whose `plan` is given instead).
 
     Raises:
       UsageError, DataError, TooManyBadRecords, OutputBusy: as the command reports them.
     """
-    return run(to_argv(input, output, options, pipeline_options))
+    config = convert_config(input, output, **options)
+    if pipeline_options is None:
+        pipeline_options = {}
+    if not isinstance(pipeline_options, Mapping):
+        raise UsageError(
+            "pipeline_options must be a dict of Beam's options, e.g. "
+            f"{{'direct_num_workers': 2}}; got {type(pipeline_options).__name__}"
+        )
+    given = {k: v for k, v in pipeline_options.items() if v is not None}
+    check_beam_options(given)
+    beam_options = PipelineOptions.from_dictionary(given)
+    return run_config(config, beam_options, given)

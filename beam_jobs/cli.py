@@ -23,7 +23,7 @@ import time
 from collections.abc import Iterator, Sequence
 from typing import Any, TextIO
 
-from beam_jobs.interrupt import Interrupted, interruptible
+from beam_jobs.job.interrupt import Interrupted, interruptible
 from beam_jobs.version import __version__
 
 __all__ = ["main"]
@@ -53,25 +53,21 @@ Any command takes --verbose: tracebacks and Beam's worker logs for failures.
 
 def _convert(argv: list[str]) -> int:
     if "-h" in argv or "--help" in argv:
-        from beam_jobs.options import ConvertOptions
+        from beam_jobs.job.argv import parser
 
-        parser = argparse.ArgumentParser(
-            prog="tfrecord-etl convert",
+        parser(
             description="Convert raw files into size-targeted TFRecord shards and a manifest. "
             "Any Beam pipeline flag is accepted too; without --runner the job runs on the local "
-            "FnApiRunner with one worker per core (threads up to 1 GiB of input, processes above). "
-            "Beam's --dry_run prints the shard "
-            "plan (inputs, features, estimated shards and sizes) and writes nothing.",
-        )
-        ConvertOptions._add_argparse_args(parser)
-        parser.print_help()
+            "FnApiRunner with one worker per core (threads up to 1 GiB of input, processes "
+            "above)."
+        ).print_help()
         return EXIT_OK
     started = time.monotonic()
     try:
         with interruptible():
             # Imported here: Beam and TensorFlow take seconds to import, and a Ctrl-C or
             # SIGTERM meanwhile must end the run as cleanly as one later on.
-            from beam_jobs.launcher import run
+            from beam_jobs.job.launcher import run
 
             result = run(argv)
     except Interrupted as e:
@@ -82,28 +78,29 @@ def _convert(argv: list[str]) -> int:
         )
         _summary_line("interrupted", e.exit_code, signal=e.name)
         sys.stderr.flush()
-        os._exit(e.exit_code)  # see beam_jobs.interrupt: no shutdown around the runner's threads
+        os._exit(e.exit_code)  # beam_jobs.job.interrupt: no shutdown around the runner's threads
     elapsed = time.monotonic() - started
-    from beam_jobs.report import (
+    from beam_jobs.inspection.report import (
         bad_rows_note,
         ignored_fields_note,
         missing_label_note,
         summarize_run,
     )
 
+    status = result.status
     if result.plan is not None:
-        from beam_jobs.report import describe_plan
+        from beam_jobs.inspection.report import describe_plan
 
         config = result.config
-        print(describe_plan(result.plan, config.output, config.target_shard_bytes))
-        _summary_line("dry_run", EXIT_OK, planned_shards=len(result.plan.shards))
+        print(describe_plan(result.plan, config.output, config.sharding.target_shard_bytes))
+        _summary_line(status.value, EXIT_OK, planned_shards=len(result.plan.shards))
         return EXIT_OK
     if result.submitted_job is not None:
         print(
             f"submitted job {result.submitted_job}; it publishes "
             f"{result.config.output}/manifest.json when it finishes"
         )
-        _summary_line("submitted", EXIT_OK, job_id=result.submitted_job)
+        _summary_line(status.value, EXIT_OK, job_id=result.submitted_job)
         return EXIT_OK
     manifest = result.manifest
     if result.converted:
@@ -118,7 +115,7 @@ def _convert(argv: list[str]) -> int:
             "pass --overwrite to convert again"
         )
     _summary_line(
-        "ok" if result.converted else "already_converted",
+        status.value,
         EXIT_OK,
         records_read=manifest.counts.get("records_read", manifest.total_records),
         records_written=manifest.total_records,
@@ -136,22 +133,11 @@ def _summary_line(status: str, exit_code: int, **fields: object) -> None:
     print(json.dumps({"status": status, "exit_code": exit_code, **fields}), flush=True)
 
 
-# How convert reads its inputs: `inspect --input` takes them too, to show the same plan.
-_INSPECT_READ_FLAGS = (
-    "delimiter",
-    "column_names",
-    "skip_header_lines",
-    "encoding",
-    "sample_bytes",
-    "columns",
-    "rename",
-    "label",
-)
-
-
 def _inspect(argv: list[str]) -> int:
-    from beam_jobs.report import describe
-    from beam_jobs.sink.output_dir import load_manifest
+    from beam_jobs.config.convert import ConvertConfig
+    from beam_jobs.core import flags
+    from beam_jobs.inspection.report import describe
+    from beam_jobs.publish.output_dir import load_manifest
     from tfdata_reader.manifest import schema_to_json
 
     parser = argparse.ArgumentParser(
@@ -162,23 +148,21 @@ def _inspect(argv: list[str]) -> int:
     )
     parser.add_argument("output", nargs="?", help="a conversion's output directory")
     parser.add_argument("--input", action="append", help="raw input files or patterns instead")
-    parser.add_argument("--format", default=None, help="format of --input (default: extension)")
-    parser.add_argument("--labels", default=None, help="labels CSV, for --format images")
     parser.add_argument(
         "--schema", action="store_true", help="print only the feature spec, as --schema JSON"
     )
     parser.add_argument(
         "--stats", action="store_true", help="print each feature's statistics (statistics.pb)"
     )
-    for flag in _INSPECT_READ_FLAGS:
-        parser.add_argument(f"--{flag}", default=None, help="as for convert (with --input)")
+    reading = parser.add_argument_group("how --input is read (as for convert)")
+    flags.add_arguments(reading, ConvertConfig, only=lambda flag: flag.reading)
     args = parser.parse_args(argv)
     if args.input:
         return _inspect_inputs(args)
     if not args.output:
         parser.error("give a dataset directory, or --input PATTERN to infer a raw input's spec")
     if args.stats:
-        from beam_jobs.stats.table import load_statistics, statistics_table
+        from beam_jobs.inspection.stats_table import load_statistics, statistics_table
 
         print(statistics_table(load_statistics(args.output)))
         return EXIT_OK
@@ -189,29 +173,24 @@ def _inspect(argv: list[str]) -> int:
 
 def _inspect_inputs(args: argparse.Namespace) -> int:
     """The spec `convert` would infer for raw inputs (and its plan, without --schema)."""
-    from apache_beam.options.pipeline_options import PipelineOptions
-
-    from beam_jobs.options import ConvertConfig
+    from beam_jobs.config.convert import ConvertConfig
+    from beam_jobs.core import flags
+    from beam_jobs.inspection.report import describe_plan
     from beam_jobs.plan.conversion import make_plan
-    from beam_jobs.report import describe_plan
-    from beam_jobs.runner import normalize_argv
     from tfdata_reader.manifest import schema_to_json
 
-    flags = [a for i in args.input for a in ("--input", i)]
-    flags += [f"--format={args.format}"] if args.format else []
-    flags += ["--labels", args.labels] if args.labels else []
-    flags += [f"--{f}={getattr(args, f)}" for f in _INSPECT_READ_FLAGS if getattr(args, f)]
-    config = ConvertConfig.from_options(PipelineOptions(normalize_argv(flags)), plan_only=True)
+    reading = {f.name: getattr(args, f.name) for f in flags.flags(ConvertConfig) if f.reading}
+    config = ConvertConfig.from_flags({"input": args.input, **reading}, plan_only=True)
     plan = make_plan(config)
     if args.schema:
         print(schema_to_json(list(plan.features)), end="")
     else:
-        print(describe_plan(plan, None, config.target_shard_bytes))
+        print(describe_plan(plan, None, config.sharding.target_shard_bytes))
     return EXIT_OK
 
 
 def _verify(argv: list[str]) -> int:
-    from beam_jobs.verify import verify
+    from beam_jobs.inspection.verify import verify
 
     parser = argparse.ArgumentParser(prog="tfrecord-etl verify")
     parser.add_argument("output", help="a conversion's output directory")
@@ -231,7 +210,7 @@ def _verify(argv: list[str]) -> int:
 
 
 def _diff(argv: list[str]) -> int:
-    from beam_jobs.diff import compare
+    from beam_jobs.inspection.diff import compare
 
     parser = argparse.ArgumentParser(
         prog="tfrecord-etl diff",
@@ -243,7 +222,7 @@ def _diff(argv: list[str]) -> int:
     args = parser.parse_args(argv)
     import tensorflow as tf
 
-    from beam_jobs.errors import ManifestError
+    from beam_jobs.core.errors import ManifestError
 
     try:
         result = compare(args.a, args.b)
@@ -256,7 +235,7 @@ def _diff(argv: list[str]) -> int:
 
 
 def _report(argv: list[str]) -> int:
-    from beam_jobs.html_report import write_report
+    from beam_jobs.inspection.html_report import write_report
 
     parser = argparse.ArgumentParser(
         prog="tfrecord-etl report",
@@ -351,7 +330,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     argv = [a for a in argv if a != "--verbose"]
     _configure_logging(verbose)
 
-    from beam_jobs.errors import (
+    from beam_jobs.core.errors import (
         DataError,
         ManifestError,
         OutputBusy,
@@ -367,7 +346,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except OutputBusy as e:
         return _fail(argv[0], EXIT_BUSY, e, status="busy")
     except TooManyBadRecords as e:
-        from beam_jobs.report import bad_rows_note
+        from beam_jobs.inspection.report import bad_rows_note
 
         return _fail(argv[0], EXIT_DATA, e, bad_rows_note(e.output, e.dead_letters))
     except (DataError, ManifestError) as e:

@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import sys
 
-from beam_jobs import cli, runner
+from beam_jobs import cli
+from beam_jobs.job import runner
 
 if __name__ == "__main__":
     runner.local_runner_fix.apply = lambda: False  # as before the fix: threads, timed flush

@@ -17,9 +17,9 @@ import pyarrow as pa
 import pyarrow.csv as pcsv
 from tfx_bsl.coders.example_coder import RecordBatchToExamplesEncoder
 
-from beam_jobs.sink.deflate import compressor as gzip_compressor
-from beam_jobs.sink.encode import ExampleEncoder, value_lists
-from beam_jobs.sink.tfrecord import frame_records
+from beam_jobs.codec.deflate import compressor as gzip_compressor
+from beam_jobs.codec.examples import ExampleEncoder, value_lists
+from beam_jobs.codec.framing import frame_records
 from tfdata_reader.manifest import FeatureSpec
 
 _DTYPES = {"int64": "int64", "double": "float32", "string": "bytes"}

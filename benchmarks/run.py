@@ -33,8 +33,9 @@ from data import write_csv  # noqa: E402
 from measure import Measured, run_measured  # noqa: E402
 from support.dask_cluster import dask_cluster  # noqa: E402
 
+from beam_jobs.core.inputs import InputFile  # noqa: E402
 from beam_jobs.formats.lines.cut_counts import segments_between_cuts  # noqa: E402
-from beam_jobs.plan.shards import InputFile, choose_num_shards, cut_points, plan_shards  # noqa: E402
+from beam_jobs.plan.shards import choose_num_shards, cut_points, plan_shards  # noqa: E402
 from tfdata_reader.manifest import Manifest  # noqa: E402
 
 PY = sys.executable

@@ -10,7 +10,7 @@ import json
 import pytest
 from support.datasets import convert, read_all
 
-from beam_jobs.errors import UsageError
+from beam_jobs.core.errors import UsageError
 from tfdata_reader import make_dataset
 
 SPECIES = ["setosa", "versicolor", "virginica"]
@@ -43,7 +43,7 @@ def test_columns_and_renames_shape_the_output(iris, tmp_path):
 
 @pytest.mark.parametrize("form", [["--label", "kind"], ["--label=kind"]])
 def test_a_text_label_comes_back_as_its_id_in_the_vocabulary(iris, tmp_path, form):
-    from beam_jobs.launcher import run
+    from beam_jobs.job.launcher import run
 
     path, expected = iris
     out = tmp_path / "out"
@@ -90,13 +90,10 @@ def test_bad_column_choices_are_usage_errors(iris, tmp_path, flags, message):
 
 
 def test_beams_job_labels_still_pass_through(iris, tmp_path):
-    from beam_jobs.runner import normalize_argv
+    from beam_jobs.job.argv import split_argv
 
-    assert normalize_argv(["--label", "team=ml", "--label", "y"]) == [
-        "--label",
-        "team=ml",
-        "--label_column=y",
-    ]
+    ours, beams = split_argv(["--label", "team=ml", "--label", "y", "--labels={\"a\": \"b\"}"])
+    assert (ours, beams) == ({"label_column": "y"}, ["--label", "team=ml", '--labels={"a": "b"}'])
 
 
 @pytest.mark.parametrize("fmt", ["csv", "jsonl", "parquet"])

@@ -9,9 +9,9 @@ from apache_beam.options.pipeline_options import PipelineOptions
 from support.datasets import convert
 
 from beam_jobs import WriteShards, local_runner_fix
-from beam_jobs.errors import DataError
+from beam_jobs.codec.examples import ExampleEncoder
+from beam_jobs.core.errors import DataError
 from beam_jobs.sink import grouped
-from beam_jobs.sink.encode import ExampleEncoder
 
 THREADS = ["--runner=FnApiRunner", "--direct_running_mode=multi_threading"]
 
@@ -68,7 +68,7 @@ def test_the_fix_applies_to_its_beam_version_only(monkeypatch):
 def test_without_the_fix_the_launcher_runs_local_jobs_in_worker_processes(monkeypatch):
     from apache_beam.options.pipeline_options import DirectOptions
 
-    from beam_jobs import runner
+    from beam_jobs.job import runner
 
     monkeypatch.setattr(runner.local_runner_fix, "apply", lambda: False)
     options = PipelineOptions([])

@@ -17,9 +17,9 @@ import pytest
 import tensorflow as tf
 from support.datasets import convert, expected_rows
 
-from beam_jobs.errors import DataError, UsageError
-from beam_jobs.sink.tfrecord import count_records
-from beam_jobs.verify import verify
+from beam_jobs.codec.framing import count_records
+from beam_jobs.core.errors import DataError, UsageError
+from beam_jobs.inspection.verify import verify
 from tfdata_reader import make_dataset
 from tfdata_reader.dataset import parse_spec
 from tfdata_reader.manifest import FeatureSpec
@@ -69,9 +69,9 @@ def test_every_value_round_trips_in_input_order(converted, sample_csv):
 
 def test_the_parallel_quote_count_stage_gives_the_same_records(sample_csv, tmp_path, monkeypatch):
     # Large or remote inputs have their quotes counted by a Beam stage instead of the launcher.
-    import beam_jobs.pipeline
+    import beam_jobs.transforms.convert_to_shards
 
-    monkeypatch.setattr(beam_jobs.pipeline, "LAUNCHER_COUNT_BYTES", -1)
+    monkeypatch.setattr(beam_jobs.transforms.convert_to_shards, "LAUNCHER_COUNT_BYTES", -1)
     manifest = convert(sample_csv, tmp_path / "out", f"--target_shard_bytes={TARGET}")
     rows = _records_in_shard_order(tmp_path / "out", manifest)
     _assert_same_values(rows, expected_rows(sample_csv), manifest)
@@ -294,7 +294,7 @@ def test_parse_spec_matches_manifest_shapes(converted):
 def test_worker_processes_convert_every_row(sample_csv, tmp_path, caplog):
     """The multi-process local runner (what inputs over 1 GiB get), with real worker processes."""
     out = tmp_path / "mp"
-    with caplog.at_level(logging.INFO, logger="beam_jobs.runner"):
+    with caplog.at_level(logging.INFO, logger="beam_jobs.job.runner"):
         manifest = convert(
             sample_csv,
             out,

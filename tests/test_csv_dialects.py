@@ -10,7 +10,7 @@ import pytest
 from support.datasets import convert, read_all
 
 from beam_jobs.cli import main
-from beam_jobs.errors import DataError, UsageError
+from beam_jobs.core.errors import DataError, UsageError
 from beam_jobs.formats.csv.dialect import detect_delimiter, looks_like_data, parse_delimiter
 
 

@@ -2,11 +2,11 @@ import io
 
 import pytest
 
-from beam_jobs.errors import DataError
+from beam_jobs.core.bad_rows import BadRow
+from beam_jobs.core.errors import DataError
 from beam_jobs.formats.csv.dialect import Dialect
-from beam_jobs.formats.csv.ranges import read_range
+from beam_jobs.formats.csv.ranges import CsvSource, read_range
 from beam_jobs.formats.csv.source import infer_features, parse_sample
-from beam_jobs.sink.dead_letter import BadRow
 from tfdata_reader.manifest import FeatureSpec
 
 HEAD = (
@@ -77,10 +77,9 @@ def _read(data: bytes, start: int = 0, end: int | None = None):
     batches = list(
         read_range(
             io.BytesIO(data),
-            "in/a.csv",
+            CsvSource("in/a.csv", tuple(FEATURES)),
             start,
             len(data) if end is None else end,
-            FEATURES,
             bad.append,
             header=start == 0,
         )

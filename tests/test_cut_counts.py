@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from beam_jobs.formats.lines.cut_counts import (
+    Counting,
     CutCounts,
     count_lines_to,
     count_segment,
@@ -41,6 +42,6 @@ def test_counts_before_cuts_are_running_sums_of_segments(tmp_path):
 def test_json_lines_segments_count_newlines_only(tmp_path):
     path = tmp_path / "in.jsonl"
     path.write_bytes(b'{"a": "\\"x"}\n' * 10)
-    (segment,) = segments_between_cuts({str(path): [30]}, quotes=False)
+    (segment,) = segments_between_cuts({str(path): [30]}, Counting(quotes=False))
     counted = count_segment(segment)
     assert (counted.newlines, counted.effect.resets, counted.effect.flips) == (2, False, 0)

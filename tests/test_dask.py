@@ -14,8 +14,8 @@ import time
 import pytest
 from support.dask_cluster import dask_cluster
 
-from beam_jobs import on_dask
-from beam_jobs.errors import UsageError
+from beam_jobs.core.errors import UsageError
+from beam_jobs.job import on_dask
 
 ROWS = 30_000
 TARGET = "128KiB"
@@ -168,16 +168,17 @@ def test_large_inputs_are_counted_once_one_dask_task_per_segment(
 ):
     from distributed import Client
 
-    from beam_jobs import launcher, pipeline
-    from beam_jobs.options import ConvertConfig
+    from beam_jobs.config.convert import ConvertConfig
+    from beam_jobs.job import launcher
     from beam_jobs.plan.conversion import make_plan
+    from beam_jobs.transforms import convert_to_shards as pipeline
 
     monkeypatch.setattr(pipeline, "LAUNCHER_COUNT_BYTES", 0)  # as for a large input
     argv = ["--input", f"{sample}/*.csv", "--output", str(tmp_path / "out"), "--target_shard_bytes"]
     argv += [TARGET]
-    from apache_beam.options.pipeline_options import PipelineOptions
+    from beam_jobs.job.argv import split_argv
 
-    segments = pipeline.cut_segments(make_plan(ConvertConfig.from_options(PipelineOptions(argv))))
+    segments = pipeline.cut_segments(make_plan(ConvertConfig.from_flags(split_argv(argv)[0])))
     assert len(segments) >= 6
     with Client(cluster) as client:
         client.get_task_stream()
@@ -284,7 +285,7 @@ def test_a_runner_or_address_that_cannot_be_is_a_usage_error_before_anything_is_
 
 @pytest.mark.slow
 def test_a_scheduler_without_workers_is_named_not_waited_on_forever(tmp_path, sample, monkeypatch):
-    from beam_jobs import launcher
+    from beam_jobs.job import launcher
 
     monkeypatch.setattr(on_dask, "WAIT_FOR_WORKERS_SECONDS", 2)
     with dask_cluster(tmp_path, workers=0) as address:

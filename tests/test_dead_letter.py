@@ -8,7 +8,7 @@ import pytest
 from support.datasets import convert, read_all
 
 from beam_jobs.cli import main
-from beam_jobs.errors import DataError, TooManyBadRecords
+from beam_jobs.core.errors import DataError, TooManyBadRecords
 from tfdata_reader import make_dataset
 
 
@@ -204,10 +204,10 @@ def test_line_numbers_are_physical_lines(tmp_path, monkeypatch, gzipped, counted
     # the plain file mid-way, so lines before each cut come from the cut counts.
     import gzip
 
-    import beam_jobs.pipeline
+    import beam_jobs.transforms.convert_to_shards
 
     if counted_by == "beam_stage":
-        monkeypatch.setattr(beam_jobs.pipeline, "LAUNCHER_COUNT_BYTES", -1)
+        monkeypatch.setattr(beam_jobs.transforms.convert_to_shards, "LAUNCHER_COUNT_BYTES", -1)
     text = ["id,note"]  # line 1
     for i in range(600):
         text.append(f'{i},"two\nlines"' if i % 3 == 0 else f"{i},one line")
@@ -278,7 +278,7 @@ def test_a_last_line_of_only_a_quote_blames_that_line(tmp_path):
 
 
 def test_the_first_bad_rows_come_from_the_first_shards_whatever_order_they_finished(tmp_path):
-    from beam_jobs.report import bad_rows_note
+    from beam_jobs.inspection.report import bad_rows_note
 
     (tmp_path / "dead_letter").mkdir()
     for index, line in ((0, 5), (1, 455)):

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import argparse
 import json
 import pathlib
 import py_compile
@@ -14,18 +13,18 @@ import pytest
 import yaml
 from apache_beam.options.pipeline_options import PipelineOptions
 
-from beam_jobs.options import ConvertConfig, ConvertOptions
-from beam_jobs.pipeline import ConvertToShards
+from beam_jobs.config.convert import ConvertConfig
+from beam_jobs.core import flags
+from beam_jobs.job.argv import check_beam_args, split_argv
 from beam_jobs.plan.conversion import make_plan
+from beam_jobs.transforms.convert_to_shards import ConvertToShards
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 DEPLOY = ROOT / "deploy"
 
 
-def _cli_flags() -> set[str]:
-    parser = argparse.ArgumentParser()
-    ConvertOptions._add_argparse_args(parser)
-    return {a.dest for a in parser._actions if a.dest != "help"}
+def _cli_flags() -> dict[str, flags.Flag]:
+    return {f.name: f for f in flags.flags(ConvertConfig)}
 
 
 def test_every_json_and_yaml_file_parses():
@@ -43,10 +42,14 @@ def test_metadata_parameters_are_the_cli_flags():
     names = [p["name"] for p in metadata["parameters"]]
     assert len(names) == len(set(names))
     # --wait is fixed to false by the template's launcher (main.py), so it is no parameter, and
-    # neither is --progress_seconds (a launcher that does not wait reports no progress).
-    assert set(names) == _cli_flags() - {"wait", "progress_seconds"}
+    # neither is --progress_seconds (a launcher that does not wait reports no progress) nor
+    # --dry_run (a template is launched to convert; a plan is looked at with the CLI).
+    cli = _cli_flags()
+    assert set(names) == set(cli) - {"wait", "progress_seconds", "dry_run"}
     for parameter in metadata["parameters"]:
-        assert parameter["helpText"] and parameter["regexes"]
+        # The template's help is the flag table's, word for word: it cannot drift.
+        assert parameter["helpText"] == cli[parameter["name"]].help, parameter["name"]
+        assert parameter["regexes"]
         for regex in parameter["regexes"]:
             re.compile(regex)
 
@@ -112,7 +115,9 @@ def test_flink_cronjob_submits_an_uber_jar_for_the_clusters_version_and_size():
     task_managers = session["spec"]["taskManager"]["replicas"]
     slots = int(session["spec"]["flinkConfiguration"]["taskmanager.numberOfTaskSlots"])
     assert flink.parallelism == task_managers * slots
-    ConvertConfig.from_options(PipelineOptions(args))  # our own flags parse too
+    ours, beams = split_argv(args)  # our own flags parse too, and Beam's are all known
+    check_beam_args(beams)
+    ConvertConfig.from_flags(ours)
 
 
 def test_pipeline_builds_for_dataflow_without_running(sample_csv, monkeypatch):
@@ -134,8 +139,9 @@ def test_pipeline_builds_for_dataflow_without_running(sample_csv, monkeypatch):
         "--region=europe-west1",
         "--temp_location=gs://bucket/tmp",
     ]
-    options = PipelineOptions(argv)
-    config = ConvertConfig.from_options(options)
+    ours, beams = split_argv(argv)
+    options = PipelineOptions(beams)
+    config = ConvertConfig.from_flags(ours)
     assert config.output == "gs://bucket/ds/2026-12-01"
     plan = make_plan(config)
     pipeline = beam.Pipeline(runner="DataflowRunner", options=options)

@@ -68,7 +68,7 @@ def _first_shard_records(folder) -> int:
 def test_the_same_layout_with_other_bytes_is_named_whole():
     import dataclasses
 
-    from beam_jobs.diff import _storage
+    from beam_jobs.inspection.diff import _storage
     from tfdata_reader.manifest import FeatureSpec, Manifest, ShardInfo
 
     a = Manifest([ShardInfo("data-00000-of-00001.tfrecord", 3, 100, "0000abcd")],

@@ -8,7 +8,7 @@ import csv
 import pytest
 from support.datasets import convert, read_all
 
-from beam_jobs.errors import DataError, UsageError
+from beam_jobs.core.errors import DataError, UsageError
 
 
 def _latin1_csv(path) -> list[dict]:

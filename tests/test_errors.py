@@ -9,7 +9,7 @@ import apache_beam as beam
 import pytest
 from apache_beam.options.pipeline_options import PipelineOptions
 
-from beam_jobs.errors import (
+from beam_jobs.core.errors import (
     DataError,
     TooManyBadRecords,
     UsageError,

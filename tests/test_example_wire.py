@@ -15,8 +15,8 @@ from google.protobuf.internal.encoder import _VarintBytes
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from beam_jobs.sink.encode import ExampleEncoder
-from beam_jobs.sink.example_wire import varint_lengths, varints
+from beam_jobs.codec.example_wire import varint_lengths, varints
+from beam_jobs.codec.examples import ExampleEncoder
 from tfdata_reader.manifest import FeatureSpec
 
 _ARROW = {"int64": pa.int64(), "float32": pa.float32(), "bytes": pa.binary()}

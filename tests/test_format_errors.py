@@ -13,8 +13,8 @@ import pytest
 from support.datasets import convert
 from support.inputs import write_input
 
-from beam_jobs import launcher
-from beam_jobs.errors import DataError, TooManyBadRecords
+from beam_jobs.core.errors import DataError, TooManyBadRecords
+from beam_jobs.job import launcher
 
 FORMATS = ["csv", "jsonl", "parquet", "text", "tfrecord", "images"]
 
@@ -31,7 +31,7 @@ def _one_file(path) -> str:
 def test_a_file_that_disappears_after_planning_is_a_data_error_naming_it(
     tmp_path, monkeypatch, fmt, counted_by
 ):
-    from beam_jobs import pipeline
+    from beam_jobs.transforms import convert_to_shards as pipeline
 
     if counted_by == "beam_stage":  # as for inputs over 256 MiB or on gs://
         monkeypatch.setattr(pipeline, "LAUNCHER_COUNT_BYTES", 0)
@@ -148,7 +148,7 @@ def test_a_zstd_bomb_is_read_in_bounded_memory(tmp_path):
     bomb.write_bytes(zstandard.ZstdCompressor(level=19).compress(b"0\n" * (128 << 20)))
     code = (
         "import resource, sys; from beam_jobs.formats.compressed import open_input, read_head;"
-        "from beam_jobs.plan.shards import InputFile; p = sys.argv[1];"
+        "from beam_jobs.core.inputs import InputFile; p = sys.argv[1];"
         "before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss;"
         "read_head(InputFile(p, 1), 1 << 20, 'zstd'); f = open_input(p, 'zstd');"
         "n = sum(len(c) for c in iter(lambda: f.read(8 << 20), b''));"

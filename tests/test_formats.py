@@ -20,8 +20,8 @@ import tensorflow as tf
 import zstandard
 from support.datasets import convert, expected_rows, read_all
 
-from beam_jobs.errors import DataError
-from beam_jobs.verify import verify
+from beam_jobs.core.errors import DataError
+from beam_jobs.inspection.verify import verify
 from tfdata_reader import make_dataset
 
 TARGET = 32 * 1024

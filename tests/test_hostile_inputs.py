@@ -11,7 +11,7 @@ import pytest
 from support.datasets import convert, read_all
 
 from beam_jobs.cli import main
-from beam_jobs.errors import DataError
+from beam_jobs.core.errors import DataError
 
 
 def _dead(out) -> list[dict]:

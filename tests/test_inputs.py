@@ -7,7 +7,7 @@ import os
 import pytest
 from support.datasets import convert, expected_rows, read_all
 
-from beam_jobs.errors import UsageError
+from beam_jobs.core.errors import UsageError
 from beam_jobs.plan.inputs import list_inputs
 
 

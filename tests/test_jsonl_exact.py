@@ -8,7 +8,7 @@ import json
 import pytest
 from support.datasets import convert, read_all
 
-from beam_jobs.formats import json_chunks
+from beam_jobs.formats.jsonl import chunks as json_chunks
 from tfdata_reader.manifest import FeatureSpec
 
 BIG = 2**53 + 1  # the first integer a double cannot hold
@@ -178,7 +178,7 @@ def test_mistyped_lines_among_lists_and_nulls_are_dead_letters(bad_every):
 
 @pytest.mark.parametrize("sampled", [True, False])
 def test_a_json_array_file_is_refused_saying_it_is_an_array(tmp_path, sampled):
-    from beam_jobs.errors import DataError
+    from beam_jobs.core.errors import DataError
 
     folder = tmp_path / "in"
     folder.mkdir()

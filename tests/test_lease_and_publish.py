@@ -14,9 +14,9 @@ import pytest
 from support.datasets import IN_PROCESS, convert, expected_rows, read_all
 
 from beam_jobs.cli import main
-from beam_jobs.errors import OutputBusy, TooManyBadRecords, UsageError
-from beam_jobs.sink import lease, publish
-from beam_jobs.verify import verify
+from beam_jobs.core.errors import OutputBusy, TooManyBadRecords, UsageError
+from beam_jobs.inspection.verify import verify
+from beam_jobs.publish import lease, publish
 
 LEASE = lease.LEASE_NAME
 
@@ -234,7 +234,7 @@ def test_already_converted_still_removes_a_killed_runs_temporary_folder(sample_c
     leftover.mkdir()
     (leftover / "run.json").write_text('{"run_id": "0123456789ab", "tool": "tfrecord-etl"}')
     (leftover / "data-00000-of-00001.tfrecord.5f3a").write_bytes(b"x" * 1000)
-    from beam_jobs.launcher import run
+    from beam_jobs.job.launcher import run
 
     result = run(["--input", sample_csv[0], "--output", str(out), *IN_PROCESS])
     assert not result.converted and not leftover.exists()
@@ -266,8 +266,8 @@ def test_a_run_whose_lease_is_gone_publishes_nothing(tmp_path):
 
 
 def test_a_writer_of_an_interrupted_run_deletes_what_it_wrote_and_stops(tmp_path):
-    from beam_jobs.formats import make_format
-    from beam_jobs.sink.shard_writer import RunAbandoned, WriteShardFn
+    from beam_jobs.formats.csv.format import CsvFormat
+    from beam_jobs.sink.shard_writer import RunAbandoned, WriteShardFn, WriteSpec
     from tfdata_reader.manifest import FeatureSpec
 
     temp = tmp_path / "out" / ".tfrecord-etl-tmp-abc123"
@@ -275,10 +275,10 @@ def test_a_writer_of_an_interrupted_run_deletes_what_it_wrote_and_stops(tmp_path
     marker = temp / "run.json"
     marker.write_text("{}")
     shard, note = temp / "data-00000-of-00001.tfrecord.x", temp / "progress" / "n.json"
+    features = (FeatureSpec("id", "int64", [], False),)
     writer = WriteShardFn(
-        make_format("csv", [], None), [FeatureSpec("id", "int64", [], False)], str(temp),
-        "data", "none", run_marker=str(marker),
-    )  # fmt: skip
+        WriteSpec(CsvFormat(), features, features, str(temp), run_marker=str(marker))
+    )
     writer._check_alive([])  # alive: nothing happens
     marker.unlink()  # the launcher was interrupted and removed its folder...
     shard.write_bytes(b"x")  # ...while this task went on writing
@@ -292,14 +292,14 @@ def test_a_lease_lost_while_statistics_merge_names_nothing(sample_csv, tmp_path,
     # The launcher interrupted (its lease released) while the publishing worker merged the
     # statistics: nothing gets its final name, no manifest is written.
     out = tmp_path / "out"
-    companions = publish._companions
+    companions = publish.companion_files
 
     def interrupted(written, manifest):
         held = lease.read_lease(str(out))[0]
         lease.release(str(out), held.run_id)
         return companions(written, manifest)
 
-    monkeypatch.setattr(publish, "_companions", interrupted)
+    monkeypatch.setattr(publish, "companion_files", interrupted)
     with pytest.raises(OutputBusy, match="is gone"):
         convert(sample_csv[:1], out, "--num_shards=2")
     assert sorted(p.name for p in out.iterdir()) == []  # the temporary folder removed too

@@ -93,7 +93,7 @@ def test_a_parquet_file_storing_numbers_as_text_is_named_at_plan_time(tmp_path):
     import pyarrow.parquet as pq
     import pytest
 
-    from beam_jobs.errors import DataError
+    from beam_jobs.core.errors import DataError
 
     for k in range(3):
         pq.write_table(pa.table({"x": [float(i) for i in range(100)]}), tmp_path / f"p{k}.parquet")

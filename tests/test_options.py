@@ -4,25 +4,26 @@ from __future__ import annotations
 
 import pytest
 
-from beam_jobs.errors import UsageError
-from beam_jobs.options import ConvertConfig, parse_splits
+from beam_jobs.config.convert import ConvertConfig
+from beam_jobs.core.splits import parse_splits
+from beam_jobs.core.errors import UsageError
 
 
 def test_config_validation():
-    from beam_jobs.errors import UsageError
+    from beam_jobs.core.errors import UsageError
 
     with pytest.raises(UsageError, match="--input is required"):
-        ConvertConfig(inputs=(), output="o")
+        ConvertConfig.from_flags({"output": "o"})
     with pytest.raises(UsageError, match="--num_shards must be at least 1, got 0"):
-        ConvertConfig(inputs=("a",), output="o", num_shards=0)
+        ConvertConfig.from_flags({"input": "a.csv", "output": "o", "num_shards": 0})
     with pytest.raises(UsageError, match="--shard_prefix may hold only"):
-        ConvertConfig(inputs=("a",), output="o", shard_prefix="a/b")
+        ConvertConfig.from_flags({"input": "a.csv", "output": "o", "shard_prefix": "a/b"})
 
 
 @pytest.mark.parametrize("prefix", ["données", "a/b", "a-b", "", "data\n"])
 def test_a_shard_prefix_outside_the_name_rule_is_a_usage_error(prefix):
     with pytest.raises(UsageError, match="--shard_prefix may hold only ASCII letters"):
-        ConvertConfig(inputs=("a",), output="o", shard_prefix=prefix)
+        ConvertConfig.from_flags({"input": "a.csv", "output": "o", "shard_prefix": prefix})
 
 
 def test_a_split_name_outside_the_name_rule_is_a_usage_error():

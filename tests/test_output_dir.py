@@ -12,10 +12,10 @@ import time
 import pytest
 from support.datasets import IN_PROCESS, convert
 
-from beam_jobs.errors import UsageError
-from beam_jobs.launcher import run
-from beam_jobs.sink.output_dir import is_ours
-from beam_jobs.verify import verify
+from beam_jobs.core.errors import UsageError
+from beam_jobs.inspection.verify import verify
+from beam_jobs.job.launcher import run
+from beam_jobs.publish.output_dir import is_ours
 
 
 def _argv(inputs, out, *flags):

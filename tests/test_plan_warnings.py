@@ -5,7 +5,7 @@ from __future__ import annotations
 import gzip
 
 from beam_jobs.cli import main
-from beam_jobs.units import count_of
+from beam_jobs.core.units import count_of
 
 
 def test_counts_take_their_noun_in_the_right_number():

@@ -13,29 +13,33 @@ import pytest
 from support.datasets import IN_PROCESS, ROOT, read_all
 
 from beam_jobs import DataError, UsageError, convert
-from beam_jobs.api import to_argv
+from beam_jobs.api import convert_config
+from beam_jobs.config.convert import ConvertConfig
+from beam_jobs.job.argv import split_argv
 
 _QUIET = dict(arg.removeprefix("--").split("=", 1) for arg in IN_PROCESS)
 
 
-def test_keywords_become_the_flags():
-    argv = to_argv(
-        ["a/*.csv", "b/*.csv"],
-        "out",
-        {"splits": {"train": 80, "eval": 20}, "columns": ["x", "y"], "rename": {"x": "z"},
-         "label": "y", "overwrite": True, "num_shards": 3, "schema": None},
-        {"direct_num_workers": 2},
+def test_keywords_build_the_config_the_flags_build():
+    config = convert_config(
+        ["a/*.csv", "b/*.csv"], "out", splits={"train": 80, "eval": 20}, columns=["x", "y"],
+        rename={"x": "z"}, label="y", overwrite=True, num_shards=3, schema=None,
+        target_shard_bytes=1 << 20, run_date="2026-12-01",
     )  # fmt: skip
-    assert argv == [
+    ours, beams = split_argv([
         "--input", "a/*.csv", "--input", "b/*.csv", "--output", "out",
-        "--splits=train=80,eval=20", "--columns=x,y", "--rename=x=z", "--label_column=y",
-        "--overwrite=true", "--num_shards=3", "--direct_num_workers=2",
-    ]  # fmt: skip
+        "--splits=train=80,eval=20", "--columns=x,y", "--rename=x=z", "--label=y",
+        "--overwrite", "--num_shards=3", "--target_shard_bytes=1MiB",
+        "--run_date=2026-12-01", "--direct_num_workers=2",
+    ])  # fmt: skip
+    assert beams == ["--direct_num_workers=2"]
+    assert config == ConvertConfig.from_flags(ours)
+    assert config.splits[0].name == "train" and config.sharding.num_shards == 3
 
 
 def test_an_unknown_keyword_is_named():
-    with pytest.raises(UsageError, match=r"unknown keyword argument compresion; Beam's own"):
-        to_argv("a.csv", "out", {"compresion": "gzip"})
+    with pytest.raises(UsageError, match=r"unknown keyword argument compresion \(did you mean "):
+        convert_config("a.csv", "out", compresion="gzip")
 
 
 def _scores_csv(path) -> list[dict]:

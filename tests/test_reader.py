@@ -157,7 +157,7 @@ def _cut_last_three(shard, records):
 
 
 def _append_a_record(shard, records):
-    from beam_jobs.sink.tfrecord import frame_records
+    from beam_jobs.codec.framing import frame_records
 
     shard.write_bytes(shard.read_bytes() + frame_records(records[:1]))
 

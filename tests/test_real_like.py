@@ -12,7 +12,7 @@ import pathlib
 import pytest
 from support.datasets import convert, read_all
 
-from beam_jobs.errors import DataError
+from beam_jobs.core.errors import DataError
 
 CORPUS = pathlib.Path(__file__).parent / "data" / "real_like"
 EPOCH = datetime.datetime(1970, 1, 1, tzinfo=datetime.timezone.utc)

@@ -88,9 +88,9 @@ def test_every_offset_finds_the_record_that_python_csv_and_pyarrow_start_there(
 
 @pytest.mark.parametrize("seed", range(3))
 def test_reading_pieces_cut_anywhere_gives_every_row_once(tmp_path, seed):
-    from beam_jobs.formats import make_format
+    from beam_jobs.core.inputs import Piece
+    from beam_jobs.formats.csv.format import CsvFormat
     from beam_jobs.formats.lines.cut_counts import segments_between_cuts
-    from beam_jobs.plan.shards import Piece
     from tfdata_reader.manifest import FeatureSpec
 
     rng = random.Random(100 + seed)
@@ -99,7 +99,7 @@ def test_reading_pieces_cut_anywhere_gives_every_row_once(tmp_path, seed):
     path.write_bytes(data)
     expected = _truth(data)[1:]
     features = [FeatureSpec(n, "bytes", [], True) for n in ("h1", "h2", "h3")]
-    fmt = make_format("csv", [str(path)])
+    fmt = CsvFormat()
     for _ in range(5):
         cuts = sorted(rng.sample(range(1, len(data)), 6))
         counts = CutCounts.from_counted(

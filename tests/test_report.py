@@ -15,7 +15,7 @@ import sys
 import pytest
 from support.datasets import ROOT
 
-from beam_jobs.html_report import MAX_REASONS, dead_letter_reasons, load_report, render
+from beam_jobs.inspection.html_report import MAX_REASONS, dead_letter_reasons, load_report, render
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 

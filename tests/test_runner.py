@@ -6,7 +6,7 @@ import os
 
 import pytest
 
-from beam_jobs.runner import choose_runner
+from beam_jobs.job.runner import choose_runner
 
 
 @pytest.mark.parametrize(

@@ -8,7 +8,7 @@ import re
 from support.datasets import IN_PROCESS
 
 from beam_jobs.cli import main
-from beam_jobs.options import fill_date
+from beam_jobs.config.convert import fill_date
 
 
 def _convert_argv(source: str, output, *flags: str) -> list[str]:

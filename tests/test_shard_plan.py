@@ -1,13 +1,7 @@
 import pytest
 
-from beam_jobs.plan.shards import (
-    InputFile,
-    Piece,
-    choose_num_shards,
-    cut_points,
-    plan_shards,
-    plan_split_tasks,
-)
+from beam_jobs.core.inputs import InputFile, Piece
+from beam_jobs.plan.shards import choose_num_shards, cut_points, plan_shards, plan_split_tasks
 
 
 @pytest.mark.parametrize(

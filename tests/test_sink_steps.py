@@ -12,13 +12,15 @@ from apache_beam.options.pipeline_options import PipelineOptions
 from apache_beam.testing import test_pipeline
 from apache_beam.testing.util import assert_that, equal_to
 
-from beam_jobs.errors import TooManyBadRecords, recover
-from beam_jobs.formats import make_format
+from beam_jobs.codec.shard_file import ShardFileWriter
+from beam_jobs.core.errors import TooManyBadRecords, recover
+from beam_jobs.core.inputs import InputFile
+from beam_jobs.core.tasks import WrittenShard
+from beam_jobs.formats.csv.format import CsvFormat
 from beam_jobs.formats.lines.cut_counts import CutCounts, count_segment, segments_between_cuts
-from beam_jobs.plan.shards import InputFile, cut_points, plan_shards
-from beam_jobs.sink.publish import PublishShards, PublishSpec, WrittenShard
-from beam_jobs.sink.shard_writer import WriteShardFn
-from beam_jobs.sink.tfrecord import ShardFileWriter
+from beam_jobs.plan.shards import cut_points, plan_shards, whole_shard_tasks
+from beam_jobs.publish.publish import PublishShards, PublishSpec
+from beam_jobs.sink.shard_writer import WriteShardFn, WriteSpec
 from tfdata_reader.manifest import FeatureSpec
 
 FEATURES = (FeatureSpec("id", "int64"), FeatureSpec("name", "bytes"))
@@ -35,11 +37,11 @@ def test_the_shard_writer_writes_each_planned_piece_exactly(tmp_path):
     lines[7] = "seven,n7"
     csv = tmp_path / "a.csv"
     csv.write_text("id,name\n" + "\n".join(lines) + "\n")
-    shards = plan_shards([InputFile(str(csv), csv.stat().st_size)], 3)
+    shards = whole_shard_tasks(plan_shards([InputFile(str(csv), csv.stat().st_size)], 3))
     counts = CutCounts.from_counted(
         count_segment(s) for s in segments_between_cuts(cut_points(shards))
     )
-    writer = WriteShardFn(make_format("csv", [str(csv)]), FEATURES, str(tmp_path), "data", "none")
+    writer = WriteShardFn(WriteSpec(CsvFormat(), tuple(FEATURES), tuple(FEATURES), str(tmp_path)))
 
     def check(written: list[WrittenShard]) -> None:
         written = sorted(written, key=lambda w: w.index)

@@ -3,9 +3,9 @@ import pyarrow as pa
 import pytest
 from support.datasets import convert
 
-from beam_jobs.errors import UsageError
-from beam_jobs.options import parse_splits
-from beam_jobs.schema.splits import assign_splits
+from beam_jobs.core.splits import Split, parse_splits
+from beam_jobs.core.errors import UsageError
+from beam_jobs.schema.split_hash import assign_splits
 
 
 def test_assignment_depends_only_on_the_values():
@@ -30,7 +30,7 @@ def test_whole_record_hash_uses_every_column_and_three_splits():
 
 
 def test_parse_splits():
-    assert parse_splits("train=80,eval=20") == (("train", 80), ("eval", 20))
+    assert parse_splits("train=80,eval=20") == (Split("train", 80), Split("eval", 20))
     for bad in ("train", "train=0", "a=1,a=2", "x y=3", "train=-1"):
         with pytest.raises(UsageError):
             parse_splits(bad)
@@ -73,7 +73,7 @@ def test_float_hashes_are_pandas_hashes_of_the_numbers_as_objects(values, dtype)
     # The rule datasets were split by: pandas' hash of the column as Python objects.
     from pandas.util import hash_array
 
-    from beam_jobs.schema.splits import _column_hashes
+    from beam_jobs.schema.split_hash import _column_hashes
 
     column = pa.array(values, pa.float32() if dtype == "f4" else pa.float64())
     expected = hash_array(np.asarray(column.to_pandas(), dtype=object), categorize=False)
@@ -84,7 +84,7 @@ def test_float_hashes_are_pandas_hashes_of_the_numbers_as_objects(values, dtype)
 def test_float_texts_are_pythons_without_orjson_or_with_one_that_writes_otherwise(
     monkeypatch, other
 ):
-    from beam_jobs.schema import splits
+    from beam_jobs.schema import split_hash as splits
 
     numbers = np.random.default_rng(5).normal(size=5000) * 1e3
     monkeypatch.setattr(splits, "_orjson_texts", lambda values: other and other(values))
@@ -178,19 +178,20 @@ def test_shards_are_sized_for_what_each_split_gets_not_its_weight(tmp_path):
 
 
 def test_the_sample_sizes_splits_only_when_it_surely_differs_from_the_weights():
-    from beam_jobs.plan.conversion import _skewed
+    from beam_jobs.plan.measure import skewed
 
     weights = [0.98, 0.02]
-    assert not _skewed(np.array([1950.0, 50.0]), weights)  # 2.5% against 2%: sampling noise
-    assert _skewed(np.array([1800.0, 200.0]), weights)  # 10% against 2%
-    assert not _skewed(np.array([0.0, 0.0]), weights)  # nothing sampled
+    assert not skewed(np.array([1950.0, 50.0]), weights)  # 2.5% against 2%: sampling noise
+    assert skewed(np.array([1800.0, 200.0]), weights)  # 10% against 2%
+    assert not skewed(np.array([0.0, 0.0]), weights)  # nothing sampled
 
 
 def test_a_shard_whose_parts_did_not_all_arrive_is_not_joined(tmp_path):
-    from beam_jobs.errors import DataError
-    from beam_jobs.plan.shards import InputFile, plan_split_tasks
+    from beam_jobs.core.errors import DataError
+    from beam_jobs.core.inputs import InputFile
+    from beam_jobs.core.tasks import WrittenShard
+    from beam_jobs.plan.shards import plan_split_tasks
     from beam_jobs.sink.join_parts import join_parts, tasks_by_shard
-    from beam_jobs.sink.publish import WrittenShard
 
     _, tasks = plan_split_tasks([InputFile("a", 1000)], [("train", 2), ("eval", 3)])
     expected = tasks_by_shard(tasks)

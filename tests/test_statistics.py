@@ -17,9 +17,9 @@ import tensorflow as tf
 from support.datasets import ROOT, convert
 from tensorflow_metadata.proto.v0 import statistics_pb2
 
+from beam_jobs.inspection.stats_table import load_statistics
 from beam_jobs.stats.accumulate import FeatureStats, merge_all
 from beam_jobs.stats.proto import equal_width
-from beam_jobs.stats.table import load_statistics
 
 _Stats = statistics_pb2.FeatureNameStatistics
 
@@ -298,7 +298,7 @@ def test_inspect_stats_prints_a_table(converted):
 def test_inspect_and_report_name_missing_or_damaged_statistics(
     converted, tmp_path, content, problem
 ):
-    from beam_jobs.html_report import load_report
+    from beam_jobs.inspection.html_report import load_report
 
     out = tmp_path / "old"
     out.mkdir()

@@ -11,7 +11,7 @@ from google.protobuf import text_format
 from support.datasets import convert, read_all
 from tensorflow_metadata.proto.v0 import schema_pb2
 
-from beam_jobs.errors import UsageError
+from beam_jobs.core.errors import UsageError
 from beam_jobs.schema.tfmd import schema_from_pbtxt, schema_pbtxt
 from tfdata_reader.manifest import FeatureSpec
 

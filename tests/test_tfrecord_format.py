@@ -3,13 +3,9 @@ import io
 
 import pytest
 
-from beam_jobs.sink.tfrecord import (
-    FramingError,
-    ShardFileWriter,
-    count_records,
-    frame_records,
-    masked_crc32c,
-)
+from beam_jobs.codec.framing import count_records, frame_records, masked_crc32c
+from beam_jobs.codec.shard_file import ShardFileWriter
+from beam_jobs.core.errors import FramingError
 
 RECORDS = [b"", b"a", b"hello world" * 50, bytes(range(256))]
 

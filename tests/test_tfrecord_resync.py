@@ -9,8 +9,8 @@ import pytest
 import tensorflow as tf
 from support.datasets import convert, read_all
 
-from beam_jobs.errors import DataError
-from beam_jobs.sink.tfrecord import frame_records
+from beam_jobs.codec.framing import frame_records
+from beam_jobs.core.errors import DataError
 
 
 def _example(i: int, blob: bytes) -> bytes:

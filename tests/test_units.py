@@ -1,6 +1,6 @@
 import pytest
 
-from beam_jobs.units import format_size, parse_size
+from beam_jobs.core.units import format_size, parse_size
 
 
 @pytest.mark.parametrize(

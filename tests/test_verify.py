@@ -9,7 +9,7 @@ import google_crc32c
 import pytest
 
 from beam_jobs.cli import main
-from beam_jobs.verify import ShardProblem, verify
+from beam_jobs.inspection.verify import ShardProblem, verify
 
 
 @pytest.fixture()
@@ -143,7 +143,7 @@ def test_counts_that_do_not_add_up_are_named(dataset):
 def test_a_lease_and_a_publish_in_progress_are_not_damage(dataset):
     import json
 
-    from beam_jobs.sink.lease import LEASE_NAME
+    from beam_jobs.publish.lease import LEASE_NAME
 
     out, manifest = dataset
     next_gen = manifest.shards[0].path.replace(".tfrecord", f".g{manifest.generation + 1}.tfrecord")
@@ -162,7 +162,7 @@ def test_a_lease_and_a_publish_in_progress_are_not_damage(dataset):
 def test_a_dataset_published_anew_while_verified_is_verified_against_the_new_manifest(
     dataset, monkeypatch
 ):
-    import beam_jobs.verify as verify_module
+    import beam_jobs.inspection.verify as verify_module
 
     out, manifest = dataset
     old = manifest

@@ -12,7 +12,7 @@ import tensorflow as tf
 from support.datasets import read_all
 
 from beam_jobs import WriteShards
-from beam_jobs.verify import verify
+from beam_jobs.inspection.verify import verify
 from tfdata_reader.manifest import FeatureSpec
 
 OPTIONS = ["--runner=FnApiRunner", "--direct_running_mode=in_memory", "--direct_num_workers=1"]

@@ -1,38 +1,63 @@
 """What every input format provides to the planner and the shard writers.
 
-The planner asks a format where files may be cut, for a sample of a few files, and for the
-feature spec; a shard writer asks it for the records of one planned piece of a file, as Arrow
-batches already conformed to that spec. Bad records go to `on_bad_row`, never to a shard.
+A format is a frozen dataclass: planning makes it (`prepare`: from the flags and, where a format
+needs them, the listed files: the CSV delimiter detected, the images' labels CSV read, GZIP
+TFRecord files found by their magic bytes), and from then on it is a value that the conversion
+plan carries to every writer. The planner asks it where files may be cut, for a sample of a
+few files and for the feature spec; a shard writer asks it for the records of one planned piece
+of a file, as Arrow batches already conformed to that spec. Bad records go to `on_bad_row`,
+never to a shard.
 """
 
 from __future__ import annotations
 
+import abc
 import dataclasses
-from collections.abc import Callable, Iterator, Sequence
-from typing import Any
+from collections.abc import Callable, Generator, Iterator, Sequence
+from typing import Any, ClassVar, TypeVar
 
 import pyarrow as pa
 
+from beam_jobs.core.bad_rows import BadRow
+from beam_jobs.core.inputs import Covered, InputFile, Piece
 from beam_jobs.formats.compressed import compression_of
-from beam_jobs.plan.shards import InputFile, Piece
-from beam_jobs.sink.dead_letter import BadRow
+from beam_jobs.formats.csv.dialect import Dialect
+from beam_jobs.formats.lines.cut_counts import Counting
 from tfdata_reader.manifest import FeatureSpec
 
-__all__ = ["Covered", "InputFormat", "OnBadRow", "PieceReport", "Sample"]
+__all__ = [
+    "DEFAULT_MAX_RECORD_BYTES",
+    "InputFormat",
+    "OnBadRow",
+    "PieceReport",
+    "ReadSettings",
+    "Sample",
+]
 
 OnBadRow = Callable[[BadRow], None]
+DEFAULT_MAX_RECORD_BYTES = 64 << 20
+_F = TypeVar("_F", bound="InputFormat")
 
 
 @dataclasses.dataclass(frozen=True)
-class Covered:
-    """The bytes [start, end) of a file that one piece's records took up, as its reader found
-    them (`read_piece` returns it when the format can tell). The pieces of a file must cover it
-    end to end, each starting where the one before ended."""
+class ReadSettings:
+    """What the flags say about reading a conversion's inputs, before any file is read.
 
-    path: str
-    start: int
-    end: int
-    file_size: int
+    Attributes:
+      patterns: the `--input` patterns (the images format finds its root folder by them).
+      dialect: the CSV layout and the text encoding (`--delimiter`, `--encoding`, ...).
+      image_labels: the images' labels CSV (`--image_labels`).
+      kept: the input columns the output keeps (`--columns`); None: all.
+      max_record_bytes: `--max_record_bytes` (line readers hold lines up to twice it).
+      sample_bytes: `--sample_bytes`, the head of a file planning reads.
+    """
+
+    patterns: tuple[str, ...] = ()
+    dialect: Dialect = Dialect()
+    image_labels: str | None = None
+    kept: frozenset[str] | None = None
+    max_record_bytes: int = DEFAULT_MAX_RECORD_BYTES
+    sample_bytes: int = 1 << 20
 
 
 @dataclasses.dataclass(frozen=True)
@@ -58,57 +83,68 @@ class Sample:
     data: Any = None  # format-specific: e.g. the raw bytes a CSV sample was parsed from
 
 
-class InputFormat:
-    """One input format. Subclasses set `name` and `extensions` and implement the methods."""
+@dataclasses.dataclass(frozen=True)
+class InputFormat(abc.ABC):
+    """One input format, as planning prepared it; subclasses are frozen dataclasses that set
+    `name` and `extensions` and implement the abstract methods.
 
-    name = ""
-    extensions: tuple[str, ...] = ()
-    # Line-based formats with bad rows: their writers get `cut_counts.CutCounts` (quote and
-    # newline bytes before each cut) as `read_piece`'s context; CSV finds its first record by
-    # the quotes, and every bad row gets its line number from the newlines.
-    needs_cut_counts = False
-    # CSV: the cut counts follow the quote state too (quoted fields may hold newlines), with
-    # this field delimiter, past this many lines at a file's start.
-    quoted_records = False
-    delimiter = ","
+    Attributes:
+      kept: the input columns the output keeps (`--columns`), None for all: the others are
+        not converted, so a value in a column the output drops is never a bad row, and its
+        type across files does not matter.
+      max_record_bytes: `--max_record_bytes`.
+    """
 
-    def leading_lines(self) -> int:
-        """Lines at a file's start that are not records and not the header (CSV's
-        --skip_header_lines): the quote state starts after them."""
-        return 0
+    name: ClassVar[str] = ""
+    extensions: ClassVar[tuple[str, ...]] = ()
+
+    kept: frozenset[str] | None = None
+    max_record_bytes: int = DEFAULT_MAX_RECORD_BYTES
+
+    @classmethod
+    def select(cls, files: Sequence[InputFile]) -> list[InputFile]:
+        """The files of this format among the listed ones (default: all of them)."""
+        return list(files)
+
+    @classmethod
+    def prepare(cls: type[_F], files: Sequence[InputFile], settings: ReadSettings) -> _F:
+        """The format for a conversion of `files` (default: from the settings alone)."""
+        return cls(kept=settings.kept, max_record_bytes=settings.max_record_bytes)
 
     def describe(self) -> str:
         """The format as `--dry_run` and `inspect --input` show it (CSV: with its dialect)."""
         return self.name
 
-    def list_files(self, files: Sequence[InputFile]) -> list[InputFile]:
-        """The files of this format among the listed ones (default: all of them)."""
-        return list(files)
+    def counting(self) -> Counting | None:
+        """For line-based formats, what must be counted before each cut point (their writers
+        get the counts as `read_piece`'s context: CSV finds its first record by the quotes,
+        and every bad row gets its line number from the newlines); None for the others."""
+        return None
+
+    @property
+    def label_vocabulary(self) -> tuple[str, ...]:
+        """Label names by id, for formats that make the labels (images); else ()."""
+        return ()
 
     def with_cuts(self, files: Sequence[InputFile], target_shard_bytes: int) -> list[InputFile]:
         """The files with where each may be cut (default: compressed files nowhere inside)."""
         return [dataclasses.replace(f, cuts=() if compression_of(f.path) else None) for f in files]
 
-    def sample(self, f: InputFile, sample_bytes: int) -> Sample:
-        raise NotImplementedError
+    def converted(self, features: Sequence[FeatureSpec]) -> list[FeatureSpec]:
+        """The features a writer converts: those the output keeps."""
+        return [f for f in features if self.kept is None or f.name in self.kept]
 
+    @abc.abstractmethod
+    def sample(self, f: InputFile, sample_bytes: int) -> Sample:
+        """The head of one file, for inference and size measurement."""
+
+    @abc.abstractmethod
     def infer_features(
         self, samples: Sequence[Sample], overrides: Sequence[FeatureSpec]
     ) -> list[FeatureSpec]:
-        raise NotImplementedError
+        """The feature spec of the samples; `overrides` (from `--schema`) win."""
 
-    _kept: frozenset[str] | None = None  # `keep_columns`; None: every column
-
-    def keep_columns(self, names: Sequence[str]) -> None:
-        """The columns the output keeps (`--columns`, by their input names), told before
-        inference: the others are not converted, so a value in a column the output drops is
-        never a bad row, and its type across files does not matter."""
-        self._kept = frozenset(names)
-
-    def converted(self, features: Sequence[FeatureSpec]) -> list[FeatureSpec]:
-        """The features a writer converts: those the output keeps."""
-        return [f for f in features if self._kept is None or f.name in self._kept]
-
+    @abc.abstractmethod
     def sample_batches(
         self,
         sample: Sample,
@@ -117,20 +153,15 @@ class InputFormat:
     ) -> Iterator[pa.RecordBatch]:
         """The sample's records as the writers would produce them (to measure output size);
         formats that can say which rows failed pass them to `on_bad_row`."""
-        raise NotImplementedError
 
+    @abc.abstractmethod
     def read_piece(
         self,
         piece: Piece,
         features: Sequence[FeatureSpec],
         on_bad_row: OnBadRow,
         context: Any = None,
-    ) -> Iterator[pa.RecordBatch]:
+    ) -> Generator[pa.RecordBatch, None, PieceReport | None]:
         """The records that start inside `piece`, as batches conformed to `features`; bad
         records go to `on_bad_row`. A piece of a compressed file is always the whole file.
         A format may return (as the generator's value) a `PieceReport`."""
-        raise NotImplementedError
-
-    def manifest_extras(self) -> dict[str, Any]:
-        """Format-specific manifest entries (e.g. the image label vocabulary)."""
-        return {}

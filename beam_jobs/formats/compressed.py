@@ -19,8 +19,8 @@ from typing import Any, BinaryIO
 from apache_beam.io.filesystem import CompressionTypes
 from apache_beam.io.filesystems import FileSystems
 
-from beam_jobs.errors import DataError
-from beam_jobs.plan.shards import InputFile
+from beam_jobs.core.errors import DataError
+from beam_jobs.core.inputs import InputFile
 
 __all__ = ["COMPRESSED_SUFFIXES", "Head", "compression_of", "open_input", "read_head"]
 

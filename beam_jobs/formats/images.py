@@ -21,12 +21,13 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.csv as pcsv
 
-from beam_jobs.errors import DataError
-from beam_jobs.formats.base import InputFormat, OnBadRow, Sample
+from beam_jobs.codec.examples import VALUE_TYPES
+from beam_jobs.core.bad_rows import BadRow
+from beam_jobs.core.errors import DataError
+from beam_jobs.core.inputs import InputFile, Piece
+from beam_jobs.formats.base import InputFormat, OnBadRow, ReadSettings, Sample
 from beam_jobs.formats.compressed import open_input
-from beam_jobs.plan.shards import InputFile, Piece
-from beam_jobs.schema import conform as arrow_conform
-from beam_jobs.sink.dead_letter import BadRow
+from beam_jobs.schema.conform import conform, infer_from_table
 from tfdata_reader.manifest import FeatureSpec
 
 __all__ = ["ImagesFormat"]
@@ -110,18 +111,67 @@ def inspect_image(data: bytes) -> tuple[int, int, int]:
 _ADDRESS = re.compile(r"<[\w.]+ object at 0x[0-9a-f]+>")
 
 
+@dataclasses.dataclass(frozen=True)
+class _Labels:
+    """A labels CSV, read: label names by id, each image's row (label id and extra columns) by
+    its name relative to the image root, and the extra columns' features."""
+
+    vocabulary: tuple[str, ...]
+    rows: dict[str, dict[str, Any]]
+    extra: tuple[FeatureSpec, ...]
+
+
+def _load_labels(path: str, root: str) -> _Labels:
+    with open_input(path) as f:
+        table = pcsv.read_csv(f, convert_options=pcsv.ConvertOptions(strings_can_be_null=True))
+    missing = {"filename", "label"} - set(table.column_names)
+    if missing:
+        raise DataError(
+            f"{path}: needs the columns 'filename' and 'label', lacks {sorted(missing)} "
+            f"(has {table.column_names})"
+        )
+    names = table.column("filename").cast(pa.string()).to_pylist()
+    unsafe = [(i + 2, n) for i, n in enumerate(names) if not _safe_name(n or "")]
+    if unsafe:
+        shown = "; ".join(f"line {line}: {name!r}" for line, name in unsafe[:5])
+        raise DataError(
+            f"{path}: {len(unsafe)} filename(s) are empty, absolute or leave the image root "
+            f"{root} ('..'): {shown}"
+        )
+    labels = table.column("label")
+    vocabulary: list[str] = []
+    if pa.types.is_integer(labels.type) and labels.null_count == 0:
+        ids = labels.to_pylist()
+    else:
+        text = labels.cast(pa.string()).to_pylist()
+        vocabulary = sorted({t for t in text if t is not None})
+        index = {t: i for i, t in enumerate(vocabulary)}
+        ids = [index.get(t) for t in text]
+    extra = table.drop_columns(["filename", "label"])
+    base = {b.name for b in BASE_FEATURES}
+    features = tuple(f for f in infer_from_table(extra) if f.name not in base)
+    extra_rows = extra.select([f.name for f in features]).to_pylist()
+    rows = {
+        posixpath.normpath(name): {"label": label, **cells}
+        for name, label, cells in zip(names, ids, extra_rows, strict=True)
+    }
+    return _Labels(tuple(vocabulary), rows, features)
+
+
+@dataclasses.dataclass(frozen=True)
 class ImagesFormat(InputFormat):
+    """`root`: the folder image names are relative to; `labels_path`: `--image_labels`, read
+    into `labels`; without it each image's parent folder is its label (`folders`, sorted)."""
+
     name = "images"
     extensions = IMAGE_EXTENSIONS
 
-    def __init__(self, patterns: Sequence[str], labels: str | None = None) -> None:
-        self._root = image_root(patterns)
-        self._labels_path = labels
-        self._vocabulary: list[str] = []
-        self._rows: dict[str, dict[str, Any]] = {}  # relative name -> label and extra columns
-        self._extra: list[FeatureSpec] = []
+    root: str = "."
+    labels_path: str | None = None
+    labels: _Labels = _Labels((), {}, ())
 
-    def list_files(self, files: Sequence[InputFile]) -> list[InputFile]:
+    @classmethod
+    def select(cls, files: Sequence[InputFile]) -> list[InputFile]:
         images = [
             f
             for f in files
@@ -132,61 +182,35 @@ class ImagesFormat(InputFormat):
             raise DataError(
                 f"no image files ({', '.join(IMAGE_EXTENSIONS)}) among the {len(files)} inputs"
             )
-        if self._labels_path:
-            self._load_labels(self._labels_path)
-        else:
-            folders = {posixpath.basename(posixpath.dirname(f.path)) for f in images}
-            self._vocabulary = sorted(folders)
         return images
 
-    def _load_labels(self, path: str) -> None:
-        with open_input(path) as f:
-            table = pcsv.read_csv(f, convert_options=pcsv.ConvertOptions(strings_can_be_null=True))
-        missing = {"filename", "label"} - set(table.column_names)
-        if missing:
-            raise DataError(
-                f"{path}: needs the columns 'filename' and 'label', lacks {sorted(missing)} "
-                f"(has {table.column_names})"
-            )
-        names = table.column("filename").cast(pa.string()).to_pylist()
-        unsafe = [(i + 2, n) for i, n in enumerate(names) if not _safe_name(n or "")]
-        if unsafe:
-            shown = "; ".join(f"line {line}: {name!r}" for line, name in unsafe[:5])
-            raise DataError(
-                f"{path}: {len(unsafe)} filename(s) are empty, absolute or leave the image root "
-                f"{self._root} ('..'): {shown}"
-            )
-        labels = table.column("label")
-        if pa.types.is_integer(labels.type) and labels.null_count == 0:
-            ids = labels.to_pylist()
+    @classmethod
+    def prepare(cls, files: Sequence[InputFile], settings: ReadSettings) -> ImagesFormat:
+        root = image_root(settings.patterns)
+        if settings.image_labels:
+            labels = _load_labels(settings.image_labels, root)
         else:
-            text = labels.cast(pa.string()).to_pylist()
-            self._vocabulary = sorted({t for t in text if t is not None})
-            index = {t: i for i, t in enumerate(self._vocabulary)}
-            ids = [index.get(t) for t in text]
-        extra = table.drop_columns(["filename", "label"])
-        self._extra = [
-            f
-            for f in arrow_conform.infer_from_table(extra)
-            if f.name not in {b.name for b in BASE_FEATURES}
-        ]
-        extra_rows = extra.select([f.name for f in self._extra]).to_pylist()
-        for name, label, cells in zip(names, ids, extra_rows):
-            self._rows[posixpath.normpath(name)] = {"label": label, **cells}
+            folders = sorted({posixpath.basename(posixpath.dirname(f.path)) for f in files})
+            labels = _Labels(tuple(folders), {}, ())
+        return cls(settings.kept, settings.max_record_bytes, root, settings.image_labels, labels)
+
+    @property
+    def label_vocabulary(self) -> tuple[str, ...]:
+        return self.labels.vocabulary
 
     def with_cuts(self, files: Sequence[InputFile], target_shard_bytes: int) -> list[InputFile]:
         return [dataclasses.replace(f, cuts=()) for f in files]
 
     def _record(self, path: str, data: bytes) -> dict[str, Any]:
         """One image's record; raises ValueError saying why it cannot be converted."""
-        name = relative_name(path, self._root)
-        if self._labels_path:
-            row = self._rows.get(posixpath.normpath(name))
+        name = relative_name(path, self.root)
+        if self.labels_path:
+            row = self.labels.rows.get(posixpath.normpath(name))
             if row is None:
-                raise ValueError(f"no row for {name!r} in {self._labels_path}")
+                raise ValueError(f"no row for {name!r} in {self.labels_path}")
         else:
             folder = posixpath.basename(posixpath.dirname(path))
-            row = {"label": self._vocabulary.index(folder)}
+            row = {"label": self.labels.vocabulary.index(folder)}
         height, width, channels = inspect_image(data)
         return {
             "image": data,
@@ -200,9 +224,9 @@ class ImagesFormat(InputFormat):
     def _batch(self, records: list[dict], features: Sequence[FeatureSpec]) -> pa.RecordBatch:
         table = pa.Table.from_pylist(
             records,
-            schema=pa.schema([(f.name, arrow_conform.VALUE_TYPES[f.dtype]) for f in features]),
+            schema=pa.schema([(f.name, VALUE_TYPES[f.dtype]) for f in features]),
         )
-        return arrow_conform.conform(table, features)[0]
+        return conform(table, features)[0]
 
     def sample(self, f: InputFile, sample_bytes: int) -> Sample:
         with open_input(f.path) as stream:
@@ -217,7 +241,7 @@ class ImagesFormat(InputFormat):
         self, samples: Sequence[Sample], overrides: Sequence[FeatureSpec]
     ) -> list[FeatureSpec]:
         by_name = {f.name: f for f in overrides}
-        return [by_name.get(f.name, f) for f in (*BASE_FEATURES, *self._extra)]
+        return [by_name.get(f.name, f) for f in (*BASE_FEATURES, *self.labels.extra)]
 
     def sample_batches(
         self,
@@ -240,10 +264,7 @@ class ImagesFormat(InputFormat):
         try:
             record = self._record(piece.path, data)
         except ValueError as e:
-            raw = {"filename": relative_name(piece.path, self._root), "bytes": len(data)}
+            raw = {"filename": relative_name(piece.path, self.root), "bytes": len(data)}
             on_bad_row(BadRow(piece.path, 0, len(data), str(e), None, raw))
             return
         yield self._batch([record], features)
-
-    def manifest_extras(self) -> dict[str, Any]:
-        return {"label_vocabulary": self._vocabulary} if self._vocabulary else {}

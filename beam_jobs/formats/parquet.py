@@ -15,13 +15,13 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from beam_jobs.errors import DataError
+from beam_jobs.core.bad_rows import BadRow
+from beam_jobs.core.errors import DataError
+from beam_jobs.core.inputs import InputFile, Piece
 from beam_jobs.formats.base import InputFormat, OnBadRow, Sample
 from beam_jobs.formats.compressed import open_input
-from beam_jobs.plan.shards import InputFile, Piece
-from beam_jobs.schema import conform as arrow_conform
+from beam_jobs.schema.conform import conform, flatten_structs, infer_from_table, merge_features
 from beam_jobs.schema.precision import LOOKED_AT, warn_float32_rounding
-from beam_jobs.sink.dead_letter import BadRow
 from tfdata_reader.manifest import FeatureSpec
 
 __all__ = ["ParquetFormat"]
@@ -119,6 +119,7 @@ def _sampled_values(
     return values
 
 
+@dataclasses.dataclass(frozen=True)
 class ParquetFormat(InputFormat):
     name = "parquet"
     extensions = (".parquet", ".pq")
@@ -144,7 +145,7 @@ class ParquetFormat(InputFormat):
             else parquet.schema_arrow.empty_table()
         )
         input_bytes = size * (table.num_rows / rows) if rows else size
-        return Sample(f.path, arrow_conform.flatten_structs(table), input_bytes)
+        return Sample(f.path, flatten_structs(table), input_bytes)
 
     def infer_features(
         self, samples: Sequence[Sample], overrides: Sequence[FeatureSpec]
@@ -152,7 +153,7 @@ class ParquetFormat(InputFormat):
         per_sample = []
         for sample in samples:
             try:
-                per_sample.append(arrow_conform.infer_from_table(sample.table))
+                per_sample.append(infer_from_table(sample.table))
             except DataError as e:
                 raise DataError(f"{sample.path}: {e}") from None
         chosen = {f.name for f in overrides}  # typed by --schema, or left out by --columns
@@ -160,7 +161,7 @@ class ParquetFormat(InputFormat):
             f.name for specs in per_sample for f in self.converted(specs)
         }
         _refuse_text_beside_numbers(samples, per_sample, chosen)
-        features = arrow_conform.merge_features(per_sample, overrides)
+        features = merge_features(per_sample, overrides)
         warn_float32_rounding(features, _sampled_values(samples, features))
         return features
 
@@ -170,7 +171,7 @@ class ParquetFormat(InputFormat):
         features: Sequence[FeatureSpec],
         on_bad_row: OnBadRow | None = None,
     ) -> Iterator[pa.RecordBatch]:
-        yield arrow_conform.conform(sample.table, features)[0]
+        yield conform(sample.table, features)[0]
 
     def read_piece(
         self,
@@ -189,7 +190,7 @@ class ParquetFormat(InputFormat):
         rows_before = 0
         converted = self.converted(features)
         for raw in _batches(parquet, groups, piece.path):
-            batch, bad = arrow_conform.conform(raw, converted)
+            batch, bad = conform(raw, converted)
             for index, reason in sorted(bad.items()):
                 on_bad_row(
                     BadRow(

@@ -20,15 +20,14 @@ from typing import Any
 
 import pyarrow as pa
 
-from beam_jobs.errors import DataError, FramingError
-from beam_jobs.formats.base import Covered, InputFormat, OnBadRow, PieceReport, Sample
-from beam_jobs.formats.compressed import compression_of, open_input
-from beam_jobs.formats.compressed import read_head as read_content_head
-from beam_jobs.plan.shards import InputFile, Piece
-from beam_jobs.schema import conform as arrow_conform
-from beam_jobs.sink.dead_letter import BadRow, as_text
-from beam_jobs.sink.encode import decode_examples
-from beam_jobs.sink.tfrecord import RECORD_OVERHEAD_BYTES, find_record_start, read_records
+from beam_jobs.codec.examples import decode_examples
+from beam_jobs.codec.framing import RECORD_OVERHEAD_BYTES, find_record_start, read_records
+from beam_jobs.core.bad_rows import BadRow, as_text
+from beam_jobs.core.errors import DataError, FramingError
+from beam_jobs.core.inputs import Covered, InputFile, Piece
+from beam_jobs.formats.base import InputFormat, OnBadRow, PieceReport, ReadSettings, Sample
+from beam_jobs.formats.compressed import compression_of, open_input, read_head
+from beam_jobs.schema.conform import conform, infer_from_table, merge_features
 from tfdata_reader.manifest import FeatureSpec
 
 __all__ = ["TFRecordFormat"]
@@ -140,29 +139,34 @@ def _complete_records(data: bytes) -> tuple[list[bytes], int]:
     return records, used
 
 
+@dataclasses.dataclass(frozen=True)
 class TFRecordFormat(InputFormat):
+    """`gzip`: the inputs that are GZIP without a .gz suffix (found by their magic bytes)."""
+
     name = "tfrecord"
     extensions = (".tfrecord", ".tfrecords", ".tfr")
 
-    def __init__(self) -> None:
-        self._gzip: set[str] = set()  # inputs that are GZIP without a .gz suffix
+    gzip: frozenset[str] = frozenset()
 
-    def _compression(self, path: str) -> str | None:
-        return compression_of(path) or ("gzip" if path in self._gzip else None)
-
-    def with_cuts(self, files: Sequence[InputFile], target_shard_bytes: int) -> list[InputFile]:
+    @classmethod
+    def prepare(cls, files: Sequence[InputFile], settings: ReadSettings) -> TFRecordFormat:
         # Two bytes per file tell GZIP apart; read in parallel, as there may be many on GCS.
         unknown = [f.path for f in files if compression_of(f.path) is None and f.size]
         with concurrent.futures.ThreadPoolExecutor(_PROBE_THREADS) as pool:
-            for path, magic in zip(unknown, pool.map(_magic, unknown)):
-                if magic == _GZIP_MAGIC:
-                    self._gzip.add(path)
+            magics = list(pool.map(_magic, unknown))
+        gzip = frozenset(p for p, m in zip(unknown, magics, strict=True) if m == _GZIP_MAGIC)
+        return cls(settings.kept, settings.max_record_bytes, gzip)
+
+    def _compression(self, path: str) -> str | None:
+        return compression_of(path) or ("gzip" if path in self.gzip else None)
+
+    def with_cuts(self, files: Sequence[InputFile], target_shard_bytes: int) -> list[InputFile]:
         return [
             dataclasses.replace(f, cuts=() if self._compression(f.path) else None) for f in files
         ]
 
     def sample(self, f: InputFile, sample_bytes: int) -> Sample:
-        head = read_content_head(f, sample_bytes, self._compression(f.path))
+        head = read_head(f, sample_bytes, self._compression(f.path))
         records, used = _complete_records(head.content)
         if head.content and not records:
             raise DataError(
@@ -177,8 +181,8 @@ class TFRecordFormat(InputFormat):
     def infer_features(
         self, samples: Sequence[Sample], overrides: Sequence[FeatureSpec]
     ) -> list[FeatureSpec]:
-        per_sample = [arrow_conform.infer_from_table(s.table, scalar_lists=True) for s in samples]
-        return arrow_conform.merge_features(per_sample, overrides)
+        per_sample = [infer_from_table(s.table, scalar_lists=True) for s in samples]
+        return merge_features(per_sample, overrides)
 
     def sample_batches(
         self,
@@ -217,7 +221,7 @@ class TFRecordFormat(InputFormat):
             report(records[index], offsets[index], reason)
 
         for indexes, table in _decode_each(records, bad):
-            batch, conflicts = arrow_conform.conform(table, features)
+            batch, conflicts = conform(table, features)
             for index, reason in sorted(conflicts.items()):
                 bad(indexes[index], reason)
             if batch.num_rows:

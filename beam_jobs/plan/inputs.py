@@ -10,9 +10,9 @@ from collections.abc import Sequence
 
 from apache_beam.io.filesystems import FileSystems
 
-from beam_jobs.errors import UsageError
-from beam_jobs.paths import is_local
-from beam_jobs.plan.shards import InputFile
+from beam_jobs.core.errors import UsageError
+from beam_jobs.core.inputs import InputFile
+from beam_jobs.core.paths import is_local
 
 __all__ = ["list_inputs"]
 

@@ -10,77 +10,20 @@ number of input bytes, shards come out balanced without buffering or grouping an
 from __future__ import annotations
 
 import bisect
-import dataclasses
 import itertools
 import math
 from collections.abc import Sequence
 
+from beam_jobs.core.inputs import InputFile, Piece
+from beam_jobs.core.tasks import PlannedShard, ShardPart, WriteTask
+
 __all__ = [
-    "InputFile",
-    "Piece",
-    "ShardSpec",
-    "SplitPart",
     "choose_num_shards",
     "cut_points",
     "plan_shards",
     "plan_split_tasks",
+    "whole_shard_tasks",
 ]
-
-
-@dataclasses.dataclass(frozen=True)
-class InputFile:
-    """An input file and its size in bytes.
-
-    `cuts` says where a shard boundary may fall inside the file: None anywhere (the writer moves
-    it to the next record start), otherwise only at these offsets (Parquet row groups), and
-    nowhere inside for `()` (a compressed file or an image, read whole by one writer).
-    `modified` is when the file system says it last changed (seconds since the epoch): with the
-    size, what tells an edited input from the one converted before.
-    """
-
-    path: str
-    size: int
-    cuts: tuple[int, ...] | None = None
-    modified: float | None = None
-
-
-@dataclasses.dataclass(frozen=True)
-class Piece:
-    """Bytes [start, end) of one input file; the writer owns the records that start inside."""
-
-    path: str
-    start: int
-    end: int
-    file_size: int
-
-
-@dataclasses.dataclass(frozen=True)
-class SplitPart:
-    """Where a write task's records of one split go: part of that split's shard `index`."""
-
-    split: str | None  # None: the one shard of a conversion without splits
-    index: int
-    num_shards: int
-
-
-@dataclasses.dataclass(frozen=True)
-class ShardSpec:
-    """One output shard: its index and the input pieces it is made of, in order.
-
-    With `parts` it is a write task of a conversion with splits instead: its pieces' records
-    go, by split, to one part of a shard of each split (`index` and `num_shards` then count
-    the tasks).
-    """
-
-    index: int
-    num_shards: int
-    pieces: tuple[Piece, ...]
-    split: str | None = None  # with --splits, the split whose records this shard keeps
-    parts: tuple[SplitPart, ...] = ()
-
-    @property
-    def input_bytes(self) -> int:
-        return sum(p.end - p.start for p in self.pieces)
 
 
 def choose_num_shards(
@@ -123,7 +66,7 @@ def _snap(bound: int, files: Sequence[InputFile], starts: list[int]) -> int:
 
 def plan_shards(
     files: Sequence[InputFile], num_shards: int, split: str | None = None
-) -> list[ShardSpec]:
+) -> list[PlannedShard]:
     """Cuts the concatenated input bytes into `num_shards` equal contiguous ranges.
 
     A cut inside a file that may only be cut at some offsets moves to the nearest of them (or to
@@ -135,18 +78,27 @@ def plan_shards(
       split: the split these shards write (with --splits), or None.
 
     Returns:
-      `ShardSpec`s in index order. An empty file is a piece (0, 0) of the shard at its offset.
+      `PlannedShard`s in index order. An empty file is a piece (0, 0) of the shard at its
+      offset.
     """
     bounds = _bounds(files, num_shards)
     return [
-        ShardSpec(index, len(bounds) - 1, pieces, split)
+        PlannedShard(index, len(bounds) - 1, pieces, split)
         for index, pieces in enumerate(_pieces(files, bounds))
+    ]
+
+
+def whole_shard_tasks(shards: Sequence[PlannedShard]) -> list[WriteTask]:
+    """Without splits: one write task per shard, writing it whole."""
+    return [
+        WriteTask(s.index, s.num_shards, s.pieces, (ShardPart(None, s.index, s.num_shards),))
+        for s in shards
     ]
 
 
 def plan_split_tasks(
     files: Sequence[InputFile], shards_per_split: Sequence[tuple[str, int]]
-) -> tuple[list[ShardSpec], list[ShardSpec]]:
+) -> tuple[list[PlannedShard], list[WriteTask]]:
     """Shards of every split, and the write tasks that make them reading each byte once.
 
     Each split's shards are `plan_shards` of its count, the byte ranges they always had. The
@@ -160,7 +112,7 @@ def plan_split_tasks(
     """
     bounds = {split: _bounds(files, count) for split, count in shards_per_split}
     shards = [
-        ShardSpec(index, len(b) - 1, pieces, split)
+        PlannedShard(index, len(b) - 1, pieces, split)
         for split, b in bounds.items()
         for index, pieces in enumerate(_pieces(files, b))
     ]
@@ -177,12 +129,11 @@ def plan_split_tasks(
             for split, b in bounds.items()
         }
     tasks = [
-        ShardSpec(
+        WriteTask(
             index,
             len(cuts) - 1,
             pieces,
-            None,
-            tuple(SplitPart(s, where[s][index], len(b) - 1) for s, b in bounds.items()),
+            tuple(ShardPart(s, where[s][index], len(b) - 1) for s, b in bounds.items()),
         )
         for index, pieces in enumerate(_pieces(files, cuts))
     ]
@@ -230,14 +181,14 @@ def _pieces(files: Sequence[InputFile], bounds: Sequence[int]) -> list[tuple[Pie
     return ranges
 
 
-def cut_points(shards: Sequence[ShardSpec]) -> dict[str, list[int]]:
+def cut_points(tasks: Sequence[WriteTask | PlannedShard]) -> dict[str, list[int]]:
     """For each file, the sorted interior offsets where a piece starts (0 and the end excluded).
 
     These are the offsets at which a writer needs to know how many quote bytes come before.
     """
     points: dict[str, set[int]] = {}
-    for shard in shards:
-        for piece in shard.pieces:
+    for task in tasks:
+        for piece in task.pieces:
             cuts = points.setdefault(piece.path, set())
             cuts.update(o for o in (piece.start, piece.end) if 0 < o < piece.file_size)
     return {path: sorted(cuts) for path, cuts in points.items()}

@@ -21,16 +21,15 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from beam_jobs.errors import DataError
+from beam_jobs.codec.examples import VALUE_TYPES, is_list
+from beam_jobs.core.errors import DataError
 from tfdata_reader.manifest import FeatureSpec
 
 __all__ = [
-    "VALUE_TYPES",
     "check_float32_range",
     "conform",
     "flatten_structs",
     "infer_from_table",
-    "is_list",
     "list_parts",
     "logical_arrow_type",
     "logical_type_of",
@@ -38,17 +37,6 @@ __all__ = [
     "missing_count",
     "temporal_integers",
 ]
-
-# The Arrow value type each Example dtype is built from (float32 rounds like tf.train.FloatList).
-VALUE_TYPES = {"int64": pa.int64(), "float32": pa.float32(), "bytes": pa.binary()}
-
-
-def is_list(arrow_type: pa.DataType) -> bool:
-    return (
-        pa.types.is_list(arrow_type)
-        or pa.types.is_large_list(arrow_type)
-        or pa.types.is_fixed_size_list(arrow_type)
-    )
 
 
 def example_dtype(arrow_type: pa.DataType) -> str | None:

@@ -5,11 +5,12 @@ shards, the manifest and the split key see the output's names."""
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 import pyarrow as pa
 
-from beam_jobs.errors import UsageError
+from beam_jobs.core import flags
+from beam_jobs.core.errors import UsageError
 from tfdata_reader.manifest import FeatureSpec
 
 __all__ = ["Projection", "parse_columns", "parse_renames"]
@@ -17,9 +18,16 @@ __all__ = ["Projection", "parse_columns", "parse_renames"]
 
 def parse_columns(text: str) -> tuple[str, ...]:
     """`--columns a,b,c`; UsageError for an empty or repeated name."""
-    names = tuple(name.strip() for name in text.split(","))
+    return _distinct(flags.parse_names(text), repr(text))
+
+
+def _accept_columns(value: object) -> tuple[str, ...]:
+    return _distinct(flags.accept_names(value), repr(value))
+
+
+def _distinct(names: tuple[str, ...], shown: str) -> tuple[str, ...]:
     if not all(names) or len(set(names)) != len(names):
-        raise UsageError(f"--columns must list distinct column names, e.g. id,text; got {text!r}")
+        raise UsageError(f"--columns must list distinct column names, e.g. id,text; got {shown}")
     return names
 
 
@@ -31,8 +39,25 @@ def parse_renames(text: str) -> tuple[tuple[str, str], ...]:
         if not (sep and old and new):
             raise UsageError(f"--rename takes old=new pairs, e.g. y=label,txt=text; got {part!r}")
         pairs.append((old, new))
+    return _renames(pairs, repr(text))
+
+
+def _accept_renames(value: object) -> tuple[tuple[str, str], ...]:
+    """{old: new} or (old, new) pairs."""
+    pairs = list(value.items()) if isinstance(value, Mapping) else value
+    if not isinstance(pairs, (list, tuple)) or not all(
+        isinstance(p, (list, tuple))
+        and len(p) == 2
+        and all(isinstance(n, str) and n.strip() for n in p)
+        for p in pairs
+    ):
+        raise TypeError(f"takes {{old: new}} names, got {value!r}")
+    return _renames([(old.strip(), new.strip()) for old, new in pairs], repr(value))
+
+
+def _renames(pairs: list[tuple[str, str]], shown: str) -> tuple[tuple[str, str], ...]:
     if len({old for old, _ in pairs}) != len(pairs):
-        raise UsageError(f"--rename names a column twice: {text!r}")
+        raise UsageError(f"--rename names a column twice: {shown}")
     return tuple(pairs)
 
 
@@ -40,8 +65,24 @@ def parse_renames(text: str) -> tuple[tuple[str, str], ...]:
 class Projection:
     """The columns kept (all, when `columns` is empty) and their new names."""
 
-    columns: tuple[str, ...] = ()
-    renames: tuple[tuple[str, str], ...] = ()
+    columns: tuple[str, ...] = flags.option(
+        (),
+        parse=parse_columns,
+        accept=_accept_columns,
+        reading=True,
+        metavar="A,B,C",
+        help="Keep only these columns (features), in this order, e.g. id,text,label; the "
+        "others are not converted, so their values are never bad rows.",
+    )
+    renames: tuple[tuple[str, str], ...] = flags.option(
+        (),
+        name="rename",
+        parse=parse_renames,
+        accept=_accept_renames,
+        reading=True,
+        metavar="OLD=NEW,...",
+        help="Rename columns in the output: old=new pairs, e.g. y=label,txt=text.",
+    )
 
     @property
     def is_identity(self) -> bool:

@@ -9,7 +9,7 @@ import logging
 from collections.abc import Sequence
 from typing import Any
 
-from beam_jobs.errors import DataError
+from beam_jobs.core.errors import DataError
 from tfdata_reader.manifest import FeatureSpec
 
 __all__ = ["flatten_object", "infer_from_rows"]

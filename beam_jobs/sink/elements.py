@@ -8,14 +8,13 @@ from typing import Any
 
 import apache_beam as beam
 import pyarrow as pa
-from apache_beam.metrics import Metrics
 
-from beam_jobs.errors import DataError
-from beam_jobs.schema import conform as arrow_conform
+from beam_jobs.codec.examples import ExampleEncoder, decode_examples
+from beam_jobs.core.bad_rows import BadRow, as_text
+from beam_jobs.core.errors import DataError
+from beam_jobs.schema.conform import conform, flatten_structs, infer_from_table
 from beam_jobs.schema.rows import flatten_object, infer_from_rows
-from beam_jobs.sink.dead_letter import BadRow, as_text
-from beam_jobs.sink.encode import ExampleEncoder, decode_examples
-from beam_jobs.sink.shard_writer import METRICS_NAMESPACE
+from beam_jobs.sink.counters import counter
 from beam_jobs.stats.accumulate import finish_all, new_stats, update_all
 from tfdata_reader.manifest import FeatureSpec
 
@@ -36,7 +35,7 @@ def _to_table(elements: Sequence[Any]) -> pa.Table:
             "WriteShards takes dicts, pyarrow.RecordBatch or serialized tf.train.Example bytes; "
             f"got {type(first).__name__}"
         )
-    return arrow_conform.flatten_structs(table)
+    return flatten_structs(table)
 
 
 def infer_spec(sample: Sequence[Any]) -> list[FeatureSpec]:
@@ -48,14 +47,12 @@ def infer_spec(sample: Sequence[Any]) -> list[FeatureSpec]:
     if not sample:
         raise DataError("WriteShards got an empty PCollection and no features to describe it")
     if isinstance(sample[0], bytes):
-        return arrow_conform.infer_from_table(
-            pa.Table.from_batches([decode_examples(sample)]), scalar_lists=True
-        )
+        return infer_from_table(pa.Table.from_batches([decode_examples(sample)]), scalar_lists=True)
     if isinstance(sample[0], dict):
         # Like JSON lines: a key with values of several types takes the type most rows have.
         return infer_from_rows([flatten_object(row) for row in sample], "WriteShards sample")
     try:
-        return arrow_conform.infer_from_table(_to_table(sample))
+        return infer_from_table(_to_table(sample))
     except (pa.ArrowInvalid, pa.ArrowTypeError) as e:
         raise DataError(f"WriteShards: cannot infer a feature spec from the sample: {e}") from e
 
@@ -79,7 +76,7 @@ class EncodeElementsFn(beam.DoFn):
     def __init__(self, features: Sequence[FeatureSpec] | None) -> None:
         self._fixed = tuple(features) if features else None
         self._features: tuple[FeatureSpec, ...] = ()
-        self._bad_counter = Metrics.counter(METRICS_NAMESPACE, "records_dead_lettered")
+        self._bad_counter = counter("records_dead_lettered")
 
     @staticmethod
     def _conform(
@@ -88,13 +85,13 @@ class EncodeElementsFn(beam.DoFn):
         """Conformed good rows and {index: reason}; one element at a time only when the batch
         does not even make one table (a value of another type than the rest)."""
         try:
-            return arrow_conform.conform(_to_table(elements), features)
+            return conform(_to_table(elements), features)
         except (pa.ArrowInvalid, pa.ArrowTypeError):
             pass
         good, bad = [], {}
         for index, element in enumerate(elements):
             try:
-                batch, problems = arrow_conform.conform(_to_table([element]), features)
+                batch, problems = conform(_to_table([element]), features)
             except (pa.ArrowInvalid, pa.ArrowTypeError) as e:
                 problems = {0: str(e)}
             if problems:
@@ -102,7 +99,7 @@ class EncodeElementsFn(beam.DoFn):
             else:
                 good.append(batch)
         if not good:  # no columns and no rows: conform makes every feature an empty column
-            return arrow_conform.conform(pa.table({}), features)[0], bad
+            return conform(pa.table({}), features)[0], bad
         return pa.Table.from_batches(good).combine_chunks().to_batches()[0], bad
 
     def process(self, elements: list, spec: list[FeatureSpec] | None = None) -> Iterator[Any]:
@@ -112,7 +109,7 @@ class EncodeElementsFn(beam.DoFn):
         if isinstance(elements[0], bytes):
             # Encoded again, not passed through: every record then holds the spec's features,
             # in its order, and nothing else.
-            batch, bad = arrow_conform.conform(decode_examples(elements), features)
+            batch, bad = conform(decode_examples(elements), features)
             rows = [{"raw": as_text(elements[i])} for i in sorted(bad)]
         else:
             batch, bad = self._conform(elements, features)

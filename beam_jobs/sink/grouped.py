@@ -8,20 +8,21 @@ from __future__ import annotations
 
 import heapq
 import uuid
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator
 from typing import Any
 
 import apache_beam as beam
 import google_crc32c
 from apache_beam.io.filesystem import CompressionTypes
 from apache_beam.io.filesystems import FileSystems
-from apache_beam.metrics import Metrics
 
+from beam_jobs.codec.framing import RECORD_OVERHEAD_BYTES
+from beam_jobs.codec.shard_file import ShardFileWriter
+from beam_jobs.core.sharding import ShardingOptions
+from beam_jobs.core.tasks import WrittenShard, sum_counts
 from beam_jobs.plan.shards import choose_num_shards
+from beam_jobs.sink.counters import counter
 from beam_jobs.sink.dead_letter import write_dead_letter
-from beam_jobs.sink.publish import WrittenShard
-from beam_jobs.sink.shard_writer import METRICS_NAMESPACE
-from beam_jobs.sink.tfrecord import RECORD_OVERHEAD_BYTES, ShardFileWriter
 from beam_jobs.stats.accumulate import merge_all
 from tfdata_reader.manifest import shard_name
 
@@ -73,11 +74,11 @@ class WriteGroupFn(beam.DoFn):
     the missing-value counts and the statistics of all records.
     """
 
-    def __init__(self, temp_dir: str, prefix: str, compression: str) -> None:
-        self._temp_dir, self._prefix, self._compression = temp_dir, prefix, compression
-        self._records = Metrics.counter(METRICS_NAMESPACE, "records_written")
-        self._bytes = Metrics.counter(METRICS_NAMESPACE, "bytes_written")
-        self._shards = Metrics.counter(METRICS_NAMESPACE, "shards_written")
+    def __init__(self, temp_dir: str, sharding: ShardingOptions) -> None:
+        self._temp_dir, self._sharding = temp_dir, sharding
+        self._records = counter("records_written")
+        self._bytes = counter("bytes_written")
+        self._shards = counter("shards_written")
 
     def process(
         self,
@@ -87,10 +88,11 @@ class WriteGroupFn(beam.DoFn):
         tallies: list[dict[str, Any]],
     ) -> Iterator[WrittenShard]:
         index, records = group
-        name = shard_name(self._prefix, index, num_shards, self._compression)
+        sharding = self._sharding
+        name = shard_name(sharding.shard_prefix, index, num_shards, sharding.compression)
         temp_path = FileSystems.join(self._temp_dir, f"{name}.{uuid.uuid4().hex}")
         raw = FileSystems.create(temp_path, compression_type=CompressionTypes.UNCOMPRESSED)
-        with ShardFileWriter(raw, self._compression) as writer:
+        with ShardFileWriter(raw, sharding.compression, sharding.compression_level) as writer:
             chunk: list[bytes] = []
             for record in records:
                 if record is None:
@@ -115,18 +117,10 @@ class WriteGroupFn(beam.DoFn):
             bytes=writer.bytes,
             crc32c=writer.crc32c,
             input_bytes=0,
-            null_counts=_sum_counts([t["missing"] for t in tallies]) if first else {},
+            null_counts=sum_counts(t["missing"] for t in tallies) if first else {},
             rows_read=sum(t["elements"] for t in tallies) if first else 0,
             stats=merge_all(t["stats"] for t in tallies) if first else {},
             bad_records=len(bad_rows) if first else 0,
             dead_letter_temp_path=dead_letter,
             num_shards=num_shards,
         )
-
-
-def _sum_counts(counts: Sequence[dict[str, int]]) -> dict[str, int]:
-    total: dict[str, int] = {}
-    for part in counts:
-        for name, count in part.items():
-            total[name] = total.get(name, 0) + count
-    return total

@@ -20,10 +20,10 @@ import google_crc32c
 from apache_beam.io.filesystem import CompressionTypes
 from apache_beam.io.filesystems import FileSystems
 
-from beam_jobs.errors import DataError, raised_for_launcher
-from beam_jobs.paths import is_local
-from beam_jobs.plan.shards import ShardSpec
-from beam_jobs.sink.publish import WrittenShard
+from beam_jobs.core.errors import DataError, raised_for_launcher
+from beam_jobs.core.paths import is_local
+from beam_jobs.core.tasks import WriteTask, WrittenShard, sum_counts
+from beam_jobs.sink.dead_letter import dead_letter_temp_path
 from beam_jobs.stats.accumulate import merge_all
 
 __all__ = ["JoinParts", "join_parts", "tasks_by_shard"]
@@ -86,15 +86,10 @@ def join_parts(
     dead_letters = [p.dead_letter_temp_path for p in parts if p.dead_letter_temp_path]
     dead_letter = None
     if dead_letters:
-        name = f"{first.name}.{uuid.uuid4().hex}.dead_letter.jsonl"
-        dead_letter = FileSystems.join(temp_dir, name)
+        dead_letter = dead_letter_temp_path(temp_dir, first.name)
         with FileSystems.create(dead_letter, compression_type=CompressionTypes.UNCOMPRESSED) as f:
             _copy(dead_letters, f, 0, 0)
     FileSystems.delete([p.temp_path for p in parts if p.temp_path != temp_path] + dead_letters)
-    ignored: dict[str, int] = {}
-    for p in parts:
-        for name, count in p.ignored_fields.items():
-            ignored[name] = ignored.get(name, 0) + count
     # The parts' quantile edges go into one sketch, which publishing merges as it is.
     stats = merge_all(p.stats for p in parts)
     return dataclasses.replace(
@@ -104,11 +99,11 @@ def join_parts(
         bytes=size,
         crc32c=crc,
         input_bytes=sum(p.input_bytes for p in parts),
-        null_counts={k: sum(p.null_counts.get(k, 0) for p in parts) for k in first.null_counts},
+        null_counts=sum_counts(p.null_counts for p in parts),
         bad_records=sum(p.bad_records for p in parts),
         dead_letter_temp_path=dead_letter,
         covered=tuple(c for p in parts for c in p.covered),
-        ignored_fields=dict(sorted(ignored.items())),
+        ignored_fields=sum_counts(p.ignored_fields for p in parts),
         rows_read=sum(p.rows_read for p in parts),
         label_values=tuple(sorted({v for p in parts for v in p.label_values})),
         stats=stats,
@@ -125,7 +120,7 @@ def _join_in_worker(
         return join_parts(keyed[1], temp_dir, tasks[keyed[0]])
 
 
-def tasks_by_shard(tasks: Sequence[ShardSpec]) -> dict[tuple[str, int], tuple[int, ...]]:
+def tasks_by_shard(tasks: Sequence[WriteTask]) -> dict[tuple[str, int], tuple[int, ...]]:
     """(split, shard index) -> the write tasks whose parts make that shard, in order."""
     found: dict[tuple[str, int], list[int]] = {}
     for task in tasks:
@@ -138,7 +133,7 @@ class JoinParts(beam.PTransform):
     """Parts (`WrittenShard`s with `part`) -> one `WrittenShard` per split shard; each
     shard's parts are checked against the write tasks the plan gives it."""
 
-    def __init__(self, temp_dir: str, tasks: Sequence[ShardSpec]) -> None:
+    def __init__(self, temp_dir: str, tasks: Sequence[WriteTask]) -> None:
         super().__init__()
         self._temp_dir = temp_dir
         self._tasks = tasks_by_shard(tasks)

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import dataclasses
 import uuid
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import apache_beam as beam
@@ -22,33 +22,27 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from apache_beam.io.filesystem import CompressionTypes
 from apache_beam.io.filesystems import FileSystems
-from apache_beam.metrics import Metrics
 
-from beam_jobs.errors import DataError, raised_for_launcher
-from beam_jobs.formats import InputFormat
-from beam_jobs.formats.base import OnBadRow, PieceReport
+from beam_jobs.codec.examples import ExampleEncoder
+from beam_jobs.codec.shard_file import ShardFileWriter
+from beam_jobs.core.bad_rows import BadRow, as_text
+from beam_jobs.core.errors import DataError, raised_for_launcher
+from beam_jobs.core.inputs import Piece, input_gone
+from beam_jobs.core.sharding import ShardingOptions
+from beam_jobs.core.splits import Split
+from beam_jobs.core.tasks import ShardPart, WriteTask, WrittenShard, sum_counts
+from beam_jobs.formats.base import InputFormat, OnBadRow, PieceReport
 from beam_jobs.formats.lines.line_numbers import with_line_numbers
-from beam_jobs.plan.shards import Piece, ShardSpec, SplitPart
 from beam_jobs.schema.projection import Projection
-from beam_jobs.schema.splits import assign_splits
+from beam_jobs.schema.split_hash import assign_splits
 from beam_jobs.sink import progress
-from beam_jobs.sink.dead_letter import BadRow, as_text, write_dead_letter
-from beam_jobs.sink.deflate import DEFAULT_LEVEL
-from beam_jobs.sink.encode import ExampleEncoder
-from beam_jobs.sink.output_dir import remove_empty_folders
-from beam_jobs.sink.publish import WrittenShard
-from beam_jobs.sink.tfrecord import ShardFileWriter
+from beam_jobs.sink.counters import counter
+from beam_jobs.sink.dead_letter import write_dead_letter
+from beam_jobs.sink.temp_folder import remove_empty_folders
 from beam_jobs.stats.accumulate import finish_all, new_stats, update_all
 from tfdata_reader.manifest import FeatureSpec, shard_name
 
-__all__ = [
-    "METRICS_NAMESPACE",
-    "SplitRule",
-    "WriteShardFn",
-    "WrittenShard",
-]
-
-METRICS_NAMESPACE = "tfrecord_etl"
+__all__ = ["MAX_LABELS", "RunAbandoned", "SplitRule", "WriteShardFn", "WriteSpec"]
 
 
 class RunAbandoned(RuntimeError):
@@ -57,23 +51,52 @@ class RunAbandoned(RuntimeError):
 
 @dataclasses.dataclass(frozen=True)
 class SplitRule:
-    """Which split each record goes to: `--splits` weights, names and `--split_key`."""
+    """Which split each record goes to: the `--splits` and the `--split_key`."""
 
-    weights: tuple[int, ...]
-    names: tuple[str, ...]
-    key: str | None
+    splits: tuple[Split, ...]
+    key: str | None = None
 
     def divide(self, batch: pa.RecordBatch) -> list[pa.RecordBatch]:
-        """The batch's rows of each split, in the names' order (one hash per row)."""
-        which = assign_splits(batch, self.weights, self.key)
-        return [batch.filter(pa.array(which == i)) for i in range(len(self.names))]
+        """The batch's rows of each split, in the splits' order (one hash per row)."""
+        which = assign_splits(batch, [s.weight for s in self.splits], self.key)
+        return [batch.filter(pa.array(which == i)) for i in range(len(self.splits))]
+
+
+@dataclasses.dataclass(frozen=True)
+class WriteSpec:
+    """What every write task of a conversion shares.
+
+    Attributes:
+      input_format: the format, as planning prepared it.
+      features: the output's feature spec.
+      read_features: the inputs' columns, as the format reads them (before the projection).
+      temp_dir: the run's temporary folder, where the files go.
+      sharding: the shards' prefix and compression.
+      max_record_bytes: a larger encoded record goes to the dead letter (None: no limit).
+      splits: with --splits, which split each record goes to.
+      projection: the columns kept and their names.
+      text_label: the label feature when it holds text (its values are collected).
+      run_marker: the file that says the run is alive (its launcher removes it, with the
+        temporary folder, when the run is interrupted); None for runs without one.
+    """
+
+    input_format: InputFormat
+    features: tuple[FeatureSpec, ...]
+    read_features: tuple[FeatureSpec, ...]
+    temp_dir: str
+    sharding: ShardingOptions = ShardingOptions()
+    max_record_bytes: int | None = None
+    splits: SplitRule | None = None
+    projection: Projection = Projection()
+    text_label: str | None = None
+    run_marker: str | None = None
 
 
 @dataclasses.dataclass
 class _Output:
     """One file a write task writes: a shard, or a part of one split's shard."""
 
-    target: SplitPart
+    target: ShardPart
     name: str
     temp_path: str
     writer: ShardFileWriter
@@ -82,103 +105,83 @@ class _Output:
 
 
 class WriteShardFn(beam.DoFn):
-    """Writes one `ShardSpec` as one TFRecord file under a temporary name."""
+    """Writes one `WriteTask`: its shard, or with splits a part of each split's shard, under
+    temporary names."""
 
-    def __init__(
-        self,
-        input_format: InputFormat,
-        features: Sequence[FeatureSpec],
-        temp_dir: str,
-        prefix: str,
-        compression: str,
-        max_record_bytes: int | None = None,
-        splits: SplitRule | None = None,
-        read_features: Sequence[FeatureSpec] | None = None,
-        projection: Projection | None = None,
-        text_label: str | None = None,
-        run_marker: str | None = None,
-        compression_level: int = DEFAULT_LEVEL,
-    ) -> None:
-        """`run_marker`: the file that says the run is alive (its launcher removes it, with the
-        temporary folder, when the run is interrupted); None for runs without one."""
-        self._compression_level = compression_level
-        self._run_marker = run_marker
-        self._format = input_format
-        self._features = tuple(features)  # the output's
-        self._read_features = tuple(read_features or features)  # the inputs' columns
-        self._projection = projection or Projection()
-        self._text_label = text_label
-        self._max_record_bytes = max_record_bytes
-        self._temp_dir = temp_dir
-        self._prefix = prefix
-        self._compression = compression
-        self._splits = splits
-        self._records = Metrics.counter(METRICS_NAMESPACE, "records_written")
-        self._bytes = Metrics.counter(METRICS_NAMESPACE, "bytes_written")
-        self._input_bytes = Metrics.counter(METRICS_NAMESPACE, "input_bytes_read")
-        self._shards = Metrics.counter(METRICS_NAMESPACE, "shards_written")
-        self._bad = Metrics.counter(METRICS_NAMESPACE, "records_dead_lettered")
-        self._rows_read = Metrics.counter(METRICS_NAMESPACE, "records_read")
+    def __init__(self, spec: WriteSpec) -> None:
+        self._spec = spec
+        self._records = counter("records_written")
+        self._bytes = counter("bytes_written")
+        self._input_bytes = counter("input_bytes_read")
+        self._shards = counter("shards_written")
+        self._bad = counter("records_dead_lettered")
+        self._rows_read = counter("records_read")
 
     def setup(self) -> None:
-        self._encoder = ExampleEncoder(self._features)
+        self._encoder = ExampleEncoder(self._spec.features)
 
-    def process(self, shard: ShardSpec, context: Any = None) -> Iterator[WrittenShard]:
+    def process(self, task: WriteTask, context: Any = None) -> Iterator[WrittenShard]:
         with raised_for_launcher():
-            yield from self._write(shard, context)
+            yield from self._write(task, context)
 
-    def _write(self, shard: ShardSpec, context: Any) -> list[WrittenShard]:
+    def _write(self, task: WriteTask, context: Any) -> list[WrittenShard]:
         self._check_alive([])
-        written = self._write_task(shard, context)
+        written = self._write_task(task, context)
         paths = [p for w in written for p in (w.temp_path, w.dead_letter_temp_path)]
-        self._check_alive([*paths, progress.note_path(self._temp_dir, self._task_name(shard))])
+        self._check_alive([*paths, progress.note_path(self._spec.temp_dir, self._task_name(task))])
         return written
 
     def _check_alive(self, written: list[str | None]) -> None:
         """Stops a task of a run that was interrupted (its temporary folder is gone), and
         deletes what it wrote: a cluster may go on running tasks after the launcher ended,
         and they would leave files in the output that no run owns."""
-        if self._run_marker is None or FileSystems.exists(self._run_marker):
+        marker, temp_dir = self._spec.run_marker, self._spec.temp_dir
+        if marker is None or FileSystems.exists(marker):
             return
         paths = [p for p in written if p and FileSystems.exists(p)]
         if paths:
             FileSystems.delete(paths)
-        remove_empty_folders(self._temp_dir)
-        raise RunAbandoned(f"{self._temp_dir}: the run was interrupted; this task stopped")
+        remove_empty_folders(temp_dir)
+        raise RunAbandoned(f"{temp_dir}: the run was interrupted; this task stopped")
 
-    def _task_name(self, task: ShardSpec) -> str:
+    def _task_name(self, task: WriteTask) -> str:
         """The name progress notes and errors give a task: its shard's, or with splits its own."""
-        if task.parts:
-            return f"task-{task.index:05d}-of-{task.num_shards:05d}"
-        return shard_name(self._prefix, task.index, task.num_shards, self._compression)
+        if task.whole_shard:
+            return self._shard_name(task.parts[0])
+        return f"task-{task.index:05d}-of-{task.num_tasks:05d}"
 
-    def _open(self, target: SplitPart, task: ShardSpec) -> _Output:
-        prefix = target.split or self._prefix
-        name = shard_name(prefix, target.index, target.num_shards, self._compression)
+    def _shard_name(self, target: ShardPart) -> str:
+        sharding = self._spec.sharding
+        prefix = target.split or sharding.shard_prefix
+        return shard_name(prefix, target.index, target.num_shards, sharding.compression)
+
+    def _open(self, target: ShardPart, task: WriteTask) -> _Output:
+        spec = self._spec
+        name = self._shard_name(target)
         # The task's index keeps the temporary names of one shard's parts apart.
-        temp_path = FileSystems.join(self._temp_dir, f"{name}.{task.index}.{uuid.uuid4().hex}")
+        temp_path = FileSystems.join(spec.temp_dir, f"{name}.{task.index}.{uuid.uuid4().hex}")
         raw = FileSystems.create(temp_path, compression_type=CompressionTypes.UNCOMPRESSED)
-        writer = ShardFileWriter(raw, self._compression, self._compression_level)
-        return _Output(target, name, temp_path, writer, new_stats(self._features))
+        writer = ShardFileWriter(raw, spec.sharding.compression, spec.sharding.compression_level)
+        return _Output(target, name, temp_path, writer, new_stats(spec.features))
 
-    def _write_task(self, task: ShardSpec, context: Any) -> list[WrittenShard]:
+    def _write_task(self, task: WriteTask, context: Any) -> list[WrittenShard]:
         """Writes the task's records: one shard, or with splits a part of each split's shard."""
-        targets = task.parts or (SplitPart(None, task.index, task.num_shards),)
-        outputs = [self._open(target, task) for target in targets]
+        spec = self._spec
+        outputs = [self._open(target, task) for target in task.parts]
         labels: set[bytes] = set()
         tally = _Tally()
         reports: list[PieceReport] = []
         try:
             for piece in task.pieces:
                 for read in self._read(piece, tally.bad_row, context, reports):
-                    batch = self._projection.batch(read)
+                    batch = spec.projection.batch(read)
                     tally.read += batch.num_rows
-                    if self._text_label:
+                    if spec.text_label:
                         labels.update(
-                            pc.unique(batch.column(self._text_label).drop_null()).to_pylist()
+                            pc.unique(batch.column(spec.text_label).drop_null()).to_pylist()
                         )
                         _check_label_count(len(labels))
-                    divided = self._splits.divide(batch) if task.parts else [batch]
+                    divided = spec.splits.divide(batch) if spec.splits else [batch]
                     for output, rows in zip(outputs, divided, strict=True):
                         self._write_batch(output, rows, piece, tally)
         finally:
@@ -186,13 +189,13 @@ class WriteShardFn(beam.DoFn):
                 output.writer.close()
         tally.check(sum(o.writer.records for o in outputs), self._task_name(task))
         bad_rows = tally.bad_rows
-        if bad_rows and self._format.needs_cut_counts:
+        if bad_rows and spec.input_format.counting():
             bad_rows = with_line_numbers(bad_rows, task.pieces, context)
         outputs[0].bad_rows[:0] = bad_rows  # the format's bad rows: with the first output's
         records = sum(o.writer.records for o in outputs)
         stored = sum(o.writer.bytes for o in outputs)
         name = self._task_name(task)
-        progress.write_note(self._temp_dir, name, records, stored, task.input_bytes)
+        progress.write_note(spec.temp_dir, name, records, stored, task.input_bytes)
         self._bad.inc(len(bad_rows) + tally.oversized)
         self._records.inc(records)
         self._rows_read.inc(tally.rows_read)
@@ -209,19 +212,19 @@ class WriteShardFn(beam.DoFn):
     ) -> None:
         columns = self._encoder.columns(batch)
         examples = self._encoder.encode_columns(columns, batch.num_rows)
-        if self._max_record_bytes:
+        if self._spec.max_record_bytes:
             kept, examples = self._set_aside_oversized(
                 batch, examples, piece, lambda row: tally.oversized_row(output, row)
             )
             if kept is not batch:
                 batch, columns = kept, self._encoder.columns(kept)
         output.writer.write_records(examples)
-        update_all(output.stats, self._features, columns)
+        update_all(output.stats, self._spec.features, columns)
 
     def _written(
         self,
         output: _Output,
-        task: ShardSpec,
+        task: WriteTask,
         first: bool,
         tally: _Tally,
         reports: list[PieceReport],
@@ -232,7 +235,7 @@ class WriteShardFn(beam.DoFn):
         dead_letter = None
         if output.bad_rows:
             rows = [r.to_json() for r in output.bad_rows]
-            dead_letter = write_dead_letter(self._temp_dir, output.name, rows)
+            dead_letter = write_dead_letter(self._spec.temp_dir, output.name, rows)
         writer = output.writer
         return WrittenShard(
             index=output.target.index,
@@ -248,7 +251,7 @@ class WriteShardFn(beam.DoFn):
             split=output.target.split,
             num_shards=output.target.num_shards,
             covered=tuple(r.covered for r in reports if r.covered) if first else (),
-            ignored_fields=_sum_ignored(reports) if first else {},
+            ignored_fields=sum_counts(r.ignored_fields for r in reports) if first else {},
             rows_read=tally.rows_read if first else 0,
             label_values=tuple(sorted(labels)) if first else (),
             stats=finish_all(output.stats),
@@ -259,19 +262,12 @@ class WriteShardFn(beam.DoFn):
         self, piece: Piece, on_bad_row: OnBadRow, context: Any, reports: list[PieceReport]
     ) -> Iterator[pa.RecordBatch]:
         """The piece's batches; an input that vanished since planning is a data error."""
-        try:
-            report = yield from self._format.read_piece(
-                piece, self._read_features, on_bad_row, context
+        with input_gone(piece.path):
+            report = yield from self._spec.input_format.read_piece(
+                piece, self._spec.read_features, on_bad_row, context
             )
             if report is not None:
                 reports.append(report)
-        except OSError as e:
-            if FileSystems.exists(piece.path):
-                raise  # a storage error, for the runner to retry
-            raise DataError(
-                f"{piece.path}: the input file is gone: it was listed when the conversion was "
-                f"planned and deleted or moved while it ran ({e})"
-            ) from e
 
     def _set_aside_oversized(
         self,
@@ -281,7 +277,7 @@ class WriteShardFn(beam.DoFn):
         on_bad_row: Callable[[BadRow], None],
     ) -> tuple[pa.RecordBatch, list[bytes]]:
         """Moves records longer than --max_record_bytes to the dead letter."""
-        limit = self._max_record_bytes
+        limit = self._spec.max_record_bytes
         sizes = np.fromiter(map(len, examples), dtype=np.int64, count=len(examples))
         oversized = np.flatnonzero(sizes > limit)
         if not oversized.size:
@@ -324,14 +320,6 @@ class _Tally:
                 f"aside; {self.rows_read - accounted:,} rows were lost between reading and "
                 "writing (stage WriteShards); nothing was published"
             )
-
-
-def _sum_ignored(reports: list[PieceReport]) -> dict[str, int]:
-    total: dict[str, int] = {}
-    for report in reports:
-        for name, count in report.ignored_fields.items():
-            total[name] = total.get(name, 0) + count
-    return total
 
 
 def _short(value: Any) -> Any:

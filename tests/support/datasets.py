@@ -14,7 +14,7 @@ IN_PROCESS = ["--direct_running_mode=in_memory", "--direct_num_workers=1"]
 
 def convert(inputs: list[str], output: pathlib.Path, *flags: str, in_process: bool = True):
     """Runs the real conversion pipeline; returns the published manifest."""
-    from beam_jobs.launcher import run
+    from beam_jobs.job.launcher import run
 
     argv = [a for i in inputs for a in ("--input", i)] + ["--output", str(output), *flags]
     return run(argv + (IN_PROCESS if in_process else [])).manifest

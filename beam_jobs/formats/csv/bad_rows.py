@@ -11,7 +11,7 @@ import dataclasses
 
 import numpy as np
 
-from beam_jobs.sink.dead_letter import BadRow
+from beam_jobs.core.bad_rows import BadRow
 
 __all__ = ["place_bad_rows"]
 

@@ -21,9 +21,12 @@ import posixpath
 import re
 from collections.abc import Iterator
 
+from beam_jobs.core import flags
+from beam_jobs.core.errors import UsageError
 from beam_jobs.formats.compressed import COMPRESSED_SUFFIXES
 
 __all__ = [
+    "DELIMITERS",
     "Dialect",
     "detect_delimiter",
     "looks_like_data",
@@ -32,53 +35,116 @@ __all__ = [
     "skip_lines",
 ]
 
-_OTHER_DELIMITERS = ("\t", ";", "|")
-_NAMES = {"tab": "\t", "\\t": "\t", "comma": ",", "semicolon": ";", "pipe": "|"}
+# The delimiters detection tries, in the order ties go, by the name `--delimiter` takes.
+DELIMITERS = {"comma": ",", "tab": "\t", "semicolon": ";", "pipe": "|"}
+_SHOWN = {character: name for name, character in DELIMITERS.items()}
 _NUMBER = re.compile(r"\s*[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?\s*")
+
+
+def parse_delimiter(text: str) -> str:
+    """`--delimiter` as one character: any character but a quote or a line end, or a name
+    (`tab`, `\\t`, `comma`, `semicolon`, `pipe`). Raises UsageError naming the value."""
+    value = {**DELIMITERS, "\\t": "\t"}.get(text.lower(), text)
+    if len(value) != 1 or value in '"\r\n':
+        raise UsageError(
+            "--delimiter must be one character other than a quote or a line end (or tab, \\t, "
+            f"comma, semicolon, pipe), got {text!r}"
+        )
+    return value
+
+
+# Bytes the readers find records by, before any decoding: they must be these same bytes.
+_STRUCTURE = "\n\r\t ,;|\"'{}[]:0123456789"
+
+
+def parse_encoding(name: str) -> str:
+    """`--encoding`: a codec Python knows whose newlines, quotes and delimiters are the ASCII
+    bytes (latin-1, cp1252, ...), normalized; UsageError for others (UTF-16 and UTF-32 files
+    must be converted to UTF-8 first)."""
+    try:
+        info = codecs.lookup(name)
+    except LookupError:
+        raise UsageError(f"--encoding {name!r} is not an encoding Python knows") from None
+    try:
+        same = _STRUCTURE.encode(info.name) == _STRUCTURE.encode("ascii")
+    except UnicodeEncodeError:
+        same = False
+    if not same:
+        raise UsageError(
+            f"--encoding {name!r} does not write newlines, quotes and delimiters as ASCII does; "
+            "convert such files to UTF-8 first (e.g. iconv -f UTF-16 -t UTF-8)"
+        )
+    return "utf-8" if info.name == "utf-8" else info.name
+
+
+def _skip_header_lines(text: str) -> int:
+    count = flags.parse_int(text)
+    return _non_negative(count)
+
+
+def _non_negative(count: int) -> int:
+    if flags.whole_number(count) < 0:
+        raise UsageError(f"--skip_header_lines must be 0 or more, got {count}")
+    return count
 
 
 @dataclasses.dataclass(frozen=True)
 class Dialect:
-    """How a conversion's CSV files are laid out.
+    """How a conversion's CSV files are laid out (`encoding` is also the text format's).
 
     Attributes:
       delimiter: the field delimiter; None until detected from the first sampled file.
       column_names: the columns, when the files have no header line (`--column_names`).
-      skip_lines: lines before the header (or before the data, without one) to ignore.
+      skip_header_lines: lines before the header (or before the data, without one) to ignore.
       encoding: the files' text encoding (`--encoding`); pyarrow decodes it to UTF-8.
     """
 
-    delimiter: str | None = None
-    column_names: tuple[str, ...] = ()
-    skip_lines: int = 0
-    encoding: str = "utf-8"
+    delimiter: str | None = flags.option(
+        parse=parse_delimiter,
+        reading=True,
+        metavar="C",
+        help="CSV field delimiter: one character, or tab, \\t, semicolon, pipe (default: "
+        "detected from the first records: the one of comma, tab, ; and | that splits every "
+        "record into the same number of fields, the most; .tsv breaks ties).",
+    )
+    column_names: tuple[str, ...] = flags.option(
+        (),
+        parse=flags.parse_names,
+        accept=flags.accept_names,
+        reading=True,
+        metavar="A,B,C",
+        help="CSV files have no header line: their columns, e.g. id,name,score.",
+    )
+    skip_header_lines: int = flags.option(
+        0,
+        parse=_skip_header_lines,
+        accept=_non_negative,
+        reading=True,
+        metavar="N",
+        help="CSV: lines at the start of each file to skip before the header (or the data).",
+    )
+    encoding: str = flags.option(
+        "utf-8",
+        parse=parse_encoding,
+        reading=True,
+        metavar="NAME",
+        help="CSV and text: the files' text encoding, e.g. latin-1 or cp1252 (default "
+        "utf-8); read as UTF-8 from then on.",
+    )
 
     @property
     def has_header(self) -> bool:
         return not self.column_names
 
     def describe(self, detected: bool) -> str:
-        shown = {"\t": "tab", ",": "comma", ";": "semicolon", "|": "pipe"}
-        delimiter = shown.get(self.delimiter or ",", repr(self.delimiter))
+        delimiter = _SHOWN.get(self.delimiter or ",", repr(self.delimiter))
         parts = [f"delimiter {delimiter}{' (detected)' if detected else ''}"]
         parts.append("header line" if self.has_header else "no header line (--column_names)")
-        if self.skip_lines:
-            parts.append(f"{self.skip_lines} lines skipped first")
+        if self.skip_header_lines:
+            parts.append(f"{self.skip_header_lines} lines skipped first")
         if self.encoding != "utf-8":
             parts.append(f"encoding {self.encoding}")
         return ", ".join(parts)
-
-
-def parse_delimiter(text: str) -> str:
-    """`--delimiter` as one character: any character but a quote or a line end, or a name
-    (`tab`, `\\t`, `comma`, `semicolon`, `pipe`). Raises ValueError naming the value."""
-    value = _NAMES.get(text.lower(), text)
-    if len(value) != 1 or value in '"\r\n':
-        raise ValueError(
-            f"--delimiter must be one character other than a quote or a line end (or tab, "
-            f"\\t, comma, semicolon, pipe), got {text!r}"
-        )
-    return value
 
 
 _DETECT_RECORDS = 20  # records of the head that detection reads
@@ -98,15 +164,18 @@ def detect_delimiter(path: str, head: bytes) -> str:
     complete = head[: head.rfind(b"\n") + 1] or head  # no record cut short by the head's end
     text = complete.decode("latin-1")  # every delimiter is ASCII; any bytes decode
     fields: dict[str, int] = {}
-    for delimiter in (",", "\t", ";", "|"):
+    for delimiter in DELIMITERS.values():
         counts = {len(r) for r in itertools.islice(_records(text, delimiter), _DETECT_RECORDS)}
         if len(counts) == 1 and (count := counts.pop()) > 1:
             fields[delimiter] = count
     if not fields:
         return named
     most = max(fields.values())
-    best = [d for d in fields if fields[d] == most]
-    return named if named in best else "," if "," in best else best[0] if len(best) == 1 else named
+    best = [d for d in DELIMITERS.values() if fields.get(d) == most]
+    for choice in (named, ","):  # a tie: the file's name decides, then comma
+        if choice in best:
+            return choice
+    return best[0] if len(best) == 1 else named
 
 
 def _records(text: str, delimiter: str) -> Iterator[list[str]]:
@@ -135,27 +204,3 @@ def looks_like_data(names: list[str]) -> bool:
     if names and len(numbers) == len(names):
         return True
     return any(re.search(r"[.eE+-]", n) for n in numbers)
-
-
-# Bytes the readers find records by, before any decoding: they must be these same bytes.
-_STRUCTURE = "\n\r\t ,;|\"'{}[]:0123456789"
-
-
-def parse_encoding(name: str) -> str:
-    """`--encoding`: a codec Python knows whose newlines, quotes and delimiters are the ASCII
-    bytes (latin-1, cp1252, ...), normalized; ValueError for others (UTF-16 and UTF-32 files
-    must be converted to UTF-8 first)."""
-    try:
-        info = codecs.lookup(name)
-    except LookupError:
-        raise ValueError(f"--encoding {name!r} is not an encoding Python knows") from None
-    try:
-        same = _STRUCTURE.encode(info.name) == _STRUCTURE.encode("ascii")
-    except UnicodeEncodeError:
-        same = False
-    if not same:
-        raise ValueError(
-            f"--encoding {name!r} does not write newlines, quotes and delimiters as ASCII does; "
-            "convert such files to UTF-8 first (e.g. iconv -f UTF-16 -t UTF-8)"
-        )
-    return "utf-8" if info.name == "utf-8" else info.name

@@ -17,16 +17,15 @@ from typing import BinaryIO
 
 import pyarrow as pa
 
-from beam_jobs.errors import DataError
-from beam_jobs.formats.base import InputFormat, OnBadRow, Sample
-from beam_jobs.formats.compressed import compression_of, open_input
-from beam_jobs.formats.compressed import read_head as read_content_head
-from beam_jobs.formats.csv import ranges as csv_ranges
+from beam_jobs.core.errors import DataError
+from beam_jobs.core.inputs import InputFile, Piece
+from beam_jobs.formats.base import InputFormat, OnBadRow, ReadSettings, Sample
+from beam_jobs.formats.compressed import compression_of, open_input, read_head
 from beam_jobs.formats.csv import record_starts
-from beam_jobs.formats.csv import source as csv_source
 from beam_jobs.formats.csv.dialect import Dialect, detect_delimiter, skip_lines
-from beam_jobs.formats.lines.cut_counts import CutCounts
-from beam_jobs.plan.shards import InputFile, Piece
+from beam_jobs.formats.csv.ranges import CsvSource, read_range
+from beam_jobs.formats.csv.source import infer_features, parse_sample
+from beam_jobs.formats.lines.cut_counts import Counting, CutCounts
 from tfdata_reader.manifest import FeatureSpec
 
 __all__ = ["CsvFormat"]
@@ -46,40 +45,45 @@ def _data_start(f: BinaryIO, path: str, lines: int) -> int:
     return offset
 
 
+@dataclasses.dataclass(frozen=True)
 class CsvFormat(InputFormat):
+    """`dialect` has its delimiter: given, or detected from the first sampled file's head
+    (`detected`)."""
+
     name = "csv"
     extensions = (".csv", ".tsv")
-    needs_cut_counts = True
-    quoted_records = True
 
-    def __init__(self, max_record_bytes: int = 64 << 20, dialect: Dialect | None = None) -> None:
-        self._max_record_bytes = max_record_bytes
-        self.dialect = dialect or Dialect()
-        self._detected = self.dialect.delimiter is None
+    dialect: Dialect = Dialect(",")
+    detected: bool = False
 
-    @property
-    def delimiter(self) -> str:
-        return self.dialect.delimiter or ","
+    @classmethod
+    def prepare(cls, files: Sequence[InputFile], settings: ReadSettings) -> CsvFormat:
+        dialect, detected = settings.dialect, settings.dialect.delimiter is None
+        if detected and files:  # the first file decides, for all (it is always sampled)
+            head = read_head(files[0], settings.sample_bytes, compression_of(files[0].path))
+            head = head.content
+            body = head[skip_lines(head, dialect.skip_header_lines) or 0 :]
+            dialect = dataclasses.replace(dialect, delimiter=detect_delimiter(files[0].path, body))
+        return cls(settings.kept, settings.max_record_bytes, dialect, detected)
 
     def describe(self) -> str:
-        return f"csv: {self.dialect.describe(self._detected)}"
+        return f"csv: {self.dialect.describe(self.detected)}"
 
-    def leading_lines(self) -> int:
-        return self.dialect.skip_lines
+    def counting(self) -> Counting:
+        return Counting(True, self.dialect.delimiter or ",", self.dialect.skip_header_lines)
+
+    def _source(self, path: str, features: Sequence[FeatureSpec]) -> CsvSource:
+        return CsvSource(path, tuple(features), self.dialect, self.kept, self.max_record_bytes)
 
     def sample(self, f: InputFile, sample_bytes: int) -> Sample:
-        head = read_content_head(f, sample_bytes, compression_of(f.path))
-        if self.dialect.delimiter is None:  # the first sampled file decides, for all
-            body = head.content[skip_lines(head.content, self.dialect.skip_lines) or 0 :]
-            delimiter = detect_delimiter(f.path, body)
-            self.dialect = dataclasses.replace(self.dialect, delimiter=delimiter)
-        parsed = csv_source.parse_sample(f.path, head.content, head.is_whole_file, self.dialect)
+        head = read_head(f, sample_bytes, compression_of(f.path))
+        parsed = parse_sample(f.path, head.content, head.is_whole_file, self.dialect)
         return Sample(f.path, parsed.table, len(parsed.data) * head.stored_per_byte, data=parsed)
 
     def infer_features(
         self, samples: Sequence[Sample], overrides: Sequence[FeatureSpec]
     ) -> list[FeatureSpec]:
-        return csv_source.infer_features([s.data for s in samples], overrides)
+        return infer_features([s.data for s in samples], overrides)
 
     def sample_batches(
         self,
@@ -88,44 +92,15 @@ class CsvFormat(InputFormat):
         on_bad_row: OnBadRow | None = None,
     ) -> Iterator[pa.RecordBatch]:
         data = sample.data.data
-        yield from csv_ranges.read_range(
+        source = dataclasses.replace(self._source(sample.path, features), max_record_bytes=1 << 20)
+        yield from read_range(
             io.BytesIO(data),
-            sample.path,
+            source,
             0,
             len(data),
-            features,
             on_bad_row or (lambda row: None),
-            first_line=1 + self.dialect.skip_lines,
+            first_line=1 + self.dialect.skip_header_lines,
             header=self.dialect.has_header,
-            delimiter=self.delimiter,
-            encoding=self.dialect.encoding,
-            typed=self._kept,
-        )
-
-    def _read(
-        self,
-        f: BinaryIO,
-        path: str,
-        start: int,
-        end: int,
-        data_start: int,
-        features: Sequence[FeatureSpec],
-        on_bad_row: OnBadRow,
-        first_line: int,
-    ) -> Iterator[pa.RecordBatch]:
-        yield from csv_ranges.read_range(
-            f,
-            path,
-            start,
-            end,
-            features,
-            on_bad_row,
-            first_line,
-            max_record_bytes=self._max_record_bytes,
-            header=start == data_start and self.dialect.has_header,
-            delimiter=self.delimiter,
-            encoding=self.dialect.encoding,
-            typed=self._kept,
         )
 
     def read_piece(
@@ -136,32 +111,31 @@ class CsvFormat(InputFormat):
         context: CutCounts | None = None,
     ) -> Iterator[pa.RecordBatch]:
         compression = compression_of(piece.path)
-        lines = self.dialect.skip_lines
+        lines = self.dialect.skip_header_lines
+        source = self._source(piece.path, features)
+        delimiter = source.delimiter
         with open_input(piece.path, compression) as f:
             data_start = _data_start(f, piece.path, lines)
             if compression:
-                yield from self._read(
-                    f, piece.path, data_start, sys.maxsize, data_start, features, on_bad_row,
-                    1 + lines,
-                )  # fmt: skip
+                header = self.dialect.has_header
+                yield from read_range(f, source, data_start, sys.maxsize, on_bad_row, 1 + lines,
+                                      header)  # fmt: skip
                 return
             counts = context or CutCounts()
             size = piece.file_size
             start, end = data_start, size
             if piece.start > data_start:
                 start = record_starts.record_start_at_or_after(
-                    f, piece.start, counts.in_quotes_at(piece.path, piece.start), size,
-                    self.delimiter,
-                )  # fmt: skip
+                    f, piece.start, counts.in_quotes_at(piece.path, piece.start), size, delimiter
+                )
             if piece.end < size:
-                end = max(data_start, record_starts.record_start_at_or_after(
-                    f, piece.end, counts.in_quotes_at(piece.path, piece.end), size,
-                    self.delimiter,
-                ))  # fmt: skip
+                in_quotes = counts.in_quotes_at(piece.path, piece.end)
+                found = record_starts.record_start_at_or_after(f, piece.end, in_quotes, size,
+                                                               delimiter)  # fmt: skip
+                end = max(data_start, found)
             if end > start:
                 first_line = counts.newlines_before(piece.path, piece.start) + 1
                 f.seek(piece.start)
                 first_line += f.read(start - piece.start).count(b"\n")
-                yield from self._read(
-                    f, piece.path, start, end, data_start, features, on_bad_row, first_line
-                )
+                header = start == data_start and self.dialect.has_header
+                yield from read_range(f, source, start, end, on_bad_row, first_line, header)

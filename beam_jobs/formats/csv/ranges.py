@@ -16,16 +16,17 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.csv as pcsv
 
-from beam_jobs.errors import DataError
+from beam_jobs.core.bad_rows import BadRow, as_text
+from beam_jobs.core.errors import DataError
 from beam_jobs.formats.csv.bad_rows import place_bad_rows
+from beam_jobs.formats.csv.dialect import Dialect
 from beam_jobs.formats.csv.inference import BOOLEAN, NUMBER, schema_hint
 from beam_jobs.formats.csv.record_starts import FILE_START, QuoteScanner, nonempty_record_starts
 from beam_jobs.formats.csv.source import UNHANDLED_ROW, convert_options, header_not_decodable
 from beam_jobs.schema.conform import check_float32_range, temporal_integers
-from beam_jobs.sink.dead_letter import BadRow, as_text
 from tfdata_reader.manifest import FeatureSpec
 
-__all__ = ["read_range"]
+__all__ = ["CsvSource", "read_range"]
 
 _BLOCK_SIZE = 1 << 20
 # Arrow types each Example dtype is converted from. Floats are parsed as float64 and rounded to
@@ -35,6 +36,30 @@ _PARSE_TYPES = {"int64": pa.int64(), "float32": pa.float64(), "bytes": pa.string
 
 
 _SCAN_STEP = 8 << 20
+
+
+@dataclasses.dataclass(frozen=True)
+class CsvSource:
+    """One CSV file as its readers read it.
+
+    Attributes:
+      path: the file, for error messages and bad rows.
+      features: its columns, in header order, with the dtypes to convert to.
+      dialect: its layout (the delimiter known) and text encoding.
+      kept: the columns to convert and yield (None: all); the others (left out by
+        `--columns`) are not looked at, so their values are never bad rows.
+      max_record_bytes: the longest record that must be read (`--max_record_bytes`).
+    """
+
+    path: str
+    features: tuple[FeatureSpec, ...]
+    dialect: Dialect = Dialect(",")
+    kept: frozenset[str] | None = None
+    max_record_bytes: int = _BLOCK_SIZE
+
+    @property
+    def delimiter(self) -> str:
+        return self.dialect.delimiter or ","
 
 
 def _endless_line(f: BinaryIO, start: int, end: int, limit: int) -> int | None:
@@ -210,11 +235,12 @@ def _typed_batch(
 
 
 def _refuse_a_swallowing_row(
-    f: BinaryIO, path: str, start: int, end: int, first_line: int | None, delimiter: str
+    f: BinaryIO, source: CsvSource, start: int, end: int, first_line: int | None
 ) -> None:
     """Raises DataError when the range's last row, whose quoted field never closes, spans
     more than its own line."""
-    row_start = int(nonempty_record_starts(f, start, end, delimiter)[-1])
+    path = source.path
+    row_start = int(nonempty_record_starts(f, start, end, source.delimiter)[-1])
     f.seek(row_start)
     # Newlines after the row's first line, but not those that only end the file; read in
     # steps (the end of a compressed file is not known: `end` is sys.maxsize).
@@ -243,17 +269,12 @@ def _refuse_a_swallowing_row(
 
 def read_range(
     f: BinaryIO,
-    path: str,
+    source: CsvSource,
     start: int,
     end: int,
-    features: Sequence[FeatureSpec],
     on_bad_row: Callable[[BadRow], None],
     first_line: int | None = None,
-    max_record_bytes: int = _BLOCK_SIZE,
     header: bool = True,
-    delimiter: str = ",",
-    encoding: str = "utf-8",
-    typed: frozenset[str] | None = None,
 ) -> Iterator[pa.RecordBatch]:
     """Reads the records in bytes [start, end) of a CSV file as Arrow batches.
 
@@ -270,29 +291,22 @@ def read_range(
 
     Args:
       f: the file, opened for binary reading and seekable.
-      path: its path, for error messages.
+      source: the file as its readers read it.
       start: a record start (the header line's, with `header`).
       end: a record start (or the file size) after `start`.
-      features: the columns, in header order, with the dtypes to convert to.
       on_bad_row: called once per row that is left out.
       first_line: the line `start` is on (1 = the first), for the error message.
-      max_record_bytes: the longest record that must be read (`--max_record_bytes`).
-      header: the range begins with the file's header line (else its columns are `features`).
-      typed: the columns to convert and yield (None: all); the others (left out by
-        `--columns`) are not looked at, so their values are never bad rows.
-      delimiter: the field delimiter.
-      encoding: the file's text encoding (pyarrow decodes it to UTF-8).
+      header: the range begins with the file's header line (else its columns are the
+        source's features).
 
     Raises:
       DataError: naming the file and the byte range, for a header that differs from the
         expected columns or bytes pyarrow cannot parse as CSV at all.
     """
+    path, max_record_bytes = source.path, source.max_record_bytes
     yielded = 0
     for block_size in (_BLOCK_SIZE, max(_BLOCK_SIZE, 2 * max_record_bytes)):
-        reader = _RangeReader(
-            f, path, start, end, features, block_size, first_line, header, delimiter, encoding,
-            typed,
-        )  # fmt: skip
+        reader = _RangeReader(f, source, start, end, block_size, first_line, header)
         try:
             for batch in reader.batches(skip=yielded):
                 yielded += batch.num_rows
@@ -300,14 +314,11 @@ def read_range(
         except _UndecodableRow as e:
             # Set it aside and read the records before and after it on their own (the rows
             # already yielded are skipped; bad rows found so far are found again).
-            bad_start, bad_end = _record_bounds(f, start, end, delimiter, e.number)
+            bad_start, bad_end = _record_bounds(f, start, end, source.delimiter, e.number)
             f.seek(bad_start)
             raw = f.read(min(bad_end - bad_start, 2 * max_record_bytes)).rstrip(b"\r\n")
             reason = f"expected {e.expected} columns, got {e.got}"
-            read = functools.partial(
-                read_range, f, path, features=features, max_record_bytes=max_record_bytes,
-                delimiter=delimiter, encoding=encoding, typed=typed,
-            )  # fmt: skip
+            read = functools.partial(read_range, f, source)
             before = read(start, bad_start, on_bad_row=on_bad_row, first_line=first_line,
                           header=header) if bad_start > start else ()  # fmt: skip
             for batch in before:
@@ -373,21 +384,17 @@ class _RangeReader:
     def __init__(
         self,
         f: BinaryIO,
-        path: str,
+        source: CsvSource,
         start: int,
         end: int,
-        features: Sequence[FeatureSpec],
         block_size: int,
         first_line: int | None,
         header: bool,
-        delimiter: str,
-        encoding: str,
-        typed: frozenset[str] | None = None,
     ) -> None:
-        self._f, self._path, self._start, self._end = f, path, start, end
-        self._header, self._delimiter, self._encoding = header, delimiter, encoding
-        self._features = features
-        self._converted_features = [f for f in features if typed is None or f.name in typed]
+        self._f, self._source, self._start, self._end = f, source, start, end
+        self._path, self._header = source.path, header
+        kept = source.kept
+        self._converted_features = [f for f in source.features if kept is None or f.name in kept]
         self._block_size = block_size
         self._first_line = first_line
         self._rows_before = 0
@@ -422,19 +429,20 @@ class _RangeReader:
 
     def _converted(self) -> Iterator[pa.RecordBatch]:
         f, path, start, end = self._f, self._path, self._start, self._end
-        names = [feature.name for feature in self._features]
+        source = self._source
+        names = [feature.name for feature in source.features]
         read_options = pcsv.ReadOptions(
             block_size=self._block_size,
             use_threads=False,
             column_names=None if self._header else names,
-            encoding=self._encoding,
+            encoding=source.dialect.encoding,
         )
         parse_options = pcsv.ParseOptions(
-            delimiter=self._delimiter,
+            delimiter=source.delimiter,
             newlines_in_values=True,
             invalid_row_handler=self._on_malformed,
         )
-        window = _Window(f, start, end, self._delimiter)
+        window = _Window(f, start, end, source.delimiter)
         reader = None
         try:
             reader = pcsv.open_csv(
@@ -456,7 +464,7 @@ class _RangeReader:
                     pending = raw
             window.scanner.finish()
             if pending is not None and window.scanner.in_quotes:
-                _refuse_a_swallowing_row(f, path, start, end, self._first_line, self._delimiter)
+                _refuse_a_swallowing_row(f, source, start, end, self._first_line)
                 pending = self._unterminated_last_row(pending)
             if pending is not None and (batch := self._typed_rows(pending)).num_rows:
                 yield batch
@@ -470,7 +478,7 @@ class _RangeReader:
                 raise _UndecodableRow(number, expected, got) from e
             raise DataError(f"{path}: {_span(start, end)}: {e}") from e
         except UnicodeDecodeError as e:  # pyarrow decodes the header's names as UTF-8
-            raise header_not_decodable(path, self._encoding, e) from None
+            raise header_not_decodable(path, source.dialect.encoding, e) from None
         finally:
             # pyarrow may read ahead on a thread of its own: it must stop before the file is
             # read again (the next pass, the bad rows' offsets).
@@ -499,5 +507,5 @@ class _RangeReader:
         """The range's bad rows, placed at their offsets, in file order."""
         if not (self._malformed or self._typed):
             return []
-        starts = nonempty_record_starts(self._f, self._start, self._end, self._delimiter)
+        starts = nonempty_record_starts(self._f, self._start, self._end, self._source.delimiter)
         return place_bad_rows(starts, self._malformed, self._typed, header=self._header)

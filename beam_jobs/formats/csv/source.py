@@ -17,11 +17,12 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.csv as pcsv
 
-from beam_jobs.errors import DataError
+from beam_jobs.core.errors import DataError
 from beam_jobs.formats.csv import unraisable
 from beam_jobs.formats.csv.dialect import Dialect, looks_like_data, skip_lines
 from beam_jobs.formats.csv.inference import infer_column
 from beam_jobs.formats.csv.record_starts import record_starts
+from beam_jobs.formats.lines.pieces import refuse_wide_text
 from tfdata_reader.manifest import FeatureSpec
 
 __all__ = [
@@ -30,7 +31,6 @@ __all__ = [
     "convert_options",
     "infer_features",
     "parse_sample",
-    "refuse_wide_text",
 ]
 
 unraisable.install()  # pyarrow's message about rows the readers handle themselves
@@ -87,36 +87,22 @@ def convert_options(column_types: dict[str, pa.DataType] | None = None) -> pcsv.
     )
 
 
-_WIDE_TEXT_BYTES = 4096  # of a file's head, looked at for NUL bytes
-
-
-def refuse_wide_text(path: str, head: bytes) -> None:
-    """A DataError for a file whose head is UTF-16 or UTF-32 (a byte order mark, NUL bytes):
-    its newlines, quotes and delimiters are not single bytes, so no --encoding helps."""
-    if head.startswith((b"\xff\xfe", b"\xfe\xff")) or b"\x00" in head[:_WIDE_TEXT_BYTES]:
-        raise DataError(
-            f"{path}: the file starts with a UTF-16 or UTF-32 byte order mark or holds NUL "
-            "bytes (UTF-16/32 text, or not text); convert it to UTF-8 first, e.g. "
-            "iconv -f UTF-16 -t UTF-8"
-        )
-
-
 def parse_sample(path: str, head: bytes, is_whole_file: bool, dialect: Dialect) -> CsvSample:
     """Parses the first bytes of a CSV file: its header and the complete records among them.
 
     Args:
       path: the file's path, for error messages.
-      head: the file's first bytes (before `dialect.skip_lines` are skipped).
+      head: the file's first bytes (before `dialect.skip_header_lines` are skipped).
       is_whole_file: True when `head` is the entire file (so its last record is complete).
       dialect: the layout, its delimiter known.
     """
     if not head.strip():
         raise DataError(f"{path}: the file is empty; a CSV input needs at least a header line")
     refuse_wide_text(path, head)
-    skipped = skip_lines(head, dialect.skip_lines)
+    skipped = skip_lines(head, dialect.skip_header_lines)
     if skipped is None:
         raise DataError(
-            f"{path}: fewer than --skip_header_lines {dialect.skip_lines} lines in its first "
+            f"{path}: fewer than --skip_header_lines {dialect.skip_header_lines} lines in its first "
             f"{len(head):,} bytes"
         )
     head = head[skipped:]

@@ -17,10 +17,12 @@ from typing import BinaryIO
 from apache_beam.io.filesystem import CompressionTypes
 from apache_beam.io.filesystems import FileSystems
 
-from beam_jobs.errors import DataError, raised_for_launcher
+from beam_jobs.core.errors import raised_for_launcher
+from beam_jobs.core.inputs import input_gone
 from beam_jobs.formats.csv.record_starts import QUOTE, QuoteEffect, QuoteScanner
 
 __all__ = [
+    "Counting",
     "CutCounts",
     "Segment",
     "count_lines_to",
@@ -34,16 +36,24 @@ _READ_CHUNK = 8 << 20
 
 
 @dataclasses.dataclass(frozen=True)
+class Counting:
+    """What a line-based format needs counted before each cut point: the newlines (for bad
+    rows' line numbers) and, with `quotes`, the CSV quote state, whose fields this `delimiter`
+    separates, past `leading_lines` lines at a file's start (`--skip_header_lines`)."""
+
+    quotes: bool = True
+    delimiter: str = ","
+    leading_lines: int = 0
+
+
+@dataclasses.dataclass(frozen=True)
 class Segment:
-    """Bytes [start, end) of a file to count; `end` is a cut point. `quotes`: follow the CSV
-    quote state too (for CSV files, not for JSON lines)."""
+    """Bytes [start, end) of a file to count; `end` is a cut point."""
 
     path: str
     start: int
     end: int
-    quotes: bool = True
-    delimiter: str = ","
-    leading_lines: int = 0  # lines at the file's start that the quote state ignores
+    counting: Counting = Counting()
 
 
 @dataclasses.dataclass(frozen=True)
@@ -81,15 +91,13 @@ class CutCounts:
 
 
 def segments_between_cuts(
-    cuts: dict[str, list[int]], quotes: bool = True, delimiter: str = ",", leading_lines: int = 0
+    cuts: dict[str, list[int]], counting: Counting = Counting()
 ) -> list[Segment]:
     """The segments between consecutive cut points of each file, from its start."""
     segments = []
     for path, offsets in sorted(cuts.items()):
-        starts = [0, *offsets[:-1]]
-        segments.extend(
-            Segment(path, s, e, quotes, delimiter, leading_lines) for s, e in zip(starts, offsets)
-        )
+        starts = [0, *offsets[:-1]] if offsets else []
+        segments.extend(Segment(path, s, e, counting) for s, e in zip(starts, offsets, strict=True))
     return segments
 
 
@@ -115,15 +123,8 @@ def count_segment(segment: Segment) -> Counted:
     Raises:
       DataError: when the file is gone since the conversion was planned.
     """
-    try:
+    with input_gone(segment.path):
         return _count(segment)
-    except OSError as e:
-        if FileSystems.exists(segment.path):
-            raise  # a storage error, for the runner to retry
-        raise DataError(
-            f"{segment.path}: the input file is gone: it was listed when the conversion was "
-            f"planned and deleted or moved while it ran ({e})"
-        ) from e
 
 
 def count_segment_in_worker(segment: Segment) -> Counted:
@@ -136,14 +137,15 @@ def _count(segment: Segment) -> Counted:
     newlines = 0
     with FileSystems.open(segment.path, compression_type=CompressionTypes.UNCOMPRESSED) as f:
         scanner = None
-        if segment.quotes:
+        counting = segment.counting
+        if counting.quotes:
             previous = -1
             if segment.start:
                 f.seek(segment.start - 1)
                 previous = f.read(1)[0]
-            scanner = QuoteScanner(False, previous, segment.delimiter)
+            scanner = QuoteScanner(False, previous, counting.delimiter)
         position, last = segment.start, b""
-        skip = segment.leading_lines if segment.start == 0 else 0
+        skip = counting.leading_lines if segment.start == 0 else 0
         for chunk in read_chunks(f, segment.start, segment.end):
             newlines += chunk.count(b"\n")
             scanned = chunk

@@ -10,10 +10,10 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Sequence
 
+from beam_jobs.core.bad_rows import BadRow
+from beam_jobs.core.inputs import Piece
 from beam_jobs.formats.compressed import compression_of, open_input
 from beam_jobs.formats.lines.cut_counts import CutCounts, count_lines_to, read_chunks
-from beam_jobs.plan.shards import Piece
-from beam_jobs.sink.dead_letter import BadRow
 
 __all__ = ["with_line_numbers"]
 

@@ -1,0 +1,83 @@
+"""Arrow record batches to serialized `tf.train.Example`s (features in the spec's order, see
+`example_wire`) and back (tfx-bsl's C++ decoder).
+
+Every column becomes lists of int64, float32 or binary values: a scalar value a one-element
+list and a null (a missing value) an empty list, so the feature is present in the Example with
+no values. List columns keep their values; a null list becomes empty too.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from beam_jobs.codec.example_wire import encode_examples
+from tfdata_reader.manifest import FeatureSpec
+
+__all__ = ["VALUE_TYPES", "ExampleEncoder", "decode_examples", "is_list", "value_lists"]
+
+# The Arrow value type each Example dtype is built from (float32 rounds like tf.train.FloatList).
+VALUE_TYPES = {"int64": pa.int64(), "float32": pa.float32(), "bytes": pa.binary()}
+
+
+def is_list(arrow_type: pa.DataType) -> bool:
+    """Whether an Arrow type is a list (of any kind): a feature of several values per row."""
+    return (
+        pa.types.is_list(arrow_type)
+        or pa.types.is_large_list(arrow_type)
+        or pa.types.is_fixed_size_list(arrow_type)
+    )
+
+
+def value_lists(column: pa.Array, dtype: str) -> tuple[np.ndarray, pa.Array]:
+    """A scalar or list column as (row offsets from 0, the values cast to the Example dtype,
+    without nulls): a null row has no values."""
+    if isinstance(column, pa.ChunkedArray):
+        column = column.combine_chunks()
+    if is_list(column.type):
+        # list_flatten skips null lists, whatever their offsets cover.
+        values = pc.list_flatten(column)
+        lengths = pc.fill_null(pc.list_value_length(column), 0)
+    else:
+        values = column.drop_null() if column.null_count else column
+        lengths = column.is_valid()
+    offsets = np.zeros(len(column) + 1, dtype=np.int64)
+    np.cumsum(np.asarray(lengths.to_numpy(zero_copy_only=False), dtype=np.int64), out=offsets[1:])
+    # Unsafe cast: float64 -> float32 rounds, as tf.train.FloatList does.
+    return offsets, pc.cast(values, VALUE_TYPES[dtype], safe=False)
+
+
+class ExampleEncoder:
+    """Encodes record batches whose columns hold the given feature specs, every Example's
+    features in the order of `features`: the same rows give the same bytes in every process."""
+
+    def __init__(self, features: Sequence[FeatureSpec]) -> None:
+        self._features = list(features)
+        self._names = [f.name for f in self._features]
+        self._dtypes = [f.dtype for f in self._features]
+
+    def encode(self, batch: pa.RecordBatch) -> list[bytes]:
+        """Returns one serialized Example per row of `batch`."""
+        return self.encode_columns(self.columns(batch), batch.num_rows)
+
+    def columns(self, batch: pa.RecordBatch) -> list[tuple[np.ndarray, pa.Array]]:
+        """Each feature's `value_lists`, in the features' order (statistics use them too)."""
+        return [value_lists(batch.column(f.name), f.dtype) for f in self._features]
+
+    def encode_columns(self, columns: list[tuple[np.ndarray, pa.Array]], rows: int) -> list[bytes]:
+        """`encode` of a batch whose `columns` are given."""
+        return encode_examples(self._names, self._dtypes, columns, rows).to_pylist()
+
+
+def decode_examples(records: Sequence[bytes]) -> pa.RecordBatch:
+    """Serialized Examples as one record batch of list columns (tfx-bsl's C++ decoder).
+
+    Raises:
+      RuntimeError or ValueError (tfx-bsl's): when a record is not a `tf.train.Example`.
+    """
+    from tfx_bsl.coders.example_coder import ExamplesToRecordBatchDecoder
+
+    return ExamplesToRecordBatchDecoder().DecodeBatch(list(records))

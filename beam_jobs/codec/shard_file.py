@@ -1,0 +1,77 @@
+"""A shard file as the writers and the planner produce it: serialized Examples framed as
+TFRecords, optionally GZIP (`deflate`), with its records, stored bytes and CRC32C measured.
+
+GZIP shards are gzip members over the framed stream (one per part written), which
+`TFRecordDataset(..., compression_type="GZIP")` reads.
+"""
+
+from __future__ import annotations
+
+from typing import BinaryIO
+
+import google_crc32c
+
+from beam_jobs.codec.deflate import compressor
+from beam_jobs.codec.framing import frame_records
+from beam_jobs.core.compression import DEFAULT_GZIP_LEVEL, Compression
+
+__all__ = ["ShardFileWriter", "SizeOnly"]
+
+
+class ShardFileWriter:
+    """Writes framed records to a binary file, optionally GZIP, and measures the stored bytes.
+
+    After `close()`, `records`, `bytes` and `crc32c` describe the file exactly as stored, which
+    is what the manifest records and `verify` checks.
+    """
+
+    def __init__(
+        self, raw: BinaryIO | SizeOnly, compression: Compression, level: int = DEFAULT_GZIP_LEVEL
+    ) -> None:
+        """`level`: the GZIP level (`deflate`), for `compression` "gzip"."""
+        self._raw = raw
+        self._gzip = compressor(level) if compression == Compression.GZIP else None
+        self.records = 0
+        self.bytes = 0
+        self._crc = 0
+        self._closed = False
+
+    @property
+    def crc32c(self) -> str:
+        """CRC32C of the stored file, as 8 lowercase hex digits."""
+        return f"{self._crc:08x}"
+
+    def write_records(self, records: list[bytes]) -> None:
+        self.records += len(records)
+        data = frame_records(records)
+        self._store(self._gzip.compress(data) if self._gzip else data)
+
+    def _store(self, data: bytes) -> None:
+        if data:
+            self._raw.write(data)
+            self.bytes += len(data)
+            self._crc = google_crc32c.extend(self._crc, data)
+
+    def close(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        if self._gzip:
+            self._store(self._gzip.flush())
+        self._raw.close()
+
+    def __enter__(self) -> ShardFileWriter:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+class SizeOnly:
+    """A file that keeps nothing: for measuring what a shard would store (the planner)."""
+
+    def write(self, data: bytes) -> int:
+        return len(data)
+
+    def close(self) -> None:
+        pass

@@ -1,0 +1,262 @@
+"""The flag table: options dataclasses whose fields carry how they are given.
+
+A field made by `option(...)` is one flag: its name (`--name` on the command line, `name=` as a
+keyword of `beam_jobs.convert`), aliases, help text, how command-line text becomes the value
+(`parse`) and how a Python value does (`accept`). A field made by `group(Cls)` holds another
+options dataclass whose flags count as this one's. From one table come: the argparse flags of
+the command line (`add_arguments`), the typed values of the command line and of Python keywords
+alike (`values`: text is parsed, Python values are taken as they are, never rendered as text
+first), and the options a conversion records in its manifest (`recorded`).
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import enum
+import os
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from typing import Any
+
+from beam_jobs.core.errors import UsageError
+
+__all__ = [
+    "Flag",
+    "add_arguments",
+    "find",
+    "flags",
+    "group",
+    "option",
+    "parse_bool",
+    "parse_names",
+    "path_value",
+    "recorded",
+    "values",
+    "whole_number",
+]
+
+_FLAG = "tfrecord_etl.flag"
+_GROUP = "tfrecord_etl.group"
+
+
+@dataclasses.dataclass(frozen=True)
+class Flag:
+    """How one option is given.
+
+    Attributes:
+      name: `--name` on the command line and `name=` as a Python keyword.
+      help: the help text (`--help`, the Dataflow template's parameters).
+      parse: command-line text -> the value; raises ValueError (or UsageError) when it cannot.
+      accept: a Python value that is not text -> the value; None: only text is taken.
+      aliases: other names for it (`--label` for `--label_column`).
+      repeated: given once per value (`--input a --input b`); the value is a tuple.
+      bare: the text the flag stands for when given without a value (`--overwrite`).
+      reading: how inputs are read (`inspect --input` takes it too).
+      recorded: part of what a conversion is: recorded in its manifest, compared on a rerun.
+      metavar: the value's name in `--help`.
+    """
+
+    name: str
+    help: str
+    parse: Callable[[str], Any] = str
+    accept: Callable[[Any], Any] | None = None
+    aliases: tuple[str, ...] = ()
+    repeated: bool = False
+    bare: str | None = None
+    reading: bool = False
+    recorded: bool = True
+    metavar: str | None = None
+
+    @property
+    def names(self) -> tuple[str, ...]:
+        return (self.name, *self.aliases)
+
+    def value(self, given: Any) -> Any:
+        """The typed value of what was given: command-line text (a list of texts for a
+        repeated flag), or a Python value.
+
+        Raises:
+          UsageError: naming the flag and the value.
+        """
+        try:
+            if self.repeated:
+                if isinstance(given, (str, os.PathLike)):
+                    given = [given]
+                elif not isinstance(given, Sequence):
+                    raise TypeError(f"takes a list of values, got {_shown(given)}")
+                return tuple(self._one(item) for item in given)
+            return self._one(given)
+        except UsageError:
+            raise
+        except (TypeError, ValueError) as e:
+            raise UsageError(f"--{self.name} {e}") from None
+
+    def _one(self, given: Any) -> Any:
+        if isinstance(given, str):
+            return self.parse(given)
+        if self.accept is None:
+            raise TypeError(f"takes text, got {_shown(given)}")
+        return self.accept(given)
+
+
+def _shown(value: Any) -> str:
+    return f"{type(value).__name__} {value!r}"
+
+
+def option(default: Any = None, **flag: Any) -> Any:
+    """A dataclass field that is a flag (`Flag`'s attributes as keywords; `name` defaults to
+    the field's name)."""
+    return dataclasses.field(default=default, metadata={_FLAG: flag})
+
+
+def group(cls: type) -> Any:
+    """A dataclass field holding another options dataclass, whose flags are this one's too."""
+    return dataclasses.field(default_factory=cls, metadata={_GROUP: cls})
+
+
+def _flag_of(field: dataclasses.Field) -> Flag:
+    return Flag(**{"name": field.name, **field.metadata[_FLAG]})
+
+
+def flags(cls: type) -> list[Flag]:
+    """Every flag of an options dataclass, its groups' included, in declaration order."""
+    return [flag for _, flag in _walk(cls)]
+
+
+def _walk(cls: type) -> Iterator[tuple[dataclasses.Field, Flag]]:
+    for field in dataclasses.fields(cls):
+        if _GROUP in field.metadata:
+            yield from _walk(field.metadata[_GROUP])
+        elif _FLAG in field.metadata:
+            yield field, _flag_of(field)
+
+
+def find(cls: type, name: str) -> Flag | None:
+    """The flag called `name` (or one of its aliases), if `cls` has it."""
+    return next((f for f in flags(cls) if name in f.names), None)
+
+
+def values(cls: type, given: Mapping[str, Any]) -> dict[str, Any]:
+    """Keyword arguments for `cls(...)`: each field's typed value from `given` (by flag name or
+    alias; None or absent: the field's default), groups built the same way.
+
+    Raises:
+      UsageError: for a value a flag does not take, or a flag given twice under two names.
+    """
+    kwargs: dict[str, Any] = {}
+    for field in dataclasses.fields(cls):
+        if _GROUP in field.metadata:
+            inner = field.metadata[_GROUP]
+            kwargs[field.name] = inner(**values(inner, given))
+        elif _FLAG in field.metadata:
+            flag = _flag_of(field)
+            named = [n for n in flag.names if given.get(n) is not None]
+            if len(named) > 1:
+                shown = " and ".join(f"--{n}" for n in named)
+                raise UsageError(f"{shown} are one flag: give it once")
+            if named:
+                kwargs[field.name] = flag.value(given[named[0]])
+    return kwargs
+
+
+def recorded(options: Any) -> dict[str, Any]:
+    """The recorded flags' values of an options object, as JSON values, by field name."""
+    found: dict[str, Any] = {}
+    for field in dataclasses.fields(options):
+        value = getattr(options, field.name)
+        if _GROUP in field.metadata:
+            found.update(recorded(value))
+        elif _FLAG in field.metadata and _flag_of(field).recorded:
+            found[field.name] = _json(value)
+    return found
+
+
+def _json(value: Any) -> Any:
+    if isinstance(value, enum.Enum):
+        return value.value
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return [_json(getattr(value, f.name)) for f in dataclasses.fields(value)]
+    if isinstance(value, (tuple, list)):
+        return [_json(v) for v in value]
+    return value
+
+
+def add_arguments(
+    parser: argparse.ArgumentParser, cls: type, only: Callable[[Flag], bool] | None = None
+) -> None:
+    """Adds `cls`'s flags (those `only` keeps) to a parser: each gives its text, or None when
+    absent (the dataclass's default then applies)."""
+    for flag in flags(cls):
+        if only is not None and not only(flag):
+            continue
+        parser.add_argument(
+            *(f"--{n}" for n in flag.names),
+            dest=flag.name,
+            action="append" if flag.repeated else "store",
+            nargs="?" if flag.bare is not None else None,
+            const=flag.bare,
+            default=None,
+            metavar=flag.metavar,
+            help=flag.help,
+        )
+
+
+def parse_bool(text: str) -> bool:
+    """`true`/`false` (also 1/0, yes/no, any case)."""
+    lowered = text.strip().lower()
+    if lowered not in ("true", "false", "1", "0", "yes", "no"):
+        raise ValueError(f"must be true or false, got {text!r}")
+    return lowered in ("true", "1", "yes")
+
+
+def accept_bool(value: Any) -> bool:
+    if not isinstance(value, bool):
+        raise TypeError(f"must be True or False, got {_shown(value)}")
+    return value
+
+
+def whole_number(value: Any) -> int:
+    """A Python int (not a bool, not a float with a fraction)."""
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise TypeError(f"must be a whole number, got {_shown(value)}")
+    return value
+
+
+def number(value: Any) -> float:
+    """A Python int or float (not a bool)."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise TypeError(f"must be a number, got {_shown(value)}")
+    return float(value)
+
+
+def parse_int(text: str) -> int:
+    try:
+        return int(text)
+    except ValueError:
+        raise ValueError(f"must be a whole number, got {text!r}") from None
+
+
+def parse_float(text: str) -> float:
+    try:
+        return float(text)
+    except ValueError:
+        raise ValueError(f"must be a number, got {text!r}") from None
+
+
+def path_value(value: Any) -> str:
+    """A path given as a `pathlib.Path` (or any os.PathLike)."""
+    if not isinstance(value, os.PathLike):
+        raise TypeError(f"must be a path (text or pathlib.Path), got {_shown(value)}")
+    return os.fspath(value)
+
+
+def parse_names(text: str) -> tuple[str, ...]:
+    """`a,b,c` -> ("a", "b", "c"), spaces around each name removed."""
+    return tuple(name.strip() for name in text.split(","))
+
+
+def accept_names(value: Any) -> tuple[str, ...]:
+    """A list or tuple of names."""
+    if not isinstance(value, (list, tuple)) or not all(isinstance(v, str) for v in value):
+        raise TypeError(f"must be a list of names, got {_shown(value)}")
+    return tuple(v.strip() for v in value)

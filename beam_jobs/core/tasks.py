@@ -1,0 +1,97 @@
+"""What the plan hands the writers and what the writers hand publishing.
+
+Without splits each planned shard is one write task. With splits each split's shards are
+planned on their own, and a write task is a stretch of the input between all splits' cuts: it
+writes one part of one shard per split (`ShardPart`), and a shard is its tasks' parts, joined.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from beam_jobs.core.inputs import Covered, Piece
+
+__all__ = ["PlannedShard", "ShardPart", "WriteTask", "WrittenShard", "sum_counts"]
+
+
+@dataclasses.dataclass(frozen=True)
+class PlannedShard:
+    """One output shard: its index, the input pieces its records come from (in order), and its
+    split (None without splits)."""
+
+    index: int
+    num_shards: int
+    pieces: tuple[Piece, ...]
+    split: str | None = None
+
+    @property
+    def input_bytes(self) -> int:
+        return sum(p.end - p.start for p in self.pieces)
+
+
+@dataclasses.dataclass(frozen=True)
+class ShardPart:
+    """Where a write task's records (of one split) go: shard `index` of `num_shards` of that
+    split, whole (without splits) or as one of its parts."""
+
+    split: str | None  # None: a conversion without splits
+    index: int
+    num_shards: int
+
+
+@dataclasses.dataclass(frozen=True)
+class WriteTask:
+    """What one writer does: read `pieces` once, write its records to `parts` (one per split;
+    without splits the one part is a whole shard)."""
+
+    index: int
+    num_tasks: int
+    pieces: tuple[Piece, ...]
+    parts: tuple[ShardPart, ...]
+
+    @property
+    def input_bytes(self) -> int:
+        return sum(p.end - p.start for p in self.pieces)
+
+    @property
+    def whole_shard(self) -> bool:
+        """Without splits: the task writes its shard whole (no parts to join)."""
+        return len(self.parts) == 1 and self.parts[0].split is None
+
+
+@dataclasses.dataclass(frozen=True)
+class WrittenShard:
+    """A shard (or with splits, a part of one) written under its temporary path, and what it
+    holds. What a write task read (rows, input bytes, the bytes its pieces covered, ignored
+    keys, label values) is told once, by its first output."""
+
+    index: int
+    temp_path: str
+    name: str
+    records: int
+    bytes: int
+    crc32c: str
+    input_bytes: int
+    null_counts: dict[str, int]
+    bad_records: int = 0
+    dead_letter_temp_path: str | None = None  # JSON lines, one per bad row, when there are any
+    split: str | None = None
+    num_shards: int = 0
+    covered: tuple[Covered, ...] = ()  # the input bytes its pieces' records took up
+    ignored_fields: dict[str, int] = dataclasses.field(default_factory=dict)  # keys not in spec
+    rows_read: int = 0  # rows its writer read (WriteShards: elements received, on shard 0)
+    label_values: tuple[bytes, ...] = ()  # the distinct values of a text --label it holds
+    # Per-feature statistics of its records (`beam_jobs.stats.FeatureStats` by name).
+    stats: Mapping[str, Any] = dataclasses.field(default_factory=dict)
+    part: int = 0  # with splits: the write task that wrote it, one part of its shard
+
+
+def sum_counts(counts: Iterable[Mapping[str, int]]) -> dict[str, int]:
+    """Counts by name added up, names sorted."""
+    total: dict[str, int] = {}
+    for part in counts:
+        for name, count in part.items():
+            total[name] = total.get(name, 0) + count
+    return dict(sorted(total.items()))

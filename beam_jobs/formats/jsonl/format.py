@@ -1,0 +1,154 @@
+"""`--format jsonl`: one JSON object per line.
+
+Nested objects are flattened into dotted names (`{"a": {"b": 1}}` -> `a.b`), lists of numbers or
+strings become variable-length features, and a missing key is a missing value. Chunks of lines
+are parsed by `json_chunks`, which dead-letters exactly the lines at fault; keys the spec lacks
+are counted in the piece's report.
+"""
+
+from __future__ import annotations
+
+import collections
+import dataclasses
+import json
+import re
+from collections.abc import Generator, Iterator, Sequence
+from typing import Any
+
+import pyarrow as pa
+
+from beam_jobs.codec.examples import is_list
+from beam_jobs.core.errors import DataError
+from beam_jobs.core.inputs import InputFile, Piece
+from beam_jobs.formats.base import InputFormat, OnBadRow, PieceReport, Sample
+from beam_jobs.formats.compressed import compression_of, read_head
+from beam_jobs.formats.jsonl.chunks import line_problem, parse_chunk, read_chunk
+from beam_jobs.formats.lines.cut_counts import Counting
+from beam_jobs.formats.lines.pieces import piece_chunks, sample_head
+from beam_jobs.schema.conform import logical_type_of, merge_features
+from beam_jobs.schema.precision import warn_float32_rounding
+from beam_jobs.schema.rows import flatten_object, infer_from_rows
+from tfdata_reader.manifest import FeatureSpec
+
+__all__ = ["JsonLinesFormat"]
+
+
+def _sample_rows(lines: bytes) -> list[dict]:
+    """The sampled lines that are records, as flat dicts (the others are left to the writers)."""
+    rows = []
+    for line in lines.split(b"\n"):
+        if line.strip(b" \t\r") and line_problem(line) is None:
+            value = json.loads(line)
+            rows.append(flatten_object(value))
+    return rows
+
+
+def _refuse_an_array(path: str, head: bytes) -> None:
+    """A `.json` file holding one JSON array (the most common JSON file) is not JSON lines:
+    said plainly, instead of a dead letter per line."""
+    if head.lstrip(b"\xef\xbb\xbf \t\r\n").startswith(b"["):
+        raise DataError(
+            f"{path}: holds a JSON array (it starts with '['), not JSON lines (one object per "
+            f"line); convert it first, e.g. jq -c '.[]' {path} > records.jsonl"
+        )
+
+
+_DATE_ONLY = re.compile(r"\d{4}-\d{2}-\d{2}")
+
+
+def _date_only(name: str, rows: Sequence[dict]) -> bool:
+    """Every sampled value of `name` is a calendar date (`2026-01-31`), no time of day."""
+    values = [row.get(name) for row in rows if row.get(name) is not None]
+    values = [v for value in values for v in (value if isinstance(value, list) else [value])]
+    return bool(values) and all(isinstance(v, str) and _DATE_ONLY.fullmatch(v) for v in values)
+
+
+def _with_dates(
+    features: list[FeatureSpec], lines: bytes, rows: Sequence[dict]
+) -> list[FeatureSpec]:
+    """Text features pyarrow reads as ISO 8601 dates or timestamps become int64: days since
+    the epoch for dates alone, microseconds for timestamps (recorded as their logical type),
+    as the writers read them."""
+    try:
+        types = {f.name: f.type for f in parse_chunk(lines).schema}
+    except ValueError:
+        return features  # not one clean chunk: keep what Python's json module saw
+    found = []
+    for feature in features:
+        arrow_type = types.get(feature.name)
+        if arrow_type is not None and is_list(arrow_type):
+            arrow_type = arrow_type.value_type
+        logical = logical_type_of(arrow_type) if arrow_type is not None else None
+        if feature.dtype == "bytes" and logical is not None:
+            if _date_only(feature.name, rows):
+                logical = str(pa.date32())
+            feature = dataclasses.replace(feature, dtype="int64", logical_type=logical)
+        found.append(feature)
+    return found
+
+
+@dataclasses.dataclass(frozen=True)
+class JsonLinesFormat(InputFormat):
+    name = "jsonl"
+    extensions = (".jsonl", ".ndjson", ".json")
+
+    def counting(self) -> Counting:
+        return Counting(quotes=False)  # newlines only: the line numbers of bad lines
+
+    def sample(self, f: InputFile, sample_bytes: int) -> Sample:
+        lines, input_bytes = sample_head(f, sample_bytes)
+        _refuse_an_array(f.path, lines or read_head(f, 4096, compression_of(f.path)).content)
+        if f.size and not lines.strip():
+            raise DataError(
+                f"{f.path}: no complete line in the first {sample_bytes} bytes; is it JSON lines?"
+            )
+        rows = _sample_rows(lines)
+        return Sample(f.path, pa.table({}), input_bytes, data=(lines, rows))
+
+    def infer_features(
+        self, samples: Sequence[Sample], overrides: Sequence[FeatureSpec]
+    ) -> list[FeatureSpec]:
+        sampled = [(s, self._kept_keys(s.data[1])) for s in samples if s.data[1]]
+        per_sample = [
+            _with_dates(infer_from_rows(rows, s.path), s.data[0], rows) for s, rows in sampled
+        ]
+        if not per_sample and not overrides:
+            raise DataError(f"{samples[0].path}: no JSON object among the sampled lines")
+        features = merge_features(per_sample, overrides)
+        rows = [row for _, kept in sampled for row in kept]
+        warn_float32_rounding(features, {f.name: [r.get(f.name) for r in rows] for f in features})
+        return features
+
+    def _kept_keys(self, rows: list[dict]) -> list[dict]:
+        """Rows with only the keys `--columns` keeps (all without it): a key the output drops
+        has no say in the spec, even when it could not be a feature (a list of lists)."""
+        if self.kept is None:
+            return rows
+        return [{k: v for k, v in row.items() if k in self.kept} for row in rows]
+
+    def sample_batches(
+        self,
+        sample: Sample,
+        features: Sequence[FeatureSpec],
+        on_bad_row: OnBadRow | None = None,
+    ) -> Iterator[pa.RecordBatch]:
+        yield from read_chunk(
+            sample.data[0], 0, sample.path, features, on_bad_row or (lambda row: None)
+        )
+
+    def read_piece(
+        self,
+        piece: Piece,
+        features: Sequence[FeatureSpec],
+        on_bad_row: OnBadRow,
+        context: Any = None,
+    ) -> Generator[pa.RecordBatch, None, PieceReport]:
+        ignored: collections.Counter = collections.Counter()
+        converted = self.converted(features)
+        for offset, chunk in piece_chunks(piece, self.max_record_bytes):
+            if offset == 0:  # a file the plan did not sample
+                _refuse_an_array(piece.path, chunk)
+            yield from read_chunk(chunk, offset, piece.path, converted, on_bad_row, ignored)
+        # Keys --columns leaves out are no surprise: only the others are reported.
+        kept = {k: n for k, n in ignored.items() if self.kept is None or k in self.kept}
+        return PieceReport(ignored_fields=kept)

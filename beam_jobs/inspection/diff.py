@@ -1,0 +1,198 @@
+"""`diff A B`: whether two datasets hold the same records, and if not, the first difference.
+
+Records are compared as values, not bytes: each split's records are read in shard order from
+both datasets, a batch at a time, decoded to Arrow with tfx-bsl's C++ decoder and compared
+column by column; only a batch that differs is looked at row by row, to name the record and
+the feature. So GZIP against none, other shard sizes or another feature order inside the
+Examples are "the same records, stored differently". Equal fingerprints skip the reading.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from collections.abc import Iterator
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from beam_jobs.codec.examples import decode_examples
+from beam_jobs.publish.output_dir import load_manifest
+from tfdata_reader.manifest import Manifest
+
+__all__ = ["Difference", "compare"]
+
+_BATCH = 4096  # records decoded and compared at once
+
+
+@dataclasses.dataclass(frozen=True)
+class Difference:
+    """The outcome: `same` records or not, and a line for each thing worth saying."""
+
+    same: bool
+    lines: list[str]
+
+
+def compare(a: str, b: str) -> Difference:
+    """Compares the datasets in folders `a` and `b` (local or gs://).
+
+    Raises:
+      ManifestError, OSError, or TensorFlow's OpError: when a dataset cannot be read.
+    """
+    first, second = load_manifest(a), load_manifest(b)
+    if first.fingerprint == second.fingerprint:
+        return Difference(
+            True,
+            [
+                f"same fingerprint ({first.fingerprint}): the manifests list the same records "
+                "and bytes (`verify` checks that the files hold them)"
+            ],
+        )
+    meaning = _meaning_differs(first, second)
+    if meaning:
+        return Difference(False, [meaning])
+    if sorted(first.splits) != sorted(second.splits):
+        return Difference(
+            False, [f"the splits differ: {list(first.splits)} against {list(second.splits)}"]
+        )
+    for split in sorted(first.splits) or [None]:
+        found = _first_difference(a, first.split(split), b, second.split(split), split)
+        if found is not None:
+            return Difference(False, [found])
+    return Difference(True, ["same records, stored differently: " + _storage(first, second)])
+
+
+def _meaning_differs(first: Manifest, second: Manifest) -> str | None:
+    """What makes the same stored values mean other things: the features' names and specs,
+    the label and its vocabulary."""
+    names = [f.name for f in first.features], [f.name for f in second.features]
+    if sorted(names[0]) != sorted(names[1]):
+        return f"the features differ: {names[0]} against {names[1]}"
+    theirs = {f.name: f for f in second.features}
+    for feature in first.features:
+        other = theirs[feature.name]
+        if feature != other:
+            return f"feature {feature.name!r} differs: A {_spec(feature)}, B {_spec(other)}"
+    if first.label != second.label:
+        return f"the label differs: A {first.label!r}, B {second.label!r}"
+    if first.label_vocabulary != second.label_vocabulary:
+        return (
+            f"the label vocabulary differs: A {first.label_vocabulary}, B {second.label_vocabulary}"
+        )
+    return None
+
+
+def _spec(feature) -> str:
+    return json.dumps(feature.to_json())
+
+
+def _first_difference(
+    a: str, first: Manifest, b: str, second: Manifest, split: str | None
+) -> str | None:
+    where = f"split {split}: " if split else ""
+    left, right = _Records(a, first), _Records(b, second)
+    done = 0
+    while True:
+        n = min(left.ready(), right.ready())
+        if n == 0:
+            if left.ready() == right.ready() == 0:
+                return None
+            longer = "A" if left.ready() else "B"
+            return (
+                f"{where}A holds {first.total_records:,} records, B {second.total_records:,}: "
+                f"{longer} goes on after record {done:,}"
+            )
+        (records_x, shards_x), (records_y, _) = left.take(n), right.take(n)
+        batch_x, batch_y = decode_examples(records_x), decode_examples(records_y)
+        first_row: tuple[int, str] | None = None  # the earliest differing record, its feature
+        for name in batch_x.schema.names:
+            column_x, column_y = batch_x.column(name), batch_y.column(name)
+            if _same_column(column_x, column_y):
+                continue
+            limit = n if first_row is None else first_row[0]
+            row = next((i for i in range(limit) if not _same(column_x[i], column_y[i])), None)
+            if row is not None:
+                first_row = (row, name)
+        if first_row is not None:
+            row, name = first_row
+            shard, index = shards_x[row]
+            x, y = batch_x.column(name)[row].as_py(), batch_y.column(name)[row].as_py()
+            return (
+                f"{where}record {done + row:,} ({shard}, record {index:,} of that shard), "
+                f"feature {name!r}: A {x!r}, B {y!r}"
+            )
+        done += n
+
+
+def _same_column(x: pa.Array, y: pa.Array) -> bool:
+    """Equal columns, floats compared bit for bit (Arrow's `equals` takes -0.0 for 0.0)."""
+    if not x.equals(y):
+        return False
+    values_x, values_y = pc.list_flatten(x), pc.list_flatten(y)
+    if not pa.types.is_floating(values_x.type):
+        return True
+    return bool(
+        np.array_equal(
+            np.asarray(values_x.to_numpy(zero_copy_only=False)).view(np.uint32),
+            np.asarray(values_y.to_numpy(zero_copy_only=False)).view(np.uint32),
+        )
+    )
+
+
+def _same(x, y) -> bool:
+    """Equal values: by their text, so NaN equals NaN and -0.0 differs from 0.0 (Arrow's
+    `equals` and Python's `==` say otherwise)."""
+    return repr(x.as_py()) == repr(y.as_py())
+
+
+class _Records:
+    """A dataset's records in shard order, taken in batches of any size (two datasets' shards
+    end at different places), each with its (shard, index in the shard)."""
+
+    def __init__(self, folder: str, manifest: Manifest) -> None:
+        self._batches = _batches(folder, manifest)
+        self._records: list[bytes] = []
+        self._where: list[tuple[str, int]] = []
+
+    def ready(self) -> int:
+        """Records at hand (reading the next batch when none is): 0 at the end."""
+        if not self._records:
+            batch = next(self._batches, None)
+            if batch is not None:
+                self._records, self._where = batch
+        return len(self._records)
+
+    def take(self, n: int) -> tuple[list[bytes], list[tuple[str, int]]]:
+        taken = self._records[:n], self._where[:n]
+        self._records, self._where = self._records[n:], self._where[n:]
+        return taken
+
+
+def _batches(folder: str, manifest: Manifest) -> Iterator[tuple[list[bytes], list[tuple]]]:
+    """Batches of serialized records in shard order, each with (shard, index) per record."""
+    import tensorflow as tf
+
+    compression = "GZIP" if manifest.compression == "gzip" else ""
+    for shard in manifest.shards:
+        path = f"{folder.rstrip('/')}/{shard.path}"
+        dataset = tf.data.TFRecordDataset(path, compression_type=compression).batch(_BATCH)
+        index = 0
+        for batch in dataset.as_numpy_iterator():
+            records = list(batch)
+            yield records, [(shard.path, index + i) for i in range(len(records))]
+            index += len(records)
+
+
+def _storage(first: Manifest, second: Manifest) -> str:
+    parts = []
+    if first.compression != second.compression:
+        parts.append(f"compression {first.compression} against {second.compression}")
+    if len(first.shards) != len(second.shards):
+        parts.append(f"{len(first.shards)} shards against {len(second.shards)}")
+    if [s.bytes for s in first.shards] != [s.bytes for s in second.shards]:
+        parts.append(f"{first.total_bytes:,} bytes against {second.total_bytes:,}")
+    return ", ".join(parts) or (
+        "the same layout, other bytes (the same values encoded differently, e.g. by an earlier "
+        "version with another order of features inside the Examples)"
+    )

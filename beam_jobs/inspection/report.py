@@ -1,0 +1,214 @@
+"""Human-readable text for `inspect` and for the end of `convert`."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from beam_jobs.core.bad_rows import DEAD_LETTER_DIR
+from beam_jobs.core.units import count_of, format_size
+from beam_jobs.plan.conversion import ConversionPlan
+from beam_jobs.plan.warnings import plan_warnings
+from beam_jobs.sink.dead_letter import first_bad_rows
+from tfdata_reader.manifest import FeatureSpec, Manifest
+
+__all__ = [
+    "bad_rows_note",
+    "describe",
+    "describe_plan",
+    "feature_table",
+    "format_table",
+    "ignored_fields_note",
+    "missing_label_note",
+    "summarize_run",
+]
+
+
+def format_table(header: Sequence[str], rows: Sequence[Sequence[object]]) -> str:
+    """Left-aligns the first column and right-aligns the others."""
+    cells = [[str(c) for c in header]] + [[str(c) for c in row] for row in rows]
+    widths = [max(len(row[i]) for row in cells) for i in range(len(header))]
+    lines = []
+    for row in cells:
+        parts = [row[0].ljust(widths[0])] + [c.rjust(w) for c, w in zip(row[1:], widths[1:])]
+        lines.append("  ".join(parts).rstrip())
+    return "\n".join(lines)
+
+
+def _shape(shape: list[int] | None) -> str:
+    return "variable" if shape is None else str(shape)
+
+
+def feature_table(features: Sequence[FeatureSpec]) -> str:
+    """One row per feature: name, dtype, shape, nullable."""
+    return format_table(
+        ["feature", "dtype", "shape", "nullable"],
+        [(f.name, f.dtype, _shape(f.shape), "yes" if f.nullable else "no") for f in features],
+    )
+
+
+def describe(manifest: Manifest, location: str) -> str:
+    """The `inspect` summary: totals, one row per shard, one row per feature."""
+    sizes = [s.bytes for s in manifest.shards]
+    balance = f"{max(sizes) / max(1, min(sizes)):.2f}" if sizes else "-"
+    lines = [
+        f"dataset      {location}",
+        f"created      {manifest.created} by {manifest.tool.get('name', '?')} "
+        f"{manifest.tool.get('version', '?')}",
+        f"records      {manifest.total_records:,}",
+        f"fingerprint  {manifest.fingerprint}",
+        f"shards       {len(manifest.shards)} ({format_size(manifest.total_bytes)}, "
+        f"compression {manifest.compression}, largest/smallest {balance})",
+        f"inputs       {count_of(len(manifest.inputs.get('files', [])), 'file')}, "
+        f"{format_size(manifest.inputs.get('total_bytes', 0))}",
+        *(
+            f"split        {name}: {v['records']:,} records in {v['shards']} shards "
+            f"({format_size(v['bytes'])}), weight {v['weight']}"
+            for name, v in manifest.split_summary().items()
+        ),
+        *(
+            [
+                f"labels       {len(manifest.label_vocabulary)}: "
+                + ", ".join(f"{i}={n}" for i, n in enumerate(manifest.label_vocabulary[:20]))
+                + (", ..." if len(manifest.label_vocabulary) > 20 else "")
+            ]
+            if manifest.label_vocabulary
+            else []
+        ),
+        "",
+        format_table(
+            ["shard", "records", "bytes", "crc32c"],
+            [(s.path, f"{s.records:,}", format_size(s.bytes), s.crc32c) for s in manifest.shards],
+        ),
+        "",
+        feature_table(manifest.features),
+    ]
+    return "\n".join(lines)
+
+
+def summarize_run(manifest: Manifest, elapsed_seconds: float) -> str:
+    """The table `convert` prints when it finishes."""
+    input_bytes = manifest.inputs.get("total_bytes", 0)
+    seconds = max(elapsed_seconds, 1e-9)
+    sizes = [s.bytes for s in manifest.shards]
+    rows = [
+        (
+            "inputs",
+            f"{count_of(len(manifest.inputs.get('files', [])), 'file')}, "
+            f"{format_size(input_bytes)}",
+        ),
+        ("records read", f"{manifest.counts.get('records_read', 0):,}"),
+        ("records written", f"{manifest.total_records:,}"),
+        ("bad records", f"{manifest.counts.get('bad_records', 0):,}"),
+        ("shards", f"{len(sizes)}, {format_size(min(sizes))} to {format_size(max(sizes))}"),
+        ("bytes written", format_size(manifest.total_bytes)),
+        ("fingerprint", manifest.fingerprint),
+        ("elapsed", f"{elapsed_seconds:.1f} s"),
+        (
+            "throughput",
+            f"{manifest.total_records / seconds:,.0f} records/s, "
+            f"{input_bytes / seconds / 1e6:.1f} MB/s of input",
+        ),
+    ]
+    return format_table(["conversion", "done"], rows)
+
+
+def missing_label_note(manifest: Manifest) -> list[str]:
+    """A warning when records have no label: the reader gives them -1 (int64; NaN for a
+    float), the same as a real -1, so a careful user filters or fills them."""
+    if manifest.label is None:
+        return []
+    missing = manifest.counts.get("null_values", {}).get(manifest.label, 0)
+    if not missing:
+        return []
+    fill = "its id -1" if manifest.label_vocabulary else "-1 (NaN for floats)"
+    return [
+        f"warning: {count_of(missing, 'record')} without a label {manifest.label!r}: "
+        f"make_dataset gives them {fill}, like a real label of that value; filter them out or "
+        "fill them upstream"
+    ]
+
+
+def ignored_fields_note(manifest: Manifest) -> list[str]:
+    """A warning naming the keys (JSON lines) that were not features and were left out."""
+    ignored = manifest.counts.get("ignored_fields") or {}
+    if not ignored:
+        return []
+    shown = ", ".join(f"{k} ({n:,})" for k, n in list(ignored.items())[:10])
+    more = ", ..." if len(ignored) > 10 else ""
+    return [
+        f"warning: {sum(ignored.values()):,} values of {len(ignored)} keys that are not "
+        f"features were left out: {shown}{more}; first seen after the sampled head, they are "
+        "not in the feature spec: name them in --schema (or raise --sample_bytes) to keep them"
+    ]
+
+
+def bad_rows_note(output: str, dead_letters: Sequence[str], limit: int = 5) -> list[str]:
+    """The first bad rows of a run, where they are and why, so that nobody has to open the dead
+    letter to see what went wrong.
+
+    Args:
+      output: the output folder.
+      dead_letters: the run's dead-letter files, relative to it.
+    """
+    folder = f"{output}/{DEAD_LETTER_DIR}"
+    # In shard order, which is input order: shards finish (and are listed) in any order.
+    paths = [f"{output}/{name}" for name in sorted(dead_letters)]
+    try:
+        rows = first_bad_rows(paths, limit)
+    except Exception as e:  # the note is a courtesy; the dead letter itself is published
+        return [f"(could not read {folder}/: {e})"]
+    return [f"first bad rows (all of them are in {folder}/):", *(f"  {r}" for r in rows)]
+
+
+def _planned_shards(plan: ConversionPlan, target_shard_bytes: int) -> str:
+    if not plan.splits:
+        estimate = plan.estimated_output_bytes / len(plan.shards)
+        each = " each" if len(plan.shards) > 1 else ""
+        return (
+            f"shards       {count_of(len(plan.shards), 'shard')} of about "
+            f"{format_size(estimate)}{each} (target {format_size(target_shard_bytes)})"
+        )
+    total = sum(s.weight for s in plan.splits)
+    parts = []
+    counts = plan.shards_per_split()
+    for split, share in zip(plan.splits, plan.split_shares, strict=True):
+        count = counts[split.name]
+        size = plan.estimated_output_bytes * share / count
+        parts.append(f"{split.name} ({split.weight}/{total}): {count} of about {format_size(size)}")
+    tasks = len(plan.tasks)
+    return (
+        f"shards       {'; '.join(parts)} (target {format_size(target_shard_bytes)})\n"
+        f"tasks        {count_of(tasks, 'write task')}, reading the input once; each writes "
+        "its rows of each split to a part of that split's shard"
+    )
+
+
+def describe_plan(plan: ConversionPlan, output: str | None, target_shard_bytes: int) -> str:
+    """What `convert --dry_run` (and `inspect --input`, without an output) prints: inputs,
+    features, and the planned shards."""
+    lines = [
+        f"dry run: nothing written to {output}" if output else "plan (nothing is written)",
+        f"format       {plan.input_format.describe()}",
+        f"inputs       {count_of(len(plan.files), 'file')}, {format_size(plan.input_bytes)}",
+        f"estimate     {count_of(round(plan.estimated_records), 'record')}, "
+        f"{format_size(plan.estimated_output_bytes)} of shards "
+        f"({plan.output_bytes_per_input_byte:.3f} output bytes per input byte, from samples)",
+        _planned_shards(plan, target_shard_bytes),
+        *(f"warning: {w}" for w in plan_warnings(plan, target_shard_bytes)),
+        "",
+        feature_table(plan.features),
+        "",
+        format_table(
+            ["shard", "input bytes", "pieces", "first input"],
+            [
+                (
+                    f"{s.split} {s.index}" if s.split else s.index,
+                    format_size(s.input_bytes),
+                    len(s.pieces),
+                    s.pieces[0].path if s.pieces else "-",
+                )
+                for s in plan.shards
+            ],
+        ),
+    ]
+    return "\n".join(lines)

@@ -1,0 +1,176 @@
+"""`verify`: re-read every shard and compare it with what the manifest promises.
+
+Checks that the manifest's counts add up (records read = written + set aside; written = the
+shards' records), then, per shard: the file exists, its stored size and CRC32C match, and walking
+its records (after GZIP decompression) finds exactly the listed count with every record checksum
+intact. The companion files the manifest lists (`schema.pbtxt`, `statistics.pb`, TFDS's files)
+must match their recorded size and CRC32C. It also reports shard-like files in the output
+directory that the manifest does not list.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import gzip
+import logging
+import re
+import zlib
+from typing import BinaryIO
+
+import google_crc32c
+from apache_beam.io.filesystem import CompressionTypes
+from apache_beam.io.filesystems import FileSystems
+
+from beam_jobs.codec.framing import count_records
+from beam_jobs.core.errors import FramingError
+from beam_jobs.publish.companions import companion_mismatches
+from beam_jobs.publish.lease import read_lease
+from beam_jobs.publish.output_dir import load_manifest
+from tfdata_reader.manifest import MANIFEST_NAME, Manifest, ShardInfo
+
+_log = logging.getLogger(__name__)
+
+__all__ = ["ShardProblem", "verify"]
+
+_CHUNK = 8 << 20
+
+
+@dataclasses.dataclass(frozen=True)
+class ShardProblem:
+    """What is wrong with one file of the dataset."""
+
+    path: str
+    problem: str
+
+
+class _Measured:
+    """A read-through stream that sizes and checksums the stored bytes it passes on."""
+
+    def __init__(self, raw: BinaryIO) -> None:
+        self._raw = raw
+        self.bytes = 0
+        self.crc = 0
+
+    def read(self, size: int = -1) -> bytes:
+        data = self._raw.read(size)
+        self.bytes += len(data)
+        self.crc = google_crc32c.extend(self.crc, data)
+        return data
+
+    def drain(self) -> None:
+        while self.read(_CHUNK):
+            pass
+
+
+def _check_shard(path: str, shard: ShardInfo, compression: str) -> list[str]:
+    problems = []
+    with FileSystems.open(path, compression_type=CompressionTypes.UNCOMPRESSED) as raw:
+        measured = _Measured(raw)
+        records: int | None = None
+        stream = gzip.GzipFile(fileobj=measured) if compression == "gzip" else measured
+        try:
+            records = count_records(stream)
+        except FramingError as e:
+            problems.append(f"bad record framing: {e}")
+        except (OSError, EOFError, zlib.error) as e:
+            problems.append(f"cannot decompress: {e}")
+        measured.drain()
+    problems.extend(shard.mismatches(size=measured.bytes, crc32c=measured.crc))
+    if records is not None and records != shard.records:
+        problems.append(f"holds {records} records, manifest says {shard.records}")
+    return problems
+
+
+def _count_problems(manifest: Manifest) -> list[str]:
+    """The manifest's counts must add up: records read = written + set aside, and written =
+    the records its shards list."""
+    counts = manifest.counts
+    if not counts:
+        return []
+    found = []
+    read = counts.get("records_read")
+    written = counts.get("records_written")
+    bad = counts.get("bad_records", 0)
+    if written is not None and written != manifest.total_records:
+        found.append(
+            f"counts say {written:,} records were written, the shards list "
+            f"{manifest.total_records:,}"
+        )
+    if read is not None and written is not None and read != written + bad:
+        found.append(
+            f"counts say {read:,} records were read but {written:,} written and {bad:,} set "
+            "aside: rows in != rows out"
+        )
+    return found
+
+
+def _generation(name: str) -> int:
+    found = re.search(r"\.g(\d+)\.tfrecord", name)
+    return int(found.group(1)) if found else 0
+
+
+def _leased(output: str) -> bool:
+    """Whether a live conversion holds the folder (a lease we cannot read counts as held)."""
+    try:
+        lease = read_lease(output)[0]
+        return lease is not None and not lease.is_stale()
+    except Exception:
+        return True
+
+
+def _verify_once(output: str, manifest: Manifest) -> list[ShardProblem]:
+    problems = [ShardProblem(MANIFEST_NAME, p) for p in _count_problems(manifest)]
+    for shard in manifest.shards:
+        path = FileSystems.join(output, shard.path)
+        if not FileSystems.exists(path):
+            problems.append(ShardProblem(shard.path, "missing"))
+            continue
+        problems.extend(
+            ShardProblem(shard.path, p) for p in _check_shard(path, shard, manifest.compression)
+        )
+    publishing = _leased(output)
+    for companion in manifest.companions:
+        found = companion_mismatches(output, companion)
+        if found == ["missing"]:
+            problems.append(ShardProblem(companion.path, "missing"))
+        elif found and publishing:  # a running conversion writes its own before its manifest
+            _log.info("%s: being replaced by a running conversion", companion.path)
+        elif found:
+            problems.extend(
+                ShardProblem(companion.path, f"{p} (not the file this manifest published)")
+                for p in found
+            )
+    listed = {s.path for s in manifest.shards}
+    for meta in FileSystems.match([FileSystems.join(output, "*.tfrecord*")])[0].metadata_list:
+        name = meta.path.rstrip("/").rsplit("/", 1)[-1]
+        if name in listed or name.startswith("."):  # ours: the lease, temporary folders
+            continue
+        if publishing and _generation(name) > manifest.generation:
+            _log.info("%s: the next generation, being published by a running conversion", name)
+            continue
+        problems.append(ShardProblem(name, "not listed in the manifest"))
+    return problems
+
+
+def verify(output: str, attempts: int = 3) -> tuple[Manifest, list[ShardProblem]]:
+    """Checks every shard listed in `output`'s manifest; returns the manifest and all problems.
+
+    A conversion may publish into the folder meanwhile (a new manifest, new shards, the old
+    ones removed): the check is made again against the new manifest, up to `attempts` times.
+
+    Raises:
+      ManifestError: when the manifest itself is missing or malformed.
+    """
+    output = output.rstrip("/")
+    manifest = load_manifest(output)
+    for _ in range(attempts):
+        problems = _verify_once(output, manifest)
+        now = load_manifest(output)
+        if now == manifest:
+            return manifest, problems
+        _log.info("%s was published anew while being verified; verifying again", output)
+        manifest = now
+    problems.append(
+        ShardProblem(MANIFEST_NAME, f"replaced {attempts} times while being verified; try again")
+    )
+    return manifest, problems

@@ -1,0 +1,140 @@
+"""`convert`'s command line: our flags (the flag table of `ConvertConfig`) apart from Beam's
+pipeline flags, each checked by its own parser.
+
+Beam's Dataflow options own `--labels key=value` and `--label key=value` (job labels), which
+are also our `--labels FILE` and `--label COLUMN`: a value with '=' (or JSON) is a job label.
+Beam only logs "Discarding unparseable args" for a flag it does not know and goes on, so
+`--compresion gzip` would convert without compression and exit 0: here an unknown flag is a
+`UsageError`, with the closest known flag suggested.
+"""
+
+from __future__ import annotations
+
+import argparse
+import difflib
+from collections.abc import Collection, Iterable, Mapping, Sequence
+from typing import Any
+
+from apache_beam.options.pipeline_options import PipelineOptions
+
+from beam_jobs.config.convert import ConvertConfig
+from beam_jobs.core import flags
+from beam_jobs.core.errors import UsageError
+
+__all__ = [
+    "beam_flag_names",
+    "check_beam_args",
+    "check_beam_options",
+    "given_names",
+    "parser",
+    "split_argv",
+]
+
+# Beam's Dataflow flags whose value tells when they are ours (a job label is `key=value`).
+_SHARED = ("--labels", "--label")
+
+
+def parser(prog: str = "tfrecord-etl convert", **kwargs: Any) -> argparse.ArgumentParser:
+    """An argparse parser of `convert`'s own flags (each gives its text, None when absent)."""
+    found = argparse.ArgumentParser(prog=prog, allow_abbrev=False, **kwargs)
+    flags.add_arguments(found, ConvertConfig)
+    return found
+
+
+def _job_label(value: str) -> bool:
+    """A Dataflow job label (`key=value`, or JSON), not one of our file or column names."""
+    return "=" in value or value.lstrip().startswith("{")
+
+
+def _beams_labels(argv: Sequence[str]) -> tuple[list[str], list[str]]:
+    """(the args without Beam's job labels, Beam's job-label args)."""
+    rest: list[str] = []
+    labels: list[str] = []
+    i = 0
+    while i < len(argv):
+        arg = argv[i]
+        flag, eq, value = arg.partition("=")
+        if flag in _SHARED and eq and _job_label(value):
+            labels.append(arg)
+        elif arg in _SHARED and i + 1 < len(argv) and _job_label(argv[i + 1]):
+            labels += [arg, argv[i + 1]]
+            i += 1
+        else:
+            rest.append(arg)
+        i += 1
+    return rest, labels
+
+
+def split_argv(argv: Sequence[str]) -> tuple[dict[str, Any], list[str]]:
+    """Our flags' texts by flag name (repeated flags: lists), and the args left for Beam."""
+    rest, labels = _beams_labels(argv)
+    ours, beams = parser(add_help=False).parse_known_args(rest)
+    return {k: v for k, v in vars(ours).items() if v is not None}, beams + labels
+
+
+def beam_flag_names() -> set[str]:
+    """The flags Beam's pipeline options know (every registered options class, Dask's too)."""
+    from apache_beam.runners.dask import dask_runner  # noqa: F401  (registers --dask_* flags)
+
+    return set(PipelineOptions([]).get_all_options(retain_unknown_options=True))
+
+
+def check_beam_args(args: Sequence[str]) -> None:
+    """Raises UsageError for an arg that no Beam pipeline option takes, parsed as Beam parses
+    them (every registered options class, no abbreviations)."""
+    from apache_beam.runners.dask import dask_runner  # noqa: F401  (registers --dask_* flags)
+
+    found: dict[str, list[str]] = {}
+
+    def probe(beams_parser: argparse.ArgumentParser) -> None:
+        found["unknown"] = beams_parser.parse_known_args(list(args))[1]
+
+    options = PipelineOptions(list(args))
+    options.get_all_options(add_extra_args_fn=probe, retain_unknown_options=True)
+    unknown = found["unknown"]
+    names = [arg.split("=", 1)[0] for arg in unknown if arg.startswith("-")]
+    if names:
+        raise UsageError(_unknown_flags(names))
+    if unknown:
+        # Most often a glob the shell expanded: `--input dir/*.csv` gives the first file to
+        # --input and the others as loose words, which Beam would ignore.
+        raise UsageError(
+            f"unexpected argument{'s' if len(unknown) > 1 else ''} {', '.join(unknown[:3])}"
+            f"{', ...' if len(unknown) > 3 else ''}: every value belongs to a flag; quote a "
+            "pattern so the shell leaves it to us (--input 'dir/*.csv'), or repeat --input for "
+            "each file"
+        )
+
+
+def check_beam_options(options: Mapping[str, Any]) -> None:
+    """Raises UsageError for a key of `pipeline_options` that is no Beam option (ours are
+    keywords of `convert` itself)."""
+    ours = {n for f in flags.flags(ConvertConfig) for n in f.names}
+    misplaced = sorted(set(options) & ours)
+    if misplaced:
+        raise UsageError(
+            f"{', '.join(misplaced)} {'is a flag' if len(misplaced) == 1 else 'are flags'} of "
+            "convert: pass it as a keyword of convert(), not in pipeline_options"
+        )
+    unknown = sorted(set(options) - beam_flag_names())
+    if unknown:
+        raise UsageError(_unknown_flags([f"--{name}" for name in unknown]))
+
+
+def _unknown_flags(names: Iterable[str]) -> str:
+    known = [f"--{n}" for n in beam_flag_names()]
+    known += [f"--{n}" for f in flags.flags(ConvertConfig) for n in f.names]
+    problems = []
+    for name in names:
+        close = difflib.get_close_matches(name, known, n=1, cutoff=0.75)
+        problems.append(f"{name} (did you mean {close[0]}?)" if close else name)
+    return (
+        f"unknown flag{'s' if len(problems) > 1 else ''}: {', '.join(problems)}; "
+        "`tfrecord-etl convert --help` lists convert's flags, and any Beam pipeline option is "
+        "accepted too"
+    )
+
+
+def given_names(args: Collection[str]) -> set[str]:
+    """The option names of command-line args (`--runner=X` and `--runner X` give `runner`)."""
+    return {a.split("=", 1)[0].removeprefix("--") for a in args if a.startswith("--")}

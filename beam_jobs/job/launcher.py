@@ -1,0 +1,244 @@
+"""The launcher's side of `convert`: plan, check the output folder, run the pipeline, and
+return what was published."""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import enum
+import logging
+import uuid
+from collections.abc import Iterable, Iterator, Sequence
+
+import apache_beam as beam
+from apache_beam.options.pipeline_options import PipelineOptions
+
+from beam_jobs.config.convert import ConvertConfig
+from beam_jobs.core.errors import recover
+from beam_jobs.core.units import count_of, format_size
+from beam_jobs.job import on_dask
+from beam_jobs.job.argv import check_beam_args, split_argv
+from beam_jobs.job.runner import choose_runner
+from beam_jobs.plan.conversion import ConversionPlan, make_plan
+from beam_jobs.plan.warnings import plan_warnings
+from beam_jobs.publish import lease
+from beam_jobs.publish.output_dir import load_manifest, prepare_output
+from beam_jobs.sink.progress import ProgressReporter
+from beam_jobs.sink.temp_folder import remove_folder, start_temp_folder
+from beam_jobs.transforms.convert_to_shards import (
+    ConvertToShards,
+    counted_by_launcher,
+    cut_segments,
+)
+from beam_jobs.version import __version__
+from tfdata_reader.manifest import Manifest
+
+__all__ = ["ConvertResult", "ConvertStatus", "run", "run_config"]
+
+_log = logging.getLogger(__name__)
+
+
+class ConvertStatus(str, enum.Enum):
+    """How a conversion ended, as the last line of `convert` says it (`"status"`)."""
+
+    CONVERTED = "ok"
+    ALREADY_CONVERTED = "already_converted"  # the output held this very conversion
+    DRY_RUN = "dry_run"
+    SUBMITTED = "submitted"  # --wait=false: the runner accepted the job
+
+
+@dataclasses.dataclass(frozen=True)
+class ConvertResult:
+    """What a conversion did: its status, the published manifest (None for a dry run, whose
+    plan is given instead, and for a submitted job, whose id is given)."""
+
+    config: ConvertConfig
+    status: ConvertStatus
+    manifest: Manifest | None = None
+    plan: ConversionPlan | None = None
+    submitted_job: str | None = None  # with --wait=false: the runner's job id
+
+    @property
+    def converted(self) -> bool:
+        """True when this run wrote the dataset."""
+        return self.status is ConvertStatus.CONVERTED
+
+
+def run(argv: Sequence[str]) -> ConvertResult:
+    """Runs one conversion with command-line arguments (what `tfrecord-etl convert` runs): our
+    flags and any Beam pipeline flag.
+
+    Raises:
+      UsageError: for bad or unknown flags, or inputs that match nothing.
+      DataError: for input that cannot be converted (the message names the file and where).
+      OutputBusy: when another conversion is writing the output folder.
+    """
+    ours, beams = split_argv(argv)
+    check_beam_args(beams)
+    config = ConvertConfig.from_flags(ours)
+    return run_config(config, PipelineOptions(beams), beams)
+
+
+def run_config(
+    config: ConvertConfig, options: PipelineOptions, given: Iterable[str] = ()
+) -> ConvertResult:
+    """Runs one conversion of a validated config with Beam's pipeline options (`given`: the
+    Beam options the user gave, which the runner choice keeps as they are).
+
+    A rerun with the same input files (paths and sizes) and options into an output that holds
+    the complete manifest of that conversion does nothing (`ALREADY_CONVERTED`) unless
+    `overwrite`. The run holds the output folder's lease from before it looks at the folder
+    until it ends (`wait=False`: until the submitted job publishes).
+    """
+    plan = make_plan(config)
+    choose_runner(options, given, plan.input_bytes)
+    dask = on_dask.is_dask(options)
+    if dask:
+        on_dask.prepare(options, len(plan.tasks), config.wait)
+    if config.dry_run:
+        return ConvertResult(config, ConvertStatus.DRY_RUN, plan=plan)
+    with contextlib.ExitStack() as cluster:
+        address = None
+        if dask:  # connected before anything is written: a bad address leaves no trace
+            paths = [*(f.path for f in plan.files), config.output]
+            address = cluster.enter_context(on_dask.cluster(options, paths))
+        return _convert(options, config, plan, address)
+
+
+def _convert(
+    options: PipelineOptions, config: ConvertConfig, plan: ConversionPlan, dask_address: str | None
+) -> ConvertResult:
+    """Holds the output's lease, checks the folder and runs (`dask_address`: the scheduler's,
+    when on Dask)."""
+    run_id = uuid.uuid4().hex[:12]
+    ttl = lease.TTL_SECONDS if config.wait else lease.SUBMITTED_TTL_SECONDS
+    held = lease.acquire(config.output, run_id, ttl)  # OutputBusy when another run writes there
+    submitted = False
+    try:
+        options_json = config.to_json()
+        if prepare_output(
+            config.output,
+            options_json,
+            plan.files_json(),
+            config.overwrite,
+            run_id,
+            plan.features,
+        ):
+            manifest = load_manifest(config.output)
+            _log.info(
+                "%s already holds this conversion (same input files, options and features, every "
+                "shard in place; %s); nothing to do (pass --overwrite to convert again)",
+                config.output,
+                manifest.fingerprint,
+            )
+            return ConvertResult(config, ConvertStatus.ALREADY_CONVERTED, manifest)
+        _log.info(
+            "plan: %s (%s input, %s), %s, %s%s of about %s%s",
+            count_of(len(plan.files), "input file"),
+            config.format,
+            format_size(plan.input_bytes),
+            count_of(len(plan.features), "feature"),
+            count_of(len(plan.shards), "shard"),
+            _per_split(plan),
+            format_size(plan.estimated_output_bytes / len(plan.shards)),
+            " each" if len(plan.shards) > 1 else "",
+        )
+        for warning in plan_warnings(plan, config.sharding.target_shard_bytes):
+            _log.warning("%s", warning)
+        counts = None
+        segments = cut_segments(plan) if dask_address else []
+        if segments and not counted_by_launcher(segments):
+            counts = on_dask.count_cuts(dask_address, segments)
+        temp_dir = start_temp_folder(config.output, run_id)
+        transform = ConvertToShards(plan, config, __version__, run_id, counts)
+        if not config.wait:
+            # A Flex Template launcher: submit and return; the job publishes the manifest and
+            # releases the lease itself.
+            job_id = _submit(options, transform, temp_dir)
+            lease.renew(config.output, held, ttl, job=job_id)
+            submitted = True
+            return ConvertResult(config, ConvertStatus.SUBMITTED, submitted_job=job_id)
+        _run(options, transform, temp_dir, plan, config, held)
+        return ConvertResult(config, ConvertStatus.CONVERTED, load_manifest(config.output))
+    finally:
+        if not submitted:
+            lease.release(config.output, run_id)
+
+
+def _submit(options: PipelineOptions, transform: ConvertToShards, temp_dir: str) -> str:
+    """Starts the job and returns its id (a local runner runs it to its end right here)."""
+    pipeline = beam.Pipeline(options=options)
+    _ = pipeline | "ConvertToShards" >> transform
+    with _failures_reported(temp_dir):
+        job = pipeline.run()
+    return str((job.job_id() if hasattr(job, "job_id") else "") or "?")
+
+
+@contextlib.contextmanager
+def _failures_reported(temp_dir: str) -> Iterator[None]:
+    """A failed run leaves no temporary folder, and a worker's typed error is raised as it is."""
+    try:
+        yield
+    except BaseException as e:  # also an interruption (Ctrl-C, SIGTERM)
+        _remove_quietly(temp_dir)
+        if not isinstance(e, Exception):
+            raise
+        ours = recover(e)  # a worker's DataError arrives as the runner's text
+        if ours is not None:
+            raise ours from e
+        raise
+
+
+def _run(
+    options: PipelineOptions,
+    transform: ConvertToShards,
+    temp_dir: str,
+    plan: ConversionPlan,
+    config: ConvertConfig,
+    held: lease.Lease,
+) -> None:
+    """Runs the pipeline to its end, with progress and the lease's heartbeat."""
+    unit = "write tasks" if plan.splits else "shards"
+    reporter = ProgressReporter(temp_dir, len(plan.tasks), config.progress_seconds, unit)
+    reporter.start()
+    heartbeat = lease.Heartbeat(config.output, held).start()
+    try:
+        with _failures_reported(temp_dir):
+            pipeline = beam.Pipeline(options=options)
+            _ = pipeline | "ConvertToShards" >> transform
+            result = pipeline.run()
+            try:
+                result.wait_until_finish()
+            except BaseException:
+                # An interruption or a failed task: stop what still runs (Dask tasks would go
+                # on writing into the temporary folder the launcher is about to remove).
+                with contextlib.suppress(Exception):
+                    result.cancel()
+                raise
+            finally:
+                _close_client(result)
+    finally:
+        heartbeat.stop()
+        reporter.stop()
+
+
+def _close_client(result: object) -> None:
+    """Disconnects a DaskRunner result's client (local runners have none)."""
+    client = getattr(result, "client", None)
+    if client is not None:
+        with contextlib.suppress(Exception):
+            client.close()
+
+
+def _per_split(plan: ConversionPlan) -> str:
+    if not plan.splits:
+        return ""
+    return f" ({', '.join(f'{name} {n}' for name, n in plan.shards_per_split().items())})"
+
+
+def _remove_quietly(path: str) -> None:
+    """Deletes a failed run's temporary shards; a leftover is harmless, so errors are logged."""
+    try:
+        remove_folder(path)
+    except Exception as e:
+        _log.warning("could not remove temporary folder %s: %s", path, e)

@@ -1,0 +1,298 @@
+"""Publishing written shards: final shard names, then `manifest.json`, written last.
+
+`PublishShards` is the one publish path of both `ConvertToShards` and `WriteShards`: the
+shards written under temporary names are gathered in one place, checked (every planned index
+present, bad rows within `--max_bad_fraction`), and published.
+
+The previous dataset stays readable until the new manifest replaces it, and a run that fails
+never touches what the previous manifest lists: the new shards and dead letters get names no
+current file has (the next *generation*, `data-00000-of-00007.g3.tfrecord`), then the new
+manifest is written under a temporary name and renamed over the old one (an atomic replace
+locally; on Cloud Storage the copy onto `manifest.json` replaces it at once), and only then are
+the previous generation's files, failed runs' dead letters and the run's temporary folder
+removed. Publishing checks that this run still holds the output's lease first, again after
+merging the statistics (the slow part) and before naming anything, and once more before the
+manifest; it ends by releasing the lease.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import datetime
+import os
+from collections.abc import Sequence
+from typing import Any
+
+import apache_beam as beam
+from apache_beam.io.filesystems import FileSystems
+
+from beam_jobs.core.bad_rows import DEAD_LETTER_DIR, dead_letter_name
+from beam_jobs.core.compression import Compression
+from beam_jobs.core.errors import ManifestError, TooManyBadRecords, raised_for_launcher
+from beam_jobs.core.paths import is_local
+from beam_jobs.core.splits import Split
+from beam_jobs.core.tasks import WrittenShard, sum_counts
+from beam_jobs.publish.checks import (
+    check_bad_fraction,
+    check_conservation,
+    check_coverage,
+    rows_read,
+)
+from beam_jobs.publish.companions import companion_files, publish_companions
+from beam_jobs.publish.lease import check_holder, release
+from beam_jobs.publish.output_dir import load_manifest, ours_to_remove
+from beam_jobs.sink.temp_folder import remove_folder, write_atomically
+from beam_jobs.version import __version__
+from tfdata_reader.manifest import (
+    MANIFEST_NAME,
+    FeatureSpec,
+    Manifest,
+    ShardInfo,
+    shard_prefix_of,
+    with_generation,
+)
+
+__all__ = ["PublishShards", "PublishSpec", "build_manifest", "publish"]
+
+TOOL_NAME = "tfrecord-etl"
+
+
+@dataclasses.dataclass(frozen=True)
+class PublishSpec:
+    """What publishing needs besides the written shards.
+
+    Attributes:
+      output: the output folder.
+      temp_dir: the run's temporary folder, where the shards are; removed at the end.
+      prefixes: the shard name prefixes (one per split), to find shards of earlier runs.
+      max_bad_fraction: the largest share of bad rows that still publishes.
+      compression: the shards', as recorded in the manifest.
+      inputs: the manifest's `inputs` section.
+      options: the manifest's `options` section.
+      features: the feature spec (None when it comes to `PublishShards` as a side input).
+      splits: with splits, each split's name and weight, in order.
+      label_vocabulary: label id -> name, for formats with a label vocabulary.
+      label: the label feature (`--label`), recorded for the reader.
+      tool_version: recorded in the manifest.
+      run_id: the run whose lease publishing checks and releases ("": none taken).
+    """
+
+    output: str
+    temp_dir: str
+    prefixes: tuple[str, ...]
+    max_bad_fraction: float
+    compression: Compression
+    inputs: dict[str, Any]
+    options: dict[str, Any]
+    features: tuple[FeatureSpec, ...] | None = None
+    splits: tuple[Split, ...] = ()
+    label_vocabulary: tuple[str, ...] = ()
+    label: str | None = None
+    tool_version: str = __version__
+    run_id: str = ""  # the lease holder this publish must be; "" for WriteShards (no lease)
+
+
+def build_manifest(
+    written: Sequence[WrittenShard],
+    spec: PublishSpec,
+    features: Sequence[FeatureSpec],
+    generation: int = 0,
+) -> Manifest:
+    """The manifest for shards that were all written; features become nullable if any was null.
+
+    Shards are listed split by split (in the splits' order), by index within a split, under
+    their names in `generation`.
+
+    Raises:
+      RuntimeError: when a shard index is missing or repeated (never publish a partial set).
+    """
+    splits = {s.name: s.weight for s in spec.splits}
+    order = {name: i for i, name in enumerate(splits)}
+    ordered = sorted(written, key=lambda w: (order.get(w.split, -1), w.index))
+    for split in splits or [None]:
+        indexes = [w.index for w in ordered if w.split == split]
+        expected = list(range(max((w.num_shards for w in ordered if w.split == split), default=0)))
+        if indexes != expected:
+            raise RuntimeError(
+                f"refusing to publish: shard indexes {indexes} of split {split} are not {expected}"
+            )
+    nulls = {f.name: sum(w.null_counts.get(f.name, 0) for w in written) for f in features}
+    records = sum(w.records for w in written)
+    bad = sum(w.bad_records for w in written)
+    ignored = sum_counts(w.ignored_fields for w in written)
+    return Manifest(
+        shards=[
+            ShardInfo(with_generation(w.name, generation), w.records, w.bytes, w.crc32c, w.split)
+            for w in ordered
+        ],
+        features=[
+            dataclasses.replace(f, nullable=f.nullable or nulls[f.name] > 0) for f in features
+        ],
+        compression=Compression(spec.compression).value,
+        inputs=spec.inputs,
+        options=spec.options,
+        counts={
+            "records_read": rows_read(written),
+            "records_written": records,
+            "bad_records": bad,
+            "input_bytes_read": sum(w.input_bytes for w in written),
+            "null_values": nulls,
+        }
+        | ({"ignored_fields": ignored} if ignored else {}),
+        dead_letter=_dead_letter_names(ordered, generation),
+        created=datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+        tool={"name": TOOL_NAME, "version": spec.tool_version},
+        splits=splits,
+        label_vocabulary=list(spec.label_vocabulary) or _text_labels(written),
+        label=spec.label,
+        generation=generation,
+    )
+
+
+def _text_labels(written: Sequence[WrittenShard]) -> list[str]:
+    """A text label's vocabulary: its distinct values, sorted (id = position)."""
+    values = sorted({v for w in written for v in w.label_values})
+    # Text values were checked to be UTF-8 when read (a value that is not is a bad row).
+    return [v.decode("utf-8", "replace") if isinstance(v, bytes) else str(v) for v in values]
+
+
+def _dead_letter_names(written: Sequence[WrittenShard], generation: int) -> list[str]:
+    return [
+        dead_letter_name(with_generation(w.name, generation))
+        for w in written
+        if w.dead_letter_temp_path
+    ]
+
+
+def _publish_dead_letters(written: Sequence[WrittenShard], output: str, generation: int) -> None:
+    moves = [
+        (w.dead_letter_temp_path, dead_letter_name(with_generation(w.name, generation)))
+        for w in written
+        if w.dead_letter_temp_path
+    ]
+    if moves:
+        folder = FileSystems.join(output, DEAD_LETTER_DIR)
+        if is_local(folder) and not FileSystems.exists(folder):
+            FileSystems.mkdirs(folder)
+        FileSystems.rename(
+            [src for src, _ in moves], [FileSystems.join(output, dst) for _, dst in moves]
+        )
+
+
+def _previous(output: str) -> Manifest | None:
+    try:
+        return load_manifest(output)
+    except ManifestError:
+        return None  # none, or unreadable: nothing it lists can be trusted to be ours
+
+
+def publish(
+    written: Sequence[WrittenShard],
+    spec: PublishSpec,
+    features: Sequence[FeatureSpec] | None = None,
+) -> Manifest:
+    """Names the shards into `spec.output` and writes `manifest.json` last.
+
+    Args:
+      written: every shard of the plan, written under temporary paths.
+      spec: where and how to publish.
+      features: the feature spec when `spec.features` is None.
+
+    Raises:
+      OutputBusy: when another run holds the output's lease.
+      TooManyBadRecords: after publishing the dead letters alone (under new names).
+    """
+    output = spec.output
+    check_holder(output, spec.run_id)
+    previous = _previous(output)
+    generation = previous.generation + 1 if previous else 0
+    features = spec.features if spec.features is not None else features
+    check_conservation(written)
+    manifest = build_manifest(written, spec, features or (), generation)
+    check_coverage(written)
+    try:
+        dead_letters = _dead_letter_names(written, generation)
+        check_bad_fraction(written, output, spec.max_bad_fraction, dead_letters)
+    except TooManyBadRecords:
+        _publish_dead_letters(written, output, generation)
+        raise
+    files = companion_files(written, manifest)  # the statistics merged, before anything is named
+    # The run's launcher may have been interrupted while this worker merged (it released the
+    # lease): what follows is quick, and the manifest's write is checked once more.
+    check_holder(output, spec.run_id)
+    FileSystems.rename(
+        [w.temp_path for w in written],
+        [FileSystems.join(output, with_generation(w.name, generation)) for w in written],
+    )
+    _publish_dead_letters(written, output, generation)
+    # The companions describe the shards for other tools; the manifest, written last, lists
+    # them with their checksums and stays the one truth.
+    companions = publish_companions(files, output, spec.temp_dir)
+    manifest = dataclasses.replace(manifest, companions=companions)
+    check_holder(output, spec.run_id)  # the leftovers of a run stopped here are ours to remove
+    write_atomically(
+        FileSystems.join(output, MANIFEST_NAME), manifest.to_json().encode("utf-8"), spec.temp_dir
+    )
+    keep = {s.path for s in manifest.shards} | set(manifest.dead_letter)
+    stale = ours_to_remove(output, keep, set(spec.prefixes) | _prefixes(previous))
+    if stale:
+        FileSystems.delete(stale)
+    _remove_if_empty(FileSystems.join(output, DEAD_LETTER_DIR))
+    remove_folder(spec.temp_dir)
+    if spec.run_id:
+        release(output, spec.run_id)
+    return manifest
+
+
+def _remove_if_empty(folder: str) -> None:
+    """A local folder left empty (dead letters of a failed run, removed); GCS has none."""
+    if is_local(folder):
+        with contextlib.suppress(OSError):  # missing, or not empty: a user's file is in it
+            os.rmdir(folder)
+
+
+def _prefixes(manifest: Manifest | None) -> set[str]:
+    """The shard prefixes an earlier manifest used (its files are provably ours)."""
+    if manifest is None:
+        return set()
+    return {shard_prefix_of(s.path.rsplit("/", 1)[-1]) for s in manifest.shards} - {None}
+
+
+def _publish_in_worker(
+    written: Sequence[WrittenShard],
+    spec: PublishSpec,
+    features: Sequence[FeatureSpec] | None = None,
+) -> Manifest:
+    if not spec.run_id:  # a user's own pipeline: its errors stay as they are
+        return publish(written, spec, features)
+    with raised_for_launcher():  # our launcher's run: the error crosses to it by its marker
+        return publish(written, spec, features)
+
+
+class PublishShards(beam.PTransform):
+    """Written shards (`WrittenShard`s) -> the published `Manifest`, a single element.
+
+    Args:
+      spec: where and how to publish.
+      features: a side input with the feature spec, when `spec.features` is None (the spec is
+        inferred inside the pipeline).
+    """
+
+    def __init__(self, spec: PublishSpec, features: Any = None) -> None:
+        super().__init__()
+        if spec.features is None and features is None:
+            raise ValueError("PublishShards needs the features in its spec or as a side input")
+        self._spec = spec
+        self._features = features
+
+    def expand(self, written: beam.PCollection) -> beam.PCollection:
+        return (
+            written
+            # Publishing needs every shard at once: one list, on one worker. Without defaults:
+            # the default (an empty list for no input) is a side input, which Beam's DaskRunner
+            # computes inside one task through a client of its own, out of the launcher's
+            # reach (an interrupted launcher could not cancel it). There is always a shard.
+            | "GatherShards" >> beam.combiners.ToList().without_defaults()
+            | "Publish" >> beam.Map(_publish_in_worker, spec=self._spec, features=self._features)
+        )

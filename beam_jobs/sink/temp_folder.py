@@ -1,0 +1,96 @@
+"""A run's temporary folder in the output: `.tfrecord-etl-tmp-<run id>/`, holding the run marker
+that proves it is ours, the shards and dead letters written under temporary names, and progress
+notes; publishing renames what it keeps and removes the folder."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import re
+
+from apache_beam.io.filesystem import CompressionTypes
+from apache_beam.io.filesystems import FileSystems
+
+from beam_jobs.core.paths import is_local
+
+__all__ = [
+    "RUN_MARKER",
+    "TEMP_DIR_PREFIX",
+    "holds_our_marker",
+    "is_temp_folder_name",
+    "remove_empty_folders",
+    "remove_folder",
+    "start_temp_folder",
+    "write_atomically",
+]
+
+TEMP_DIR_PREFIX = ".tfrecord-etl-tmp-"  # + a run id; where shards are written before publishing
+RUN_MARKER = "run.json"  # in a temporary folder: proves it is ours
+_TEMP_DIR_RE = re.compile(rf"^{re.escape(TEMP_DIR_PREFIX)}[0-9a-f]+$")
+
+
+def is_temp_folder_name(name: str) -> bool:
+    """Whether a folder's name is a temporary folder's (its marker proves it is ours)."""
+    return bool(_TEMP_DIR_RE.fullmatch(name))
+
+
+def start_temp_folder(output: str, run_id: str) -> str:
+    """Creates this run's temporary folder with its marker; returns the folder's path."""
+    folder = FileSystems.join(output, TEMP_DIR_PREFIX + run_id)
+    if is_local(folder):
+        os.makedirs(folder, exist_ok=True)
+    marker = {"run_id": run_id, "tool": "tfrecord-etl"}
+    path = FileSystems.join(folder, RUN_MARKER)
+    with FileSystems.create(path, compression_type=CompressionTypes.UNCOMPRESSED) as f:
+        f.write(json.dumps(marker).encode("utf-8"))
+    return folder
+
+
+def holds_our_marker(output: str, folder: str) -> bool:
+    """Whether the folder's run marker is the one `start_temp_folder` writes for its run id
+    (a file of that name alone proves nothing: the folder may be a user's own)."""
+    path = FileSystems.join(output, folder, RUN_MARKER)
+    try:
+        with FileSystems.open(path, compression_type=CompressionTypes.UNCOMPRESSED) as f:
+            marker = json.loads(f.read(4096))
+    except (OSError, ValueError):
+        return False
+    expected = {"run_id": folder.removeprefix(TEMP_DIR_PREFIX), "tool": "tfrecord-etl"}
+    return marker == expected
+
+
+def remove_folder(path: str) -> None:
+    """Deletes a folder and everything below it, on any file system.
+
+    On GCS a folder is only a name prefix (it never "exists" by itself), so what decides is
+    whether anything is listed below it.
+    """
+    path = path.rstrip("/")
+    if is_local(path):
+        if FileSystems.exists(path):
+            FileSystems.delete([path])  # the whole tree
+    elif FileSystems.match([path + "/**"])[0].metadata_list:
+        FileSystems.delete([path + "/"])  # every object under the prefix
+
+
+def remove_empty_folders(path: str) -> None:
+    """Removes `path` and the folders below it that hold no file (local disk; elsewhere a
+    folder is only a name prefix, gone with its last object)."""
+    if not is_local(path) or not os.path.isdir(path):
+        return
+    for folder, _, _ in os.walk(path, topdown=False):
+        with contextlib.suppress(OSError):  # not empty: another task's files are there
+            os.rmdir(folder)
+
+
+def write_atomically(path: str, data: bytes, temp_dir: str) -> None:
+    """Writes a file in the run's temporary folder, then renames it to `path` (a leftover of
+    a failed write is in that folder, which is ours to remove)."""
+    temp = FileSystems.join(temp_dir, "publish-" + path.rstrip("/").rsplit("/", 1)[-1])
+    with FileSystems.create(temp, compression_type=CompressionTypes.UNCOMPRESSED) as f:
+        f.write(data)
+    if not is_local(path):
+        FileSystems.rename([temp], [path])  # a copy onto the object, then the temp deleted
+    else:
+        os.replace(temp, path)  # atomic, also over an existing manifest
