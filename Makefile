@@ -6,7 +6,7 @@ STAMP := $(VENV)/.installed
 DEMO_DIR ?= demo_data
 export TF_CPP_MIN_LOG_LEVEL ?= 2
 
-.PHONY: venv browser test test-fast demo bench lint format clean
+.PHONY: venv browser test test-fast demo bench lint format docs clean
 
 venv: $(STAMP)
 
@@ -46,6 +46,11 @@ demo: $(STAMP)
 lint: $(STAMP)
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
+	$(BIN)/mypy
+
+# docs/flags.md from the flag table (a test fails when the page and the table differ).
+docs: $(STAMP)
+	$(BIN)/python -m beam_jobs.config.flag_docs > docs/flags.md
 
 format: $(STAMP)
 	$(BIN)/ruff format .

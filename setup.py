@@ -6,9 +6,9 @@ import re
 from setuptools import find_packages, setup
 
 HERE = pathlib.Path(__file__).parent
-# The version is defined once, in beam_jobs/version.py (recorded in every manifest).
+# The version is defined once, in beam_jobs/core/version.py (recorded in every manifest).
 VERSION = re.search(
-    r'^__version__ = "([^"]+)"', (HERE / "beam_jobs" / "version.py").read_text(), re.M
+    r'^__version__ = "([^"]+)"', (HERE / "beam_jobs" / "core" / "version.py").read_text(), re.M
 ).group(1)
 
 setup(
@@ -35,7 +35,7 @@ setup(
         "zstandard",
         "isal",  # ISA-L's DEFLATE for GZIP shards (beam_jobs/sink/deflate.py; zlib without it)
     ],
-    # dask: `--runner DaskRunner` (beam_jobs/on_dask.py). dev: the tests, which also run on a
+    # dask: `--runner DaskRunner` (beam_jobs/job/on_dask.py). dev: the tests, which also run on a
     # local Dask cluster; gcp-storage-emulator and cryptography are the local Cloud Storage the
     # gs:// tests run against; tensorflow-datasets loads converted folders in the tests.
     extras_require={
@@ -44,6 +44,7 @@ setup(
             "pytest",
             "hypothesis",
             "ruff",
+            "mypy",
             "gcp-storage-emulator",
             "cryptography",
             "dask",

@@ -2,7 +2,8 @@
 
 The public API (imported on first use, so importing the package stays cheap):
   - `convert(input=..., output=..., **flags)`: one conversion from Python, keyword arguments
-    mirroring the flags; returns a `ConvertResult`.
+    mirroring the flags; returns a `ConvertResult` (its `status`: a `ConvertStatus`).
+  - `ConvertConfig`: a conversion's validated options (`ConvertConfig.from_flags`).
   - `run(argv)`: one conversion with command-line arguments (what `tfrecord-etl convert` runs);
     returns a `ConvertResult`.
   - `ConvertToShards(plan, config, version)`: the conversion pipeline as a PTransform.
@@ -17,10 +18,12 @@ from __future__ import annotations
 import importlib
 from typing import Any
 
-from beam_jobs.version import __version__
+from beam_jobs.core.version import __version__
 
 __all__ = [
+    "ConvertConfig",
     "ConvertResult",
+    "ConvertStatus",
     "ConvertToShards",
     "DataError",
     "FeatureSpec",
@@ -34,7 +37,9 @@ __all__ = [
 ]
 
 _LAZY = {
+    "ConvertConfig": "beam_jobs.config.convert",
     "ConvertResult": "beam_jobs.job.launcher",
+    "ConvertStatus": "beam_jobs.job.launcher",
     "ConvertToShards": "beam_jobs.transforms.convert_to_shards",
     "DataError": "beam_jobs.core.errors",
     "FeatureSpec": "tfdata_reader.manifest",

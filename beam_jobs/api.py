@@ -20,12 +20,10 @@ from collections.abc import Mapping, Sequence
 from os import PathLike
 from typing import Any
 
-from apache_beam.options.pipeline_options import PipelineOptions
-
 from beam_jobs.config.convert import ConvertConfig
 from beam_jobs.core import flags
 from beam_jobs.core.errors import UsageError
-from beam_jobs.job.argv import check_beam_options
+from beam_jobs.job.argv import beam_options
 from beam_jobs.job.launcher import ConvertResult, run_config
 
 __all__ = ["convert", "convert_config"]
@@ -85,6 +83,4 @@ def convert(
             f"{{'direct_num_workers': 2}}; got {type(pipeline_options).__name__}"
         )
     given = {k: v for k, v in pipeline_options.items() if v is not None}
-    check_beam_options(given)
-    beam_options = PipelineOptions.from_dictionary(given)
-    return run_config(config, beam_options, given)
+    return run_config(config, beam_options(given), given)

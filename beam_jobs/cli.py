@@ -23,8 +23,8 @@ import time
 from collections.abc import Iterator, Sequence
 from typing import Any, TextIO
 
+from beam_jobs.core.version import __version__
 from beam_jobs.job.interrupt import Interrupted, interruptible
-from beam_jobs.version import __version__
 
 __all__ = ["main"]
 
@@ -103,6 +103,7 @@ def _convert(argv: list[str]) -> int:
         _summary_line(status.value, EXIT_OK, job_id=result.submitted_job)
         return EXIT_OK
     manifest = result.manifest
+    assert manifest is not None  # converted, or found already converted
     if result.converted:
         notes = [*ignored_fields_note(manifest), *missing_label_note(manifest)]
         print("\n".join([summarize_run(manifest, elapsed), *notes]))

@@ -27,7 +27,7 @@ class ToExample(beam.DoFn):
         tf = self._tf
         values = next(csv.reader([line]))
         feature = {}
-        for name, value in zip(NAMES, values):
+        for name, value in zip(NAMES, values, strict=True):
             if name in INT_COLUMNS:
                 feature[name] = tf.train.Feature(int64_list=tf.train.Int64List(value=[int(value)]))
             elif name in FLOAT_COLUMNS:

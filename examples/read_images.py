@@ -30,8 +30,11 @@ def main() -> None:
     images, labels = batch["image"].numpy(), batch["label"].numpy()
     counts = np.bincount(labels, minlength=len(vocabulary))
     print(f"images {images.shape} {images.dtype}, pixel mean {images.mean():.1f}")
-    print("labels in this batch: " + ", ".join(f"{n}={c}" for n, c in zip(vocabulary, counts)))
-    sizes = sorted({(int(h), int(w)) for h, w in zip(batch["height"], batch["width"])})
+    print(
+        "labels in this batch: "
+        + ", ".join(f"{n}={c}" for n, c in zip(vocabulary, counts, strict=True))
+    )
+    sizes = sorted({(int(h), int(w)) for h, w in zip(batch["height"], batch["width"], strict=True)})
     print(f"original sizes: {len(sizes)} distinct, from {sizes[0]} to {sizes[-1]}")
 
 

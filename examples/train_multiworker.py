@@ -74,7 +74,7 @@ def train(args: argparse.Namespace) -> None:
                 per_example = loss_fn(tf.cast(label[:, None], tf.float32), logits)
                 loss = tf.nn.compute_average_loss(per_example, global_batch_size=global_batch)
             grads = tape.gradient(loss, model.trainable_variables)
-            optimizer.apply_gradients(zip(grads, model.trainable_variables))
+            optimizer.apply_gradients(zip(grads, model.trainable_variables, strict=True))
             return loss
 
         losses = strategy.run(replica_step, args=next(iterator))

@@ -30,7 +30,14 @@ from tfdata_reader.options import DEFAULT_CYCLE_LENGTH, ReadOptions
 from tfdata_reader.records import checked_blocks
 from tfdata_reader.sharding import BY_FILE, FileRange, plan_reads
 
-__all__ = ["ReadOptions", "make_dataset", "parse_spec", "read_manifest", "shard_paths"]
+__all__ = [
+    "ReadOptions",
+    "fill_values",
+    "make_dataset",
+    "parse_spec",
+    "read_manifest",
+    "shard_paths",
+]
 
 _TF_DTYPES = {"int64": tf.int64, "float32": tf.float32, "bytes": tf.string}
 _log = logging.getLogger(__name__)
@@ -212,6 +219,7 @@ def _shards_to_read(path: str | Sequence[str], options: ReadOptions) -> tuple[Ma
         manifest = partitions.merge(narrowed, options.parsed_features())
         paths = [p for folder, part in narrowed for p in shard_paths(folder, part)]
     else:
+        assert isinstance(path, str)  # is_several: a list, or a glob
         manifest = read_manifest(path).split(options.split)
         paths = shard_paths(path, manifest)
     if options.decode_images and "image" not in {f.name for f in manifest.features}:
@@ -220,7 +228,7 @@ def _shards_to_read(path: str | Sequence[str], options: ReadOptions) -> tuple[Ma
 
 
 def _this_pipelines_ranges(
-    path: str,
+    path: str | Sequence[str],
     manifest: Manifest,
     paths: list[str],
     input_context: tf.distribute.InputContext | None,
@@ -360,7 +368,7 @@ def _missing_label(manifest: Manifest, options: ReadOptions) -> float | int | No
     return -1 if label.dtype == "int64" else float("nan")
 
 
-_FILL_DEFAULTS = {"int64": 0, "float32": 0.0, "bytes": b""}
+_FILL_DEFAULTS: dict[str, int | float | bytes] = {"int64": 0, "float32": 0.0, "bytes": b""}
 _FILL_TYPES = {"int64": (int,), "float32": (int, float), "bytes": (str, bytes)}
 
 
@@ -407,7 +415,7 @@ def _parser(
     options: ReadOptions,
     has_image: bool,
     vocabulary: list[str] | None,
-    missing_label: float | int | None = None,
+    missing_label: int | float | bytes | None = None,
     fills: Mapping[str, int | float | bytes] | None = None,
 ):
     """Batches of serialized records -> parsed features (images decoded), label split off
@@ -419,9 +427,10 @@ def _parser(
         decode = image_decoder(options.image_size, options.image_channels)
     to_ids = _label_ids(vocabulary) if vocabulary else None
     fills = dict(fills or {})
-    if label_key in fills and to_ids is None:
+    if label_key is not None and label_key in fills and to_ids is None:
         missing_label = fills[label_key]
-    fills.pop(label_key, None)
+    if label_key is not None:
+        fills.pop(label_key, None)
 
     def parse(records: tf.Tensor):
         parsed = tf.io.parse_example(records, spec)

@@ -258,7 +258,7 @@ class Manifest:
     compression: Compression
     inputs: dict[str, Any] = dataclasses.field(default_factory=dict)
     options: dict[str, Any] = dataclasses.field(default_factory=dict)
-    counts: dict[str, int] = dataclasses.field(default_factory=dict)
+    counts: dict[str, Any] = dataclasses.field(default_factory=dict)  # ints, and by feature
     created: str = ""
     tool: dict[str, str] = dataclasses.field(default_factory=dict)
     dead_letter: list[str] = dataclasses.field(default_factory=list)  # JSON-lines files of bad rows

@@ -15,7 +15,13 @@ from collections.abc import Callable, Sequence
 
 from tfdata_reader.manifest import FeatureSpec, Manifest, ManifestError
 
-__all__ = ["GLOB_CHARACTERS", "is_several", "merge", "partition_paths"]
+__all__ = [
+    "GLOB_CHARACTERS",
+    "is_several",
+    "merge",
+    "partition_paths",
+    "read_partitions",
+]
 
 _log = logging.getLogger(__name__)
 GLOB_CHARACTERS = "*?["

@@ -101,6 +101,7 @@ class ConvertConfig:
     format: str = flags.option(
         "csv",
         reading=True,
+        metavar="NAME",
         help=f"Input format: {_FORMAT_NAMES} (default: from the --input file extension; "
         ".gz, .bz2 and .zst inputs are decompressed on the fly).",
     )

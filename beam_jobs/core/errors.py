@@ -28,6 +28,7 @@ __all__ = [
     "DataError",
     "FramingError",
     "ManifestError",
+    "OutputBusy",
     "TooManyBadRecords",
     "ToolError",
     "UsageError",

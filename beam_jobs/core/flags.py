@@ -11,23 +11,27 @@ first), and the options a conversion records in its manifest (`recorded`).
 
 from __future__ import annotations
 
-import argparse
 import dataclasses
 import enum
 import os
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from typing import Any
+from typing import Any, Protocol
 
 from beam_jobs.core.errors import UsageError
 
 __all__ = [
     "Flag",
+    "accept_bool",
+    "accept_names",
     "add_arguments",
     "find",
     "flags",
     "group",
+    "number",
     "option",
     "parse_bool",
+    "parse_float",
+    "parse_int",
     "parse_names",
     "path_value",
     "recorded",
@@ -181,9 +185,13 @@ def _json(value: Any) -> Any:
     return value
 
 
-def add_arguments(
-    parser: argparse.ArgumentParser, cls: type, only: Callable[[Flag], bool] | None = None
-) -> None:
+class _Parser(Protocol):
+    """An argparse parser or argument group."""
+
+    def add_argument(self, *names: str, **options: Any) -> Any: ...
+
+
+def add_arguments(parser: _Parser, cls: type, only: Callable[[Flag], bool] | None = None) -> None:
     """Adds `cls`'s flags (those `only` keeps) to a parser: each gives its text, or None when
     absent (the dataclass's default then applies)."""
     for flag in flags(cls):

@@ -7,6 +7,7 @@ writes one part of one shard per split (`ShardPart`), and a shard is its tasks' 
 
 from __future__ import annotations
 
+import builtins
 import dataclasses
 from collections.abc import Iterable, Mapping
 from typing import Any
@@ -82,7 +83,8 @@ class WrittenShard:
     covered: tuple[Covered, ...] = ()  # the input bytes its pieces' records took up
     ignored_fields: dict[str, int] = dataclasses.field(default_factory=dict)  # keys not in spec
     rows_read: int = 0  # rows its writer read (WriteShards: elements received, on shard 0)
-    label_values: tuple[bytes, ...] = ()  # the distinct values of a text --label it holds
+    # The distinct values of a text --label it holds (`builtins`: `bytes` is a field here).
+    label_values: tuple[builtins.bytes, ...] = ()
     # Per-feature statistics of its records (`beam_jobs.stats.FeatureStats` by name).
     stats: Mapping[str, Any] = dataclasses.field(default_factory=dict)
     part: int = 0  # with splits: the write task that wrote it, one part of its shard

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import bz2
 import dataclasses
+import enum
 import io
 import zlib
 from collections.abc import Iterator
@@ -22,20 +23,32 @@ from apache_beam.io.filesystems import FileSystems
 from beam_jobs.core.errors import DataError
 from beam_jobs.core.inputs import InputFile
 
-__all__ = ["COMPRESSED_SUFFIXES", "Head", "compression_of", "open_input", "read_head"]
+__all__ = ["COMPRESSED_SUFFIXES", "Codec", "Head", "compression_of", "open_input", "read_head"]
 
-COMPRESSED_SUFFIXES = {".gz": "gzip", ".bz2": "bzip2", ".zst": "zstd"}
+
+class Codec(str, enum.Enum):
+    """A compressed input's kind, by its suffix (or, for TFRecord files, its magic bytes)."""
+
+    GZIP = "gzip"
+    BZIP2 = "bzip2"
+    ZSTD = "zstd"
+
+    def __str__(self) -> str:
+        return self.value
+
+
+COMPRESSED_SUFFIXES = {".gz": Codec.GZIP, ".bz2": Codec.BZIP2, ".zst": Codec.ZSTD}
 _STEP_OUTPUT = 4 << 20  # largest output of one decompression step (zlib, bzip2)
 # zstd's decompressor cannot bound one step's output, so it is fed one block at a time: a
 # block's content is at most 128 KiB, however small the block is stored (an RLE block: 1 byte).
-_RAW_READ = {"gzip": 1 << 20, "bzip2": 1 << 20, "zstd": 1 << 20}
+_RAW_READ = dict.fromkeys(Codec, 1 << 20)
 _ZSTD_MAGIC = 0xFD2FB528
 _ZSTD_SKIPPABLE = range(0x184D2A50, 0x184D2A60)
 _BUFFER = 1 << 20
 _HEAD_RAW_READ = 64 << 10
 
 
-def compression_of(path: str) -> str | None:
+def compression_of(path: str) -> Codec | None:
     """'gzip', 'bzip2' or 'zstd' from the file name's suffix; None for an uncompressed file."""
     for suffix, kind in COMPRESSED_SUFFIXES.items():
         if path.lower().endswith(suffix):
@@ -43,27 +56,27 @@ def compression_of(path: str) -> str | None:
     return None
 
 
-def _new_decompressor(kind: str) -> Any:
-    if kind == "gzip":
+def _new_decompressor(kind: Codec) -> Any:
+    if kind == Codec.GZIP:
         return zlib.decompressobj(wbits=47)  # gzip or zlib header, detected
-    if kind == "bzip2":
+    if kind == Codec.BZIP2:
         return bz2.BZ2Decompressor()
     import zstandard
 
     return zstandard.ZstdDecompressor().decompressobj()
 
 
-def _step(kind: str, decompressor: Any, data: bytes) -> tuple[bytes, bytes, bool]:
+def _step(kind: Codec, decompressor: Any, data: bytes) -> tuple[bytes, bytes, bool]:
     """One bounded decompression step over `data`.
 
     Returns (output, input left for later steps or the next member, whether this decompressor
     may have more output without new input).
     """
-    if kind == "gzip":
+    if kind == Codec.GZIP:
         out = decompressor.decompress(data, _STEP_OUTPUT)
         rest = decompressor.unused_data if decompressor.eof else decompressor.unconsumed_tail
         return out, rest, len(out) == _STEP_OUTPUT
-    if kind == "bzip2":
+    if kind == Codec.BZIP2:
         # The decompressor keeps input it has not used yet; b"" asks for more of its output.
         out = decompressor.decompress(data, _STEP_OUTPUT)
         if decompressor.eof:
@@ -149,7 +162,7 @@ class _ZstdUnits:
 class _Members:
     """The decompressed content of a stored stream, member after member, in bounded steps."""
 
-    def __init__(self, raw: BinaryIO, kind: str, path: str, raw_read: int | None = None) -> None:
+    def __init__(self, raw: BinaryIO, kind: Codec, path: str, raw_read: int | None = None) -> None:
         self._raw, self._kind, self._path = raw, kind, path
         self._raw_read = raw_read or _RAW_READ[kind]
         self.stored_bytes = 0  # stored bytes read so far
@@ -166,7 +179,7 @@ class _Members:
 
     def _inputs(self) -> Iterator[bytes]:
         """What the decompressor is fed: stored reads, or for zstd one block at a time."""
-        units = _ZstdUnits() if self._kind == "zstd" else None
+        units = _ZstdUnits() if self._kind == Codec.ZSTD else None
         while data := self._raw.read(self._raw_read):
             self.stored_bytes += len(data)
             if units is None:
@@ -204,7 +217,7 @@ class _Members:
 class _DecompressedFile(io.RawIOBase):
     """A compressed file's content as a readable, seekable stream (seeking back restarts)."""
 
-    def __init__(self, path: str, kind: str, raw_read: int | None = None) -> None:
+    def __init__(self, path: str, kind: Codec, raw_read: int | None = None) -> None:
         self._path, self._kind, self._raw_read = path, kind, raw_read
         self._raw: BinaryIO | None = None
         self._restart()
@@ -258,7 +271,7 @@ class _DecompressedFile(io.RawIOBase):
         super().close()
 
 
-def open_input(path: str, compression: str | None = None) -> BinaryIO:
+def open_input(path: str, compression: Codec | None = None) -> BinaryIO:
     """Opens an input (local or gs://) for reading, decompressing on the fly when asked.
 
     A compressed stream that is cut short or damaged raises `DataError` naming the file when
@@ -279,7 +292,7 @@ class Head:
     is_whole_file: bool
 
 
-def read_head(f: InputFile, num_bytes: int, compression: str | None = None) -> Head:
+def read_head(f: InputFile, num_bytes: int, compression: Codec | None = None) -> Head:
     """Reads up to `num_bytes` bytes of a file's content (decompressed: memory stays bounded
     whatever the compression ratio); the ratio of stored to content bytes is measured on them.
     """

@@ -15,7 +15,7 @@ import io
 import os
 import posixpath
 import re
-from collections.abc import Iterator, Sequence
+from collections.abc import Generator, Iterator, Sequence
 from typing import Any
 
 import pyarrow as pa
@@ -30,7 +30,14 @@ from beam_jobs.formats.compressed import open_input
 from beam_jobs.schema.conform import conform, infer_from_table
 from tfdata_reader.manifest import FeatureSpec
 
-__all__ = ["ImagesFormat"]
+__all__ = [
+    "BASE_FEATURES",
+    "IMAGE_EXTENSIONS",
+    "ImagesFormat",
+    "image_root",
+    "inspect_image",
+    "relative_name",
+]
 
 IMAGE_EXTENSIONS = (".jpg", ".jpeg", ".png", ".gif", ".bmp")
 _DECODABLE = {"JPEG", "PNG", "GIF", "BMP"}  # what tf.io.decode_image reads too
@@ -258,7 +265,7 @@ class ImagesFormat(InputFormat):
         features: Sequence[FeatureSpec],
         on_bad_row: OnBadRow,
         context: Any = None,
-    ) -> Iterator[pa.RecordBatch]:
+    ) -> Generator[pa.RecordBatch, None, None]:
         with open_input(piece.path) as stream:
             data = stream.read()
         try:

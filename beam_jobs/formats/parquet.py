@@ -9,7 +9,7 @@ whole units), so planning stays cheap for many small files.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Iterator, Sequence
+from collections.abc import Generator, Iterator, Sequence
 from typing import Any
 
 import pyarrow as pa
@@ -24,7 +24,11 @@ from beam_jobs.schema.conform import conform, flatten_structs, infer_from_table,
 from beam_jobs.schema.precision import LOOKED_AT, warn_float32_rounding
 from tfdata_reader.manifest import FeatureSpec
 
-__all__ = ["ParquetFormat"]
+__all__ = [
+    "ParquetFormat",
+    "data_end",
+    "row_group_starts",
+]
 
 SAMPLE_ROWS = 4096
 _BATCH_ROWS = 65536
@@ -85,7 +89,7 @@ def _refuse_text_beside_numbers(
     """A column a file stores as text where other files store numbers: widening it to text
     would make every number a bad row, so the user chooses (`--schema`), told which files."""
     kinds: dict[str, dict[str, list[str]]] = {}
-    for sample, specs in zip(samples, per_sample):
+    for sample, specs in zip(samples, per_sample, strict=True):
         for spec in specs:
             column = (
                 sample.table.column(spec.name) if spec.name in sample.table.column_names else None
@@ -179,7 +183,7 @@ class ParquetFormat(InputFormat):
         features: Sequence[FeatureSpec],
         on_bad_row: OnBadRow,
         context: Any = None,
-    ) -> Iterator[pa.RecordBatch]:
+    ) -> Generator[pa.RecordBatch, None, None]:
         parquet = _open(piece.path)
         starts = row_group_starts(parquet.metadata)
         groups = [i for i, s in enumerate(starts) if piece.start <= s < piece.end]

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
-from collections.abc import Iterator, Sequence
+from collections.abc import Generator, Iterator, Sequence
 from typing import Any
 
 import pyarrow as pa
@@ -86,7 +86,7 @@ class TextFormat(InputFormat):
         features: Sequence[FeatureSpec],
         on_bad_row: OnBadRow,
         context: Any = None,
-    ) -> Iterator[pa.RecordBatch]:
+    ) -> Generator[pa.RecordBatch, None, None]:
         for offset, chunk in piece_chunks(piece, self.max_record_bytes):
             text = self._utf8(chunk, piece.path, offset)
             yield pa.RecordBatch.from_arrays([split_lines(text)], ["text"])

@@ -26,7 +26,7 @@ from beam_jobs.core.bad_rows import BadRow, as_text
 from beam_jobs.core.errors import DataError, FramingError
 from beam_jobs.core.inputs import Covered, InputFile, Piece
 from beam_jobs.formats.base import InputFormat, OnBadRow, PieceReport, ReadSettings, Sample
-from beam_jobs.formats.compressed import compression_of, open_input, read_head
+from beam_jobs.formats.compressed import Codec, compression_of, open_input, read_head
 from beam_jobs.schema.conform import conform, infer_from_table, merge_features
 from tfdata_reader.manifest import FeatureSpec
 
@@ -99,7 +99,7 @@ def _not_an_example(record: bytes) -> str | None:
 def _refuse_sequence_examples(records: Sequence[bytes], offsets: Sequence[int], path: str) -> None:
     """A file of SequenceExamples would lose every `feature_lists` (field 2) if read as
     Examples: refused whole, naming the first such record."""
-    for record, offset in zip(records, offsets):
+    for record, offset in zip(records, offsets, strict=True):
         if record[:1] != b"\n" or _not_an_example(record):
             fields = _top_level_fields(record) or set()
             if fields == {1, 2} or fields == {2}:
@@ -157,8 +157,8 @@ class TFRecordFormat(InputFormat):
         gzip = frozenset(p for p, m in zip(unknown, magics, strict=True) if m == _GZIP_MAGIC)
         return cls(settings.kept, settings.max_record_bytes, gzip)
 
-    def _compression(self, path: str) -> str | None:
-        return compression_of(path) or ("gzip" if path in self.gzip else None)
+    def _compression(self, path: str) -> Codec | None:
+        return compression_of(path) or (Codec.GZIP if path in self.gzip else None)
 
     def with_cuts(self, files: Sequence[InputFile], target_shard_bytes: int) -> list[InputFile]:
         return [
@@ -242,9 +242,10 @@ class TFRecordFormat(InputFormat):
             with open_input(piece.path, compression) as f:
                 start = 0
                 if compression is None and piece.start > 0:
-                    start = find_record_start(f, piece.start, piece.file_size)
-                    if start is None or start >= piece.end:
+                    found = find_record_start(f, piece.start, piece.file_size)
+                    if found is None or found >= piece.end:
                         return PieceReport()
+                    start = found
                     f.seek(start)
                 end = piece.end if compression is None else None
                 reached = start

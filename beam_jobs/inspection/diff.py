@@ -18,6 +18,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from beam_jobs.codec.examples import decode_examples
+from beam_jobs.core.compression import Compression
 from beam_jobs.publish.output_dir import load_manifest
 from tfdata_reader.manifest import Manifest
 
@@ -56,7 +57,8 @@ def compare(a: str, b: str) -> Difference:
         return Difference(
             False, [f"the splits differ: {list(first.splits)} against {list(second.splits)}"]
         )
-    for split in sorted(first.splits) or [None]:
+    names: list[str | None] = [*sorted(first.splits)] or [None]
+    for split in names:
         found = _first_difference(a, first.split(split), b, second.split(split), split)
         if found is not None:
             return Difference(False, [found])
@@ -173,7 +175,7 @@ def _batches(folder: str, manifest: Manifest) -> Iterator[tuple[list[bytes], lis
     """Batches of serialized records in shard order, each with (shard, index) per record."""
     import tensorflow as tf
 
-    compression = "GZIP" if manifest.compression == "gzip" else ""
+    compression = "GZIP" if manifest.compression == Compression.GZIP else ""
     for shard in manifest.shards:
         path = f"{folder.rstrip('/')}/{shard.path}"
         dataset = tf.data.TFRecordDataset(path, compression_type=compression).batch(_BATCH)

@@ -24,11 +24,17 @@ from beam_jobs.inspection.stats_table import load_statistics
 from beam_jobs.publish.output_dir import load_manifest
 from tfdata_reader.manifest import Manifest
 
-__all__ = ["DeadLetterReason", "ReportData", "dead_letter_reasons", "load_report", "render"]
+__all__ = [
+    "DeadLetterReason",
+    "ReportData",
+    "dead_letter_reasons",
+    "load_report",
+    "render",
+    "write_report",
+]
 
 EXAMPLES_PER_REASON = 3
 MAX_REASONS = 50  # distinct reasons shown; the rest are counted together
-_Stats = statistics_pb2.FeatureNameStatistics
 
 
 @dataclasses.dataclass
@@ -253,9 +259,9 @@ def _features(data: ReportData) -> str:
     return "\n".join(parts)
 
 
-def _feature(feature: _Stats, records: int) -> str:
+def _feature(feature: statistics_pb2.FeatureNameStatistics, records: int) -> str:
     name = "/".join(feature.path.step) or feature.name
-    kind = _Stats.Type.Name(feature.type).lower()
+    kind = statistics_pb2.FeatureNameStatistics.Type.Name(feature.type).lower()
     which = feature.WhichOneof("stats")
     stats = getattr(feature, which) if which else None
     common = stats.common_stats if stats is not None else statistics_pb2.CommonStatistics()

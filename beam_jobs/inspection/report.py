@@ -29,7 +29,9 @@ def format_table(header: Sequence[str], rows: Sequence[Sequence[object]]) -> str
     widths = [max(len(row[i]) for row in cells) for i in range(len(header))]
     lines = []
     for row in cells:
-        parts = [row[0].ljust(widths[0])] + [c.rjust(w) for c, w in zip(row[1:], widths[1:])]
+        parts = [row[0].ljust(widths[0])] + [
+            c.rjust(w) for c, w in zip(row[1:], widths[1:], strict=True)
+        ]
         lines.append("  ".join(parts).rstrip())
     return "\n".join(lines)
 

@@ -13,8 +13,6 @@ from beam_jobs.stats.proto import STATISTICS_NAME
 
 __all__ = ["load_statistics", "statistics_table"]
 
-_Stats = statistics_pb2.FeatureNameStatistics
-
 
 def load_statistics(output: str) -> statistics_pb2.DatasetFeatureStatisticsList:
     """Reads `OUT/statistics.pb`.
@@ -79,9 +77,9 @@ def _number(value: float) -> str:
     return f"{value:.6g}"
 
 
-def _row(feature: _Stats) -> tuple[str, ...]:
+def _row(feature: statistics_pb2.FeatureNameStatistics) -> tuple[str, ...]:
     name = "/".join(feature.path.step) or feature.name
-    kind = _Stats.Type.Name(feature.type).lower()
+    kind = statistics_pb2.FeatureNameStatistics.Type.Name(feature.type).lower()
     which = feature.WhichOneof("stats")
     common = getattr(feature, which).common_stats if which else statistics_pb2.CommonStatistics()
     values = (

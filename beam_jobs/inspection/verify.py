@@ -15,13 +15,14 @@ import gzip
 import logging
 import re
 import zlib
-from typing import BinaryIO
+from typing import Any, BinaryIO, cast
 
 import google_crc32c
 from apache_beam.io.filesystem import CompressionTypes
 from apache_beam.io.filesystems import FileSystems
 
 from beam_jobs.codec.framing import count_records
+from beam_jobs.core.compression import Compression
 from beam_jobs.core.errors import FramingError
 from beam_jobs.publish.companions import companion_mismatches
 from beam_jobs.publish.lease import read_lease
@@ -67,7 +68,9 @@ def _check_shard(path: str, shard: ShardInfo, compression: str) -> list[str]:
     with FileSystems.open(path, compression_type=CompressionTypes.UNCOMPRESSED) as raw:
         measured = _Measured(raw)
         records: int | None = None
-        stream = gzip.GzipFile(fileobj=measured) if compression == "gzip" else measured
+        stream: Any = measured
+        if compression == Compression.GZIP:
+            stream = gzip.GzipFile(fileobj=cast(BinaryIO, measured))  # reads through it
         try:
             records = count_records(stream)
         except FramingError as e:

@@ -11,8 +11,10 @@ Beam only logs "Discarding unparseable args" for a flag it does not know and goe
 from __future__ import annotations
 
 import argparse
+import contextlib
 import difflib
-from collections.abc import Collection, Iterable, Mapping, Sequence
+import io
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from typing import Any
 
 from apache_beam.options.pipeline_options import PipelineOptions
@@ -23,8 +25,9 @@ from beam_jobs.core.errors import UsageError
 
 __all__ = [
     "beam_flag_names",
+    "beam_options",
     "check_beam_args",
-    "check_beam_options",
+    "check_beam_option_names",
     "given_names",
     "parser",
     "split_argv",
@@ -79,18 +82,30 @@ def beam_flag_names() -> set[str]:
     return set(PipelineOptions([]).get_all_options(retain_unknown_options=True))
 
 
-def check_beam_args(args: Sequence[str]) -> None:
-    """Raises UsageError for an arg that no Beam pipeline option takes, parsed as Beam parses
-    them (every registered options class, no abbreviations)."""
+def _parsed(options: PipelineOptions, probe: Callable[[Any], None] | None = None) -> None:
+    """Parses Beam's options as Beam will; a value an option does not take (argparse would
+    print its usage and exit the process) is a UsageError naming the option."""
     from apache_beam.runners.dask import dask_runner  # noqa: F401  (registers --dask_* flags)
 
+    said = io.StringIO()
+    try:
+        with contextlib.redirect_stderr(said):
+            options.get_all_options(add_extra_args_fn=probe, retain_unknown_options=True)
+    except SystemExit:
+        lines = [line for line in said.getvalue().splitlines() if line.strip()]
+        problem = lines[-1].split("error: ", 1)[-1] if lines else "a Beam option is malformed"
+        raise UsageError(f"Beam's pipeline options: {problem}") from None
+
+
+def check_beam_args(args: Sequence[str]) -> None:
+    """Raises UsageError for an arg that no Beam pipeline option takes, or a value it does not
+    take, parsed as Beam parses them (every registered options class, no abbreviations)."""
     found: dict[str, list[str]] = {}
 
     def probe(beams_parser: argparse.ArgumentParser) -> None:
         found["unknown"] = beams_parser.parse_known_args(list(args))[1]
 
-    options = PipelineOptions(list(args))
-    options.get_all_options(add_extra_args_fn=probe, retain_unknown_options=True)
+    _parsed(PipelineOptions(list(args)), probe)
     unknown = found["unknown"]
     names = [arg.split("=", 1)[0] for arg in unknown if arg.startswith("-")]
     if names:
@@ -106,9 +121,18 @@ def check_beam_args(args: Sequence[str]) -> None:
         )
 
 
-def check_beam_options(options: Mapping[str, Any]) -> None:
-    """Raises UsageError for a key of `pipeline_options` that is no Beam option (ours are
-    keywords of `convert` itself)."""
+def beam_options(options: Mapping[str, Any]) -> PipelineOptions:
+    """Beam's options from a dict (`convert`'s `pipeline_options`), checked: UsageError for a
+    key that is no Beam option (ours are keywords of `convert` itself) or a value it does not
+    take."""
+    check_beam_option_names(options)
+    found = PipelineOptions.from_dictionary(dict(options))
+    _parsed(found)
+    return found
+
+
+def check_beam_option_names(options: Mapping[str, Any]) -> None:
+    """Raises UsageError for a key of `pipeline_options` that is no Beam option."""
     ours = {n for f in flags.flags(ConvertConfig) for n in f.names}
     misplaced = sorted(set(options) & ours)
     if misplaced:

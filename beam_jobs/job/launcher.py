@@ -16,6 +16,7 @@ from apache_beam.options.pipeline_options import PipelineOptions
 from beam_jobs.config.convert import ConvertConfig
 from beam_jobs.core.errors import recover
 from beam_jobs.core.units import count_of, format_size
+from beam_jobs.core.version import __version__
 from beam_jobs.job import on_dask
 from beam_jobs.job.argv import check_beam_args, split_argv
 from beam_jobs.job.runner import choose_runner
@@ -30,7 +31,6 @@ from beam_jobs.transforms.convert_to_shards import (
     counted_by_launcher,
     cut_segments,
 )
-from beam_jobs.version import __version__
 from tfdata_reader.manifest import Manifest
 
 __all__ = ["ConvertResult", "ConvertStatus", "run", "run_config"]
@@ -146,9 +146,10 @@ def _convert(
         for warning in plan_warnings(plan, config.sharding.target_shard_bytes):
             _log.warning("%s", warning)
         counts = None
-        segments = cut_segments(plan) if dask_address else []
-        if segments and not counted_by_launcher(segments):
-            counts = on_dask.count_cuts(dask_address, segments)
+        if dask_address:  # Dask would count in every task that reads the counts: count once
+            segments = cut_segments(plan)
+            if segments and not counted_by_launcher(segments):
+                counts = on_dask.count_cuts(dask_address, segments)
         temp_dir = start_temp_folder(config.output, run_id)
         transform = ConvertToShards(plan, config, __version__, run_id, counts)
         if not config.wait:

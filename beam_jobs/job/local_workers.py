@@ -81,7 +81,7 @@ def apply() -> bool:
         **{name: getattr(subprocess, name) for name in dir(subprocess) if not name.startswith("_")}
     )
     shim.Popen = _NewSessionPopen
-    local_job_service.subprocess = shim
+    local_job_service.subprocess = shim  # type: ignore[assignment]
     threading.excepthook = _quiet_when_stopping(threading.excepthook)
     interrupt.call_on_signal(stop_all)
     return True

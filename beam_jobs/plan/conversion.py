@@ -174,20 +174,23 @@ def make_plan(config: ConvertConfig) -> ConversionPlan:
         config.split_key,
     )
     input_bytes = sum(f.size for f in files)
-    counts = []
-    shares = measured.split_shares or (1.0,)
-    for split, share in zip(config.splits or (None,), shares, strict=True):
-        num_shards = choose_num_shards(
+
+    def shard_count(share: float) -> int:
+        return choose_num_shards(
             input_bytes * measured.output_bytes_per_input_byte * share,
             sharding.target_shard_bytes,
             max(1.0, input_bytes * measured.records_per_input_byte * share),
             sharding.num_shards,
         )
-        counts.append((split.name if split else None, num_shards))
+
     if config.splits:
+        counts = [
+            (split.name, shard_count(share))
+            for split, share in zip(config.splits, measured.split_shares, strict=True)
+        ]
         shards, tasks = plan_split_tasks(files, counts)
     else:
-        shards = plan_shards(files, counts[0][1])
+        shards = plan_shards(files, shard_count(1.0))
         tasks = whole_shard_tasks(shards)
     return ConversionPlan(
         files=tuple(files),

@@ -67,7 +67,7 @@ def list_inputs(patterns: Sequence[str], exclude: str | None = None) -> list[Inp
     excluded = _identity(exclude.rstrip("/")) if exclude else None
     files: dict[str | tuple[int, int], InputFile] = {}  # identity -> file
     skipped = 0
-    for pattern, result in zip(patterns, FileSystems.match(list(patterns))):
+    for pattern, result in zip(patterns, FileSystems.match(list(patterns)), strict=True):
         matched = result.metadata_list
         if _is_folder(pattern, matched):
             matched = FileSystems.match([pattern.rstrip("/") + "/**"])[0].metadata_list

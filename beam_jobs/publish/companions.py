@@ -28,7 +28,8 @@ def _statistics(written: Sequence[WrittenShard], manifest: Manifest) -> bytes:
     """`statistics.pb`: the shards' statistics merged per split, by shard index (a fixed order:
     the same conversion gives the same bytes)."""
     datasets = []
-    for split in list(manifest.splits) or [None]:
+    names: list[str | None] = [*manifest.splits] or [None]
+    for split in names:
         shards = sorted((w for w in written if w.split == split), key=lambda w: w.index)
         merged = merge_all(w.stats for w in shards)
         records = sum(w.records for w in shards)
@@ -39,13 +40,14 @@ def _statistics(written: Sequence[WrittenShard], manifest: Manifest) -> bytes:
 def companion_files(written: Sequence[WrittenShard], manifest: Manifest) -> dict[str, bytes]:
     """The files published beside the shards: TFX's view of the spec (`schema.pbtxt`), the
     statistics, and TFDS's files (none for GZIP shards, which TFDS cannot read)."""
-    files = {
+    texts = {
         SCHEMA_NAME: schema_pbtxt(manifest.features, manifest.label, manifest.label_vocabulary),
-        STATISTICS_NAME: _statistics(written, manifest),
         **(tfds_files(manifest) or {}),
     }
-    return {name: data.encode("utf-8") if isinstance(data, str) else data
-            for name, data in files.items()}  # fmt: skip
+    files = {name: text.encode("utf-8") for name, text in texts.items()}
+    files[STATISTICS_NAME] = _statistics(written, manifest)
+    # In COMPANION_NAMES's order, as the manifest lists them.
+    return {name: files[name] for name in COMPANION_NAMES if name in files}
 
 
 def publish_companions(files: dict[str, bytes], output: str, temp_dir: str) -> list[CompanionFile]:

@@ -101,7 +101,7 @@ def _is_gcs(path: str) -> bool:
 
 
 def _gcs_blob(path: str) -> Any:
-    from google.cloud import storage
+    from google.cloud import storage  # type: ignore[attr-defined]
 
     if os.environ.get("STORAGE_EMULATOR_HOST"):
         client = storage.Client.create_anonymous_client()

@@ -33,6 +33,7 @@ from beam_jobs.core.errors import ManifestError, TooManyBadRecords, raised_for_l
 from beam_jobs.core.paths import is_local
 from beam_jobs.core.splits import Split
 from beam_jobs.core.tasks import WrittenShard, sum_counts
+from beam_jobs.core.version import __version__
 from beam_jobs.publish.checks import (
     check_bad_fraction,
     check_conservation,
@@ -43,7 +44,6 @@ from beam_jobs.publish.companions import companion_files, publish_companions
 from beam_jobs.publish.lease import check_holder, release
 from beam_jobs.publish.output_dir import load_manifest, ours_to_remove
 from beam_jobs.sink.temp_folder import remove_folder, write_atomically
-from beam_jobs.version import __version__
 from tfdata_reader.manifest import (
     MANIFEST_NAME,
     FeatureSpec,
@@ -108,7 +108,7 @@ def build_manifest(
       RuntimeError: when a shard index is missing or repeated (never publish a partial set).
     """
     splits = {s.name: s.weight for s in spec.splits}
-    order = {name: i for i, name in enumerate(splits)}
+    order: dict[str | None, int] = {name: i for i, name in enumerate(splits)}
     ordered = sorted(written, key=lambda w: (order.get(w.split, -1), w.index))
     for split in splits or [None]:
         indexes = [w.index for w in ordered if w.split == split]
@@ -256,7 +256,8 @@ def _prefixes(manifest: Manifest | None) -> set[str]:
     """The shard prefixes an earlier manifest used (its files are provably ours)."""
     if manifest is None:
         return set()
-    return {shard_prefix_of(s.path.rsplit("/", 1)[-1]) for s in manifest.shards} - {None}
+    found = (shard_prefix_of(s.path.rsplit("/", 1)[-1]) for s in manifest.shards)
+    return {prefix for prefix in found if prefix is not None}
 
 
 def _publish_in_worker(

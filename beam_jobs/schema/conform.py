@@ -28,6 +28,7 @@ from tfdata_reader.manifest import FeatureSpec
 __all__ = [
     "check_float32_range",
     "conform",
+    "example_dtype",
     "flatten_structs",
     "infer_from_table",
     "list_parts",
@@ -131,7 +132,7 @@ def infer_from_table(table: pa.Table, scalar_lists: bool = False) -> list[Featur
       DataError: naming a column whose type no Example feature can hold.
     """
     features = []
-    for name, column in zip(table.column_names, table.columns):
+    for name, column in zip(table.column_names, table.columns, strict=True):
         column = column.combine_chunks()
         listed = is_list(column.type)
         try:
@@ -204,7 +205,7 @@ def _with_inferred_unit(override: FeatureSpec, specs: Sequence[FeatureSpec]) -> 
     return dataclasses.replace(override, logical_type=_merged_logical(override.name, units))
 
 
-def _merged_logical(name: str, logical_types: list[str | None]) -> str | None:
+def _merged_logical(name: str, logical_types: Sequence[str | None]) -> str | None:
     """One logical type for a column the samples typed alike, or a DataError naming it."""
     found = set(logical_types)
     if len(found) == 1:

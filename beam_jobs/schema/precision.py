@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 
 import numpy as np
 
@@ -23,7 +23,7 @@ _log = logging.getLogger(__name__)
 
 
 def float32_warnings(
-    features: Sequence[FeatureSpec], values_of: dict[str, Iterable[object]]
+    features: Sequence[FeatureSpec], values_of: Mapping[str, Iterable[object]]
 ) -> list[str]:
     """A warning per float32 feature whose sampled values float32 would round.
 
@@ -53,7 +53,7 @@ def float32_warnings(
 
 
 def warn_float32_rounding(
-    features: Sequence[FeatureSpec], values_of: dict[str, Iterable[object]]
+    features: Sequence[FeatureSpec], values_of: Mapping[str, Iterable[object]]
 ) -> None:
     """Logs `float32_warnings` (at plan time, with the format's other warnings)."""
     for warning in float32_warnings(features, values_of):

@@ -16,7 +16,11 @@ import pyarrow.compute as pc
 
 from beam_jobs.codec.examples import is_list
 
-__all__ = ["assign_splits"]
+__all__ = [
+    "assign_splits",
+    "float_texts",
+    "row_hashes",
+]
 
 _MIX = np.uint64(0x9E3779B97F4A7C15)
 _CHECKED = 32  # numbers of a batch whose fast text is compared with Python's

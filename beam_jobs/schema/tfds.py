@@ -19,6 +19,7 @@ import json
 import re
 from typing import Any
 
+from beam_jobs.core.compression import Compression
 from tfdata_reader.manifest import FeatureSpec, Manifest
 
 __all__ = ["DATASET_INFO_NAME", "FEATURES_NAME", "TFDS_NAMES", "tfds_files"]
@@ -36,10 +37,11 @@ _DICT = "tensorflow_datasets.core.features.features_dict.FeaturesDict"
 def tfds_files(manifest: Manifest, name: str = "tfrecord_etl") -> dict[str, str] | None:
     """File name -> text of the TFDS files for `manifest`, or None when TFDS cannot read the
     dataset (GZIP shards, or shard names no template describes)."""
-    if manifest.compression != "none":
+    if manifest.compression != Compression.NONE:
         return None
     splits = []
-    for split in list(manifest.splits) or [None]:
+    names: list[str | None] = [*manifest.splits] or [None]
+    for split in names:
         shards = [s for s in manifest.shards if s.split == split]
         if not any(s.records for s in shards):
             continue  # TFDS cannot read a split of empty shards: it is left out
@@ -84,7 +86,8 @@ def _template(paths: list[str]) -> str | None:
 def _tensor(feature: FeatureSpec) -> dict[str, Any]:
     # Varying length, or a value that may be missing: TFDS's (None,).
     varying = feature.shape is None or feature.nullable
-    dimensions = ["-1"] if varying else [str(d) for d in feature.shape]
+    shape = feature.shape
+    dimensions = ["-1"] if varying or shape is None else [str(d) for d in shape]
     return {
         "pythonClassName": _TENSOR,
         "tensor": {

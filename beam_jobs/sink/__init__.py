@@ -1,3 +1,3 @@
-"""Writing and publishing: Arrow batches -> Examples -> framed TFRecord shards under temporary
-names, dead letters, progress notes, then publishing with `manifest.json` written last, under
-the output folder's rules."""
+"""Writing: each write task's records as Examples in temporary shard files (with splits, parts
+joined per shard), dead letters, progress notes, the run's temporary folder, and the steps of
+`WriteShards`."""

@@ -103,7 +103,7 @@ class EncodeElementsFn(beam.DoFn):
         return pa.Table.from_batches(good).combine_chunks().to_batches()[0], bad
 
     def process(self, elements: list, spec: list[FeatureSpec] | None = None) -> Iterator[Any]:
-        features = self._fixed or tuple(spec)
+        features = self._fixed or tuple(spec or ())
         if features != self._features:
             self._features, self._encoder = features, ExampleEncoder(features)
         if isinstance(elements[0], bytes):
@@ -116,7 +116,7 @@ class EncodeElementsFn(beam.DoFn):
             rows = [{"cells": _cells(_flat(elements[i]))} for i in sorted(bad)]
         columns = self._encoder.columns(batch)
         records = self._encoder.encode_columns(columns, batch.num_rows)
-        for (index, reason), content in zip(sorted(bad.items()), rows):
+        for (index, reason), content in zip(sorted(bad.items()), rows, strict=True):
             yield beam.pvalue.TaggedOutput(
                 self.BAD, BadRow(_SOURCE, 0, 0, reason, index, content).to_json()
             )
@@ -124,7 +124,7 @@ class EncodeElementsFn(beam.DoFn):
         stats = new_stats(features)
         update_all(stats, features, columns)
         missing = {name: feature.missing for name, feature in stats.items()}
-        rows = sum(e.num_rows if isinstance(e, pa.RecordBatch) else 1 for e in elements)
-        tally = {"elements": rows, "missing": missing, "stats": finish_all(stats)}
+        received = sum(e.num_rows if isinstance(e, pa.RecordBatch) else 1 for e in elements)
+        tally = {"elements": received, "missing": missing, "stats": finish_all(stats)}
         yield beam.pvalue.TaggedOutput(self.TALLY, tally)
         yield from records

@@ -15,11 +15,16 @@ import os
 import socket
 import threading
 import time
+from typing import Any
 
 from apache_beam.io.filesystem import CompressionTypes
 from apache_beam.io.filesystems import FileSystems
 
-__all__ = ["ProgressReporter", "write_note"]
+__all__ = [
+    "ProgressReporter",
+    "note_path",
+    "write_note",
+]
 
 _log = logging.getLogger(__name__)
 NOTES_DIR = "progress"
@@ -56,7 +61,7 @@ class ProgressReporter:
         self._pattern = FileSystems.join(temp_dir, NOTES_DIR, "*.json")
         self._num_shards = num_shards
         self._interval = interval
-        self._seen: dict[str, dict[str, int | str]] = {}
+        self._seen: dict[str, dict[str, Any]] = {}
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="progress", daemon=True)
         self._started = time.monotonic()

@@ -212,9 +212,10 @@ class WriteShardFn(beam.DoFn):
     ) -> None:
         columns = self._encoder.columns(batch)
         examples = self._encoder.encode_columns(columns, batch.num_rows)
-        if self._spec.max_record_bytes:
+        limit = self._spec.max_record_bytes
+        if limit:
             kept, examples = self._set_aside_oversized(
-                batch, examples, piece, lambda row: tally.oversized_row(output, row)
+                batch, examples, piece, lambda row: tally.oversized_row(output, row), limit
             )
             if kept is not batch:
                 batch, columns = kept, self._encoder.columns(kept)
@@ -275,9 +276,9 @@ class WriteShardFn(beam.DoFn):
         examples: list[bytes],
         piece: Piece,
         on_bad_row: Callable[[BadRow], None],
+        limit: int,
     ) -> tuple[pa.RecordBatch, list[bytes]]:
-        """Moves records longer than --max_record_bytes to the dead letter."""
-        limit = self._spec.max_record_bytes
+        """Moves records longer than `limit` (--max_record_bytes) to the dead letter."""
         sizes = np.fromiter(map(len, examples), dtype=np.int64, count=len(examples))
         oversized = np.flatnonzero(sizes > limit)
         if not oversized.size:
@@ -287,7 +288,7 @@ class WriteShardFn(beam.DoFn):
             cells = {k: _short(v) for k, v in batch.slice(index, 1).to_pylist()[0].items()}
             on_bad_row(BadRow(piece.path, piece.start, piece.end, reason, None, {"cells": cells}))
         keep = sizes <= limit
-        return batch.filter(pa.array(keep)), [e for e, k in zip(examples, keep) if k]
+        return batch.filter(pa.array(keep)), [e for e, k in zip(examples, keep, strict=True) if k]
 
 
 class _Tally:

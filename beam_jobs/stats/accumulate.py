@@ -21,7 +21,7 @@ import dataclasses
 import math
 import pickle
 import struct
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -325,6 +325,9 @@ class FeatureStats:
 
     def quantile_edges(self, buckets: int) -> list[float]:
         """`buckets + 1` edges that cut the numbers into equal shares ([]: no numbers)."""
+        low, high = self.low, self.high
+        if low is None or high is None:
+            return []
         if self.sampled:
             self._cut_sample()  # the sample: the smallest keys' values, not every candidate
             ordered = np.sort(self.sample[: self.sampled])
@@ -339,8 +342,8 @@ class FeatureStats:
             found = sketch.GetQuantiles(buckets).flatten().to_numpy(zero_copy_only=False)
         else:
             return []
-        inner = [min(max(float(v), self.low), self.high) for v in found]
-        return [self.low, *inner[1:-1], self.high]  # the ends exact, whatever was sampled
+        inner = [min(max(float(v), low), high) for v in found]
+        return [low, *inner[1:-1], high]  # the ends exact, whatever was sampled
 
     def top_values(self, k: int) -> list[tuple[bytes, int]]:
         """The `k` most frequent bytes values with a count each surely reached: exact while
@@ -440,7 +443,7 @@ def finish_all(stats: dict[str, FeatureStats]) -> dict[str, FeatureStats]:
     return stats
 
 
-def merge_all(parts: Iterable[dict[str, FeatureStats]]) -> dict[str, FeatureStats]:
+def merge_all(parts: Iterable[Mapping[str, FeatureStats]]) -> dict[str, FeatureStats]:
     """Feature -> the accumulators of several shards merged, in the order given (new objects:
     the parts are left as they were)."""
     merged: dict[str, FeatureStats] = {}

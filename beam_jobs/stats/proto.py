@@ -18,7 +18,13 @@ from tensorflow_metadata.proto.v0 import statistics_pb2
 from beam_jobs.stats.accumulate import FeatureStats
 from tfdata_reader.manifest import FeatureSpec
 
-__all__ = ["ALL_EXAMPLES", "STATISTICS_NAME", "dataset_statistics", "statistics_list"]
+__all__ = [
+    "ALL_EXAMPLES",
+    "STATISTICS_NAME",
+    "dataset_statistics",
+    "equal_width",
+    "statistics_list",
+]
 
 STATISTICS_NAME = "statistics.pb"
 ALL_EXAMPLES = "All Examples"
@@ -105,18 +111,19 @@ def _numbers(
     stats: FeatureStats, common: statistics_pb2.CommonStatistics
 ) -> statistics_pb2.NumericStatistics:
     result = statistics_pb2.NumericStatistics(common_stats=common)
-    if not stats.numbers:
+    low, high = stats.low, stats.high
+    if not stats.numbers or low is None or high is None:
         if stats.nans:
             result.histograms.add(num_nan=stats.nans, type=statistics_pb2.Histogram.QUANTILES)
         return result
     result.mean = stats.average
     result.std_dev = stats.std_dev
     result.num_zeros = stats.zeros
-    result.min = stats.low
-    result.max = stats.high
+    result.min = low
+    result.max = high
     edges = stats.quantile_edges(HISTOGRAM_BUCKETS)
     result.median = edges[len(edges) // 2]
-    if np.isfinite([stats.low, stats.high]).all():
+    if np.isfinite([low, high]).all():
         standard = result.histograms.add(num_nan=stats.nans, type=statistics_pb2.Histogram.STANDARD)
         fine = stats.quantile_edges(_FINE_BUCKETS)
         for low, high, count in equal_width(fine, stats.numbers, HISTOGRAM_BUCKETS):

@@ -59,6 +59,6 @@ def apply() -> bool:
         original_init(self, *args, **kwargs)
         self._data_buffer_time_limit_ms = 0  # size-based flushing only, as remote harnesses
 
-    handler.__init__ = __init__
+    handler.__init__ = __init__  # type: ignore[method-assign]
     setattr(handler, _MARK, True)
     return True

@@ -45,5 +45,8 @@ def read_all(out, **options) -> list[dict]:
     rows = []
     for batch in ds:
         columns = {k: _py(v) for k, v in batch.items()}
-        rows.extend(dict(zip(columns, values)) for values in zip(*columns.values()))
+        rows.extend(
+            dict(zip(columns, values, strict=True))
+            for values in zip(*columns.values(), strict=True)
+        )
     return rows

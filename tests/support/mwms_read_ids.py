@@ -1,6 +1,6 @@
 """One MultiWorkerMirroredStrategy worker: reads one epoch through `distribute`, saves the ids.
 
-Run by tests/test_distributed.py as two processes with TF_CONFIG set.
+Run by tests/reader/test_distributed.py as two processes with TF_CONFIG set.
     python tests/support/mwms_read_ids.py DATASET OUT_JSON
 """
 

@@ -44,7 +44,8 @@ def place_bad_rows(
     for bad, number in malformed_rows:
         placed.append((number - 1 if number else None, bad))
     for bad in typed_rows:
-        placed.append((record_of(bad.row), bad))
+        # A row that failed conversion has its index among the well-formed rows.
+        placed.append((record_of(bad.row or 0), bad))
     result = []
     for index, bad in sorted(placed, key=lambda p: (p[0] is None, p[0] or 0)):
         offset = int(starts[index]) if index is not None and index < len(starts) else None

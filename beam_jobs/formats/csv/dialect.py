@@ -38,6 +38,8 @@ __all__ = [
 # The delimiters detection tries, in the order ties go, by the name `--delimiter` takes.
 DELIMITERS = {"comma": ",", "tab": "\t", "semicolon": ";", "pipe": "|"}
 _SHOWN = {character: name for name, character in DELIMITERS.items()}
+_NAMED = ", ".join([*DELIMITERS, "\\t"])  # what --delimiter takes by name
+_TRIED = f"{', '.join(list(DELIMITERS)[:-1])} and {list(DELIMITERS)[-1]}"  # what detection tries
 _NUMBER = re.compile(r"\s*[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?\s*")
 
 
@@ -47,8 +49,8 @@ def parse_delimiter(text: str) -> str:
     value = {**DELIMITERS, "\\t": "\t"}.get(text.lower(), text)
     if len(value) != 1 or value in '"\r\n':
         raise UsageError(
-            "--delimiter must be one character other than a quote or a line end (or tab, \\t, "
-            f"comma, semicolon, pipe), got {text!r}"
+            "--delimiter must be one character other than a quote or a line end (or "
+            f"{_NAMED}), got {text!r}"
         )
     return value
 
@@ -103,9 +105,9 @@ class Dialect:
         parse=parse_delimiter,
         reading=True,
         metavar="C",
-        help="CSV field delimiter: one character, or tab, \\t, semicolon, pipe (default: "
-        "detected from the first records: the one of comma, tab, ; and | that splits every "
-        "record into the same number of fields, the most; .tsv breaks ties).",
+        help=f"CSV field delimiter: one character, or {_NAMED} (default: detected from the "
+        f"first records: the one of {_TRIED} that splits every record into the same number of "
+        "fields, the most; a .tsv name, then comma, breaks ties).",
     )
     column_names: tuple[str, ...] = flags.option(
         (),

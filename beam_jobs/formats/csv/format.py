@@ -12,7 +12,7 @@ from __future__ import annotations
 import dataclasses
 import io
 import sys
-from collections.abc import Iterator, Sequence
+from collections.abc import Generator, Iterator, Sequence
 from typing import BinaryIO
 
 import pyarrow as pa
@@ -60,8 +60,8 @@ class CsvFormat(InputFormat):
     def prepare(cls, files: Sequence[InputFile], settings: ReadSettings) -> CsvFormat:
         dialect, detected = settings.dialect, settings.dialect.delimiter is None
         if detected and files:  # the first file decides, for all (it is always sampled)
-            head = read_head(files[0], settings.sample_bytes, compression_of(files[0].path))
-            head = head.content
+            first = files[0]
+            head = read_head(first, settings.sample_bytes, compression_of(first.path)).content
             body = head[skip_lines(head, dialect.skip_header_lines) or 0 :]
             dialect = dataclasses.replace(dialect, delimiter=detect_delimiter(files[0].path, body))
         return cls(settings.kept, settings.max_record_bytes, dialect, detected)
@@ -109,7 +109,7 @@ class CsvFormat(InputFormat):
         features: Sequence[FeatureSpec],
         on_bad_row: OnBadRow,
         context: CutCounts | None = None,
-    ) -> Iterator[pa.RecordBatch]:
+    ) -> Generator[pa.RecordBatch, None, None]:
         compression = compression_of(piece.path)
         lines = self.dialect.skip_header_lines
         source = self._source(piece.path, features)

@@ -196,7 +196,7 @@ def _bad_rows(column: pa.Array, feature: FeatureSpec) -> dict[int, str]:
             values = column.take(pa.array(indices, pa.int64())).to_pylist()
             return {
                 index: _unreadable(feature, value.decode("utf-8", "replace"))
-                for index, value in zip(indices, values)
+                for index, value in zip(indices, values, strict=True)
             }
     bad = {}
     for index, value in enumerate(column.to_pylist()):

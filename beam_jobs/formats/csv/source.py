@@ -29,6 +29,7 @@ __all__ = [
     "UNHANDLED_ROW",
     "CsvSample",
     "convert_options",
+    "header_not_decodable",
     "infer_features",
     "parse_sample",
 ]
@@ -102,11 +103,11 @@ def parse_sample(path: str, head: bytes, is_whole_file: bool, dialect: Dialect) 
     skipped = skip_lines(head, dialect.skip_header_lines)
     if skipped is None:
         raise DataError(
-            f"{path}: fewer than --skip_header_lines {dialect.skip_header_lines} lines in its first "
-            f"{len(head):,} bytes"
+            f"{path}: fewer than --skip_header_lines {dialect.skip_header_lines} lines in its "
+            f"first {len(head):,} bytes"
         )
     head = head[skipped:]
-    starts = record_starts(head, delimiter=dialect.delimiter)
+    starts = record_starts(head, delimiter=dialect.delimiter or ",")
     if starts.size == 0 and not is_whole_file:
         raise DataError(
             f"{path}: no complete header line in the first {len(head)} bytes; is it a CSV file?"
@@ -117,13 +118,13 @@ def parse_sample(path: str, head: bytes, is_whole_file: bool, dialect: Dialect) 
         table = pcsv.read_csv(
             io.BytesIO(parsed),
             read_options=_read_options(dialect),
-            parse_options=_parse_options(dialect.delimiter),
+            parse_options=_parse_options(dialect.delimiter or ","),
             convert_options=convert_options(),
         )
         texts = pcsv.read_csv(
             io.BytesIO(parsed),
             read_options=_read_options(dialect),
-            parse_options=_parse_options(dialect.delimiter),
+            parse_options=_parse_options(dialect.delimiter or ","),
             convert_options=convert_options(dict.fromkeys(table.column_names, pa.string())),
         )
     except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as e:
@@ -156,7 +157,7 @@ def _without_undecodable_rows(data: bytes, starts: np.ndarray, dialect: Dialect)
             pcsv.read_csv(
                 io.BytesIO(kept),
                 read_options=_read_options(dialect),
-                parse_options=_parse_options(dialect.delimiter),
+                parse_options=_parse_options(dialect.delimiter or ","),
                 convert_options=convert_options(),
             )
             return kept
@@ -196,9 +197,9 @@ def _check_names(sample: CsvSample) -> None:
         and sample.texts.num_rows
         and _first_row(sample.texts) == [n.strip().lower() for n in given]
     ):
+        given_line = (sample.dialect.delimiter or ",").join(sample.dialect.column_names)
         raise DataError(
-            f"{sample.path}: the first line "
-            f"({sample.dialect.delimiter.join(sample.dialect.column_names)}) is the column names "
+            f"{sample.path}: the first line ({given_line}) is the column names "
             "given by --column_names: the file has a header line, which would be read as a "
             "record; pass --skip_header_lines 1"
         )
@@ -207,7 +208,7 @@ def _check_names(sample: CsvSample) -> None:
             "%s: the first line (%s) looks like data, not column names; if the files have no "
             "header line, pass --column_names",
             sample.path,
-            sample.dialect.delimiter.join(names),
+            (sample.dialect.delimiter or ",").join(names),
         )
 
 
@@ -239,7 +240,8 @@ def infer_features(
     unknown = sorted(set(by_name) - set(names))
     if unknown:
         raise DataError(f"--schema names columns {unknown} that the CSV header {names} lacks")
-    features, warned = [], []
+    features: list[FeatureSpec] = []
+    warned: list[str] = []
     for name in names:
         if name in by_name:
             features.append(dataclasses.replace(by_name[name], shape=[]))

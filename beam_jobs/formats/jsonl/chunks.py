@@ -49,7 +49,7 @@ _MIN_RUN = 64  # lines: the least `_parts` tries at once after a bad line
 _PARSER_DEPTH = 512  # far below where pyarrow's recursive parser overflows a thread's stack
 
 
-class Line(NamedTuple):
+class _Line(NamedTuple):
     start: int  # offset in the file
     end: int
     text: bytes
@@ -89,8 +89,8 @@ class _ChunkLines:
     def text(self, i: int) -> bytes:
         return self.chunk[self.starts[i] : self.ends[i]]
 
-    def line(self, i: int) -> Line:
-        return Line(
+    def line(self, i: int) -> _Line:
+        return _Line(
             self.offset + int(self.starts[i]), self.offset + int(self.ends[i]), self.text(i)
         )
 
@@ -103,7 +103,7 @@ class _ChunkLines:
         return b"\n".join(self.text(i) for i in rows.tolist())
 
 
-def _bad(path: str, line: Line, reason: str) -> BadRow:
+def _bad(path: str, line: _Line, reason: str) -> BadRow:
     raw = {"raw": as_text(line.text.rstrip(b"\r"))}
     return BadRow(path, line.start, line.end, reason, None, raw, offset=line.start)
 
@@ -348,7 +348,7 @@ def _struct_paths(table: pa.Table) -> dict[str, pa.Array]:
         if pa.types.is_struct(column.type):
             found[name] = column
             children = column.flatten()  # applies the parent's nulls
-            pending += [(f"{name}.{f.name}", c) for f, c in zip(column.type, children)]
+            pending += [(f"{name}.{f.name}", c) for f, c in zip(column.type, children, strict=True)]
     return found
 
 

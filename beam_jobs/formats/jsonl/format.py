@@ -2,7 +2,7 @@
 
 Nested objects are flattened into dotted names (`{"a": {"b": 1}}` -> `a.b`), lists of numbers or
 strings become variable-length features, and a missing key is a missing value. Chunks of lines
-are parsed by `json_chunks`, which dead-letters exactly the lines at fault; keys the spec lacks
+are parsed by `chunks`, which dead-letters exactly the lines at fault; keys the spec lacks
 are counted in the piece's report.
 """
 

@@ -22,6 +22,7 @@ from beam_jobs.core.inputs import input_gone
 from beam_jobs.formats.csv.record_starts import QUOTE, QuoteEffect, QuoteScanner
 
 __all__ = [
+    "Counted",
     "Counting",
     "CutCounts",
     "Segment",
@@ -94,7 +95,7 @@ def segments_between_cuts(
     cuts: dict[str, list[int]], counting: Counting = Counting()
 ) -> list[Segment]:
     """The segments between consecutive cut points of each file, from its start."""
-    segments = []
+    segments: list[Segment] = []
     for path, offsets in sorted(cuts.items()):
         starts = [0, *offsets[:-1]] if offsets else []
         segments.extend(Segment(path, s, e, counting) for s, e in zip(starts, offsets, strict=True))

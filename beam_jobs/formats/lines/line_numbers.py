@@ -29,7 +29,7 @@ def with_line_numbers(
       counts: newlines before each cut point (None when no file was cut).
     """
     counts = counts or CutCounts()
-    lines: dict[tuple[str, int], int] = {}
+    lines: dict[tuple[str, int | None], int] = {}
     for piece in pieces:
         offsets = sorted({r.offset for r in rows if r.path == piece.path and r.offset is not None})
         if not offsets:
@@ -39,7 +39,7 @@ def with_line_numbers(
         with open_input(piece.path, compression_of(piece.path)) as f:
             chunks = read_chunks(f, piece.start, offsets[-1])
             found = count_lines_to(chunks, [o - piece.start for o in offsets])
-        lines.update(((piece.path, o), before + n + 1) for o, n in zip(offsets, found))
+        lines.update(((piece.path, o), before + n + 1) for o, n in zip(offsets, found, strict=True))
     return [
         dataclasses.replace(r, line=lines[(r.path, r.offset)]) if (r.path, r.offset) in lines else r
         for r in rows

@@ -171,14 +171,16 @@ def test_large_inputs_are_counted_once_one_dask_task_per_segment(
     from beam_jobs.config.convert import ConvertConfig
     from beam_jobs.job import launcher
     from beam_jobs.plan.conversion import make_plan
-    from beam_jobs.transforms import convert_to_shards as pipeline
+    from beam_jobs.transforms import convert_to_shards
 
-    monkeypatch.setattr(pipeline, "LAUNCHER_COUNT_BYTES", 0)  # as for a large input
+    monkeypatch.setattr(convert_to_shards, "LAUNCHER_COUNT_BYTES", 0)  # as for a large input
     argv = ["--input", f"{sample}/*.csv", "--output", str(tmp_path / "out"), "--target_shard_bytes"]
     argv += [TARGET]
     from beam_jobs.job.argv import split_argv
 
-    segments = pipeline.cut_segments(make_plan(ConvertConfig.from_flags(split_argv(argv)[0])))
+    segments = convert_to_shards.cut_segments(
+        make_plan(ConvertConfig.from_flags(split_argv(argv)[0]))
+    )
     assert len(segments) >= 6
     with Client(cluster) as client:
         client.get_task_stream()

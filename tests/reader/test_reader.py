@@ -118,7 +118,7 @@ def test_values_match_the_csv(converted, sample_csv):
     want = {int(r["id"]): r for r in expected_rows(sample_csv)}
     for batch in make_dataset(str(out), 4000, shuffle=False):
         for i, city, score in zip(
-            batch["id"].numpy(), batch["city"].numpy(), batch["score"].to_list()
+            batch["id"].numpy(), batch["city"].numpy(), batch["score"].to_list(), strict=True
         ):
             row = want.pop(int(i))
             assert city.decode() == row["city"]

@@ -73,7 +73,7 @@ def test_jsonl_nested_missing_and_lists_round_trip(tmp_path):
     assert_sizes(manifest)
     got = sorted(read_all(tmp_path / "out"), key=lambda r: r["id"])
     assert len(got) == len(rows)
-    for g, r in zip(got, rows):
+    for g, r in zip(got, rows, strict=True):
         assert g["id"] == r["id"]
         assert g["user.name"] == r["user"]["name"].encode()  # dense: present in every record
         assert g["user.geo.lat"] == np.float32(r["user"]["geo"]["lat"])

@@ -31,10 +31,10 @@ def _one_file(path) -> str:
 def test_a_file_that_disappears_after_planning_is_a_data_error_naming_it(
     tmp_path, monkeypatch, fmt, counted_by
 ):
-    from beam_jobs.transforms import convert_to_shards as pipeline
+    from beam_jobs.transforms import convert_to_shards
 
     if counted_by == "beam_stage":  # as for inputs over 256 MiB or on gs://
-        monkeypatch.setattr(pipeline, "LAUNCHER_COUNT_BYTES", 0)
+        monkeypatch.setattr(convert_to_shards, "LAUNCHER_COUNT_BYTES", 0)
     path, flags = write_input(tmp_path / "in", fmt, rows=2000)
     flags = [*flags, "--num_shards=3"]  # cuts inside the file: counted before writing
     victim = _one_file(path)

@@ -3,8 +3,8 @@ import pyarrow as pa
 import pytest
 from support.datasets import convert
 
-from beam_jobs.core.splits import Split, parse_splits
 from beam_jobs.core.errors import UsageError
+from beam_jobs.core.splits import Split, parse_splits
 from beam_jobs.schema.split_hash import assign_splits
 
 
@@ -84,11 +84,11 @@ def test_float_hashes_are_pandas_hashes_of_the_numbers_as_objects(values, dtype)
 def test_float_texts_are_pythons_without_orjson_or_with_one_that_writes_otherwise(
     monkeypatch, other
 ):
-    from beam_jobs.schema import split_hash as splits
+    from beam_jobs.schema import split_hash
 
     numbers = np.random.default_rng(5).normal(size=5000) * 1e3
-    monkeypatch.setattr(splits, "_orjson_texts", lambda values: other and other(values))
-    assert splits.float_texts(numbers) == [repr(v) for v in numbers.tolist()]
+    monkeypatch.setattr(split_hash, "_orjson_texts", lambda values: other and other(values))
+    assert split_hash.float_texts(numbers) == [repr(v) for v in numbers.tolist()]
 
 
 def _split_ids(out, manifest) -> dict[str, list[int]]:

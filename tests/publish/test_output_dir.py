@@ -15,6 +15,7 @@ from support.datasets import IN_PROCESS, convert
 from beam_jobs.core.errors import UsageError
 from beam_jobs.inspection.verify import verify
 from beam_jobs.job.launcher import run
+from beam_jobs.publish.companions import COMPANION_NAMES
 from beam_jobs.publish.output_dir import is_ours
 
 
@@ -69,14 +70,7 @@ def test_a_rerun_over_a_damaged_dataset_converts_again(sample_csv, tmp_path, dam
     assert again.converted
     assert again.manifest.fingerprint == first.manifest.fingerprint
     assert sorted(p.name for p in out.iterdir()) == sorted(
-        [
-            "dataset_info.json",
-            "features.json",
-            "manifest.json",
-            "schema.pbtxt",
-            "statistics.pb",
-            *(s.path for s in again.manifest.shards),
-        ]
+        ["manifest.json", *COMPANION_NAMES, *(s.path for s in again.manifest.shards)]
     )
 
 
@@ -100,15 +94,9 @@ def test_foreign_files_are_refused_without_overwrite(sample_csv, tmp_path):
         convert(sample_csv, out, "--num_shards=1")
     assert sorted(p.name for p in out.iterdir()) == ["notes.txt"]
     manifest = convert(sample_csv, out, "--num_shards=1", "--overwrite")
-    assert sorted(p.name for p in out.iterdir()) == [
-        "data-00000-of-00001.tfrecord",
-        "dataset_info.json",
-        "features.json",
-        "manifest.json",
-        "notes.txt",
-        "schema.pbtxt",
-        "statistics.pb",
-    ]
+    assert sorted(p.name for p in out.iterdir()) == sorted(
+        ["data-00000-of-00001.tfrecord", "manifest.json", "notes.txt", *COMPANION_NAMES]
+    )
     assert (out / "notes.txt").read_text() == "keep me"
     assert manifest.total_records == 12_000
 

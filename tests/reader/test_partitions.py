@@ -77,7 +77,7 @@ def test_the_union_spec_takes_a_feature_missing_in_one_partition(days):
     ds = make_dataset(str(days / "2026-11-*" / "ds"), 3000, shuffle=False, label_key="")
     [batch] = list(ds)
     assert isinstance(batch["score"], tf.RaggedTensor)
-    scores = dict(zip(batch["id"].numpy().tolist(), batch["score"].to_list()))
+    scores = dict(zip(batch["id"].numpy().tolist(), batch["score"].to_list(), strict=True))
     assert scores[710] == [] and scores[711] == [711 / 4] and scores[10] == [2.5]
 
 

@@ -14,7 +14,7 @@ from support.datasets import convert, read_all
 
 from beam_jobs.core.errors import DataError
 
-CORPUS = pathlib.Path(__file__).parent / "data" / "real_like"
+CORPUS = pathlib.Path(__file__).parents[1] / "data" / "real_like"
 EPOCH = datetime.datetime(1970, 1, 1, tzinfo=datetime.timezone.utc)
 
 

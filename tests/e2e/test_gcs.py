@@ -17,6 +17,8 @@ import pytest
 from support.datasets import SUPPORT
 from support.gcs import BUCKET, TlsProxy, beam_env, storage_emulator, tensorflow_env
 
+from beam_jobs.publish.companions import COMPANION_NAMES
+
 pytestmark = pytest.mark.slow
 
 
@@ -80,14 +82,7 @@ def test_gs_to_gs_convert_verify_inspect_rerun_and_read(gcs, tmp_path):
     assert (summary["status"], summary["records_written"]) == ("ok", 12000)
     listed = names(client, "ds/2026-12-01/")
     shards = [n for n in listed if n.startswith("data-")]
-    assert listed == [
-        *shards,
-        "dataset_info.json",
-        "features.json",
-        "manifest.json",
-        "schema.pbtxt",
-        "statistics.pb",
-    ]  # no temporary objects left
+    assert listed == [*shards, *sorted(["manifest.json", *COMPANION_NAMES])]  # no temporaries
     assert len(shards) == summary["shards"]
     # The manifest is written last: no shard object is newer.
     blobs = {b.name: b for b in client.list_blobs(BUCKET, prefix="ds/2026-12-01/")}

@@ -20,6 +20,7 @@ from support.datasets import convert, expected_rows
 from beam_jobs.codec.framing import count_records
 from beam_jobs.core.errors import DataError, UsageError
 from beam_jobs.inspection.verify import verify
+from beam_jobs.publish.companions import COMPANION_NAMES
 from tfdata_reader import make_dataset
 from tfdata_reader.dataset import parse_spec
 from tfdata_reader.manifest import FeatureSpec
@@ -51,14 +52,17 @@ def _records_in_shard_order(out: pathlib.Path, manifest) -> list[dict[str, list]
         records = tf.data.TFRecordDataset(str(out / shard.path), compression_type=compression)
         for batch in records.batch(100_000):
             parsed = {k: v.to_list() for k, v in tf.io.parse_example(batch, spec).items()}
-            rows.extend(dict(zip(parsed, values)) for values in zip(*parsed.values()))
+            rows.extend(
+                dict(zip(parsed, values, strict=True))
+                for values in zip(*parsed.values(), strict=True)
+            )
     return rows
 
 
 def _assert_same_values(rows, oracle, manifest):
     dtypes = {f.name: f.dtype for f in manifest.features}
     assert len(rows) == len(oracle)
-    for got, want in zip(rows, oracle):
+    for got, want in zip(rows, oracle, strict=True):
         assert got == {k: _expected_value(v, dtypes[k]) for k, v in want.items()}
 
 
@@ -124,8 +128,7 @@ def test_manifest_describes_the_output(converted, sample_csv):
     on_disk = json.loads((out / "manifest.json").read_text())
     assert on_disk["total_records"] == 12_000
     assert sorted(p.name for p in out.iterdir()) == sorted(
-        [s.path for s in manifest.shards]
-        + ["dataset_info.json", "features.json", "manifest.json", "schema.pbtxt", "statistics.pb"]
+        [s.path for s in manifest.shards] + ["manifest.json", *COMPANION_NAMES]
     )
 
 
@@ -199,15 +202,10 @@ def test_rerun_with_another_shard_count_replaces_the_old_shards(sample_csv, tmp_
     convert(sample_csv, out, "--num_shards=5")
     manifest = convert(sample_csv, out, "--num_shards=2")
     # The second conversion into the folder is generation 1: new names, the old ones removed.
-    assert sorted(p.name for p in out.iterdir()) == [
-        "data-00000-of-00002.g1.tfrecord",
-        "data-00001-of-00002.g1.tfrecord",
-        "dataset_info.json",
-        "features.json",
-        "manifest.json",
-        "schema.pbtxt",
-        "statistics.pb",
-    ]
+    assert sorted(p.name for p in out.iterdir()) == sorted(
+        ["data-00000-of-00002.g1.tfrecord", "data-00001-of-00002.g1.tfrecord", "manifest.json",
+         *COMPANION_NAMES]
+    )  # fmt: skip
     assert manifest.generation == 1 and manifest.total_records == 12_000
     assert verify(str(out))[1] == []
 

@@ -56,7 +56,7 @@ def test_a_text_label_comes_back_as_its_id_in_the_vocabulary(iris, tmp_path, for
     got = {}
     for features, label in make_dataset(str(out), 64, shuffle=False):
         assert "kind" not in features
-        got.update(zip(features["id"].numpy().tolist(), label.numpy().tolist()))
+        got.update(zip(features["id"].numpy().tolist(), label.numpy().tolist(), strict=True))
     assert got == {int(e["id"]): SPECIES.index(e["species"]) for e in expected}
     # label_key="" asks for plain dicts, the label among the features
     [batch] = list(make_dataset(str(out), 1000, shuffle=False, label_key=""))
@@ -92,7 +92,7 @@ def test_bad_column_choices_are_usage_errors(iris, tmp_path, flags, message):
 def test_beams_job_labels_still_pass_through(iris, tmp_path):
     from beam_jobs.job.argv import split_argv
 
-    ours, beams = split_argv(["--label", "team=ml", "--label", "y", "--labels={\"a\": \"b\"}"])
+    ours, beams = split_argv(["--label", "team=ml", "--label", "y", '--labels={"a": "b"}'])
     assert (ours, beams) == ({"label_column": "y"}, ["--label", "team=ml", '--labels={"a": "b"}'])
 
 
@@ -135,7 +135,7 @@ def test_a_number_label_with_missing_values_comes_dense(tmp_path):
     assert manifest.feature("y").nullable
     [(features, label)] = list(make_dataset(str(out), 30, shuffle=False))
     assert label.shape == (30,)  # one per record, not ragged
-    got = dict(zip(features["id"].numpy().ravel().tolist(), label.numpy().tolist()))
+    got = dict(zip(features["id"].numpy().ravel().tolist(), label.numpy().tolist(), strict=True))
     assert got == {i: -1 if i % 3 == 0 else 7 for i in range(30)}
 
 

@@ -95,7 +95,10 @@ def test_fill_missing_gives_dense_values_with_the_default_where_missing(scores):
     [(features, label)] = _batches(out, fill_missing={"score": -1.5})
     assert features["score"].shape == (300,) and label.shape == (300,)
     want = {int(e["id"]): -1.5 if e["score"] == "" else float(e["score"]) for e in expected}
-    assert dict(zip(features["id"].numpy().tolist(), features["score"].numpy().tolist())) == want
+    assert (
+        dict(zip(features["id"].numpy().tolist(), features["score"].numpy().tolist(), strict=True))
+        == want
+    )
     assert hasattr(features["name"], "shape") and features["name"].shape == (300,)  # never missing
 
 
@@ -103,7 +106,10 @@ def test_ragged_false_fills_every_one_value_feature_by_dtype(scores):
     out, expected = scores
     [(features, _)] = _batches(out, ragged=False, fill_missing={"tags": "none"})
     want = {int(e["id"]): 0.0 if e["score"] == "" else float(e["score"]) for e in expected}
-    assert dict(zip(features["id"].numpy().tolist(), features["score"].numpy().tolist())) == want
+    assert (
+        dict(zip(features["id"].numpy().tolist(), features["score"].numpy().tolist(), strict=True))
+        == want
+    )
     assert set(features["tags"].numpy().tolist()) == {b"none"}
 
 

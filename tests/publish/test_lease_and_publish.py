@@ -17,6 +17,7 @@ from beam_jobs.cli import main
 from beam_jobs.core.errors import OutputBusy, TooManyBadRecords, UsageError
 from beam_jobs.inspection.verify import verify
 from beam_jobs.publish import lease, publish
+from beam_jobs.publish.companions import COMPANION_NAMES
 
 LEASE = lease.LEASE_NAME
 
@@ -115,16 +116,10 @@ def test_a_failed_run_leaves_the_previous_dataset_and_its_dead_letters_alone(sam
     # run's dead letter.
     again = convert(sample_csv[:1], out, "--overwrite", "--num_shards=3")
     assert again.generation == 1 and good.generation == 0
-    assert sorted(p.name for p in out.iterdir()) == [
-        "data-00000-of-00003.g1.tfrecord",
-        "data-00001-of-00003.g1.tfrecord",
-        "data-00002-of-00003.g1.tfrecord",
-        "dataset_info.json",
-        "features.json",
-        "manifest.json",
-        "schema.pbtxt",
-        "statistics.pb",
-    ]
+    assert sorted(p.name for p in out.iterdir()) == sorted(
+        [f"data-0000{i}-of-00003.g1.tfrecord" for i in range(3)]
+        + ["manifest.json", *COMPANION_NAMES]
+    )
 
 
 def test_a_failure_while_publishing_keeps_the_previous_dataset_readable(
@@ -216,9 +211,7 @@ def test_companions_a_run_left_when_it_died_publishing_are_ours(sample_csv, tmp_
     (out / "statistics.pb").write_bytes(b"from the dead run")
     manifest = convert(sample_csv[:1], out)
     assert not dead.exists() and verify(str(out))[1] == []
-    assert [c.path for c in manifest.companions] == [
-        "schema.pbtxt", "statistics.pb", "dataset_info.json", "features.json"
-    ]  # fmt: skip
+    assert [c.path for c in manifest.companions] == list(COMPANION_NAMES)
 
 
 def test_an_existing_empty_output_folder_is_used(sample_csv, tmp_path):

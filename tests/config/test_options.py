@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 
 from beam_jobs.config.convert import ConvertConfig
-from beam_jobs.core.splits import parse_splits
 from beam_jobs.core.errors import UsageError
+from beam_jobs.core.splits import parse_splits
 
 
 def test_config_validation():

@@ -8,7 +8,7 @@ import json
 import pytest
 from support.datasets import convert, read_all
 
-from beam_jobs.formats.jsonl import chunks as json_chunks
+from beam_jobs.formats.jsonl import chunks
 from tfdata_reader.manifest import FeatureSpec
 
 BIG = 2**53 + 1  # the first integer a double cannot hold
@@ -83,20 +83,20 @@ def test_a_bad_line_is_a_dead_letter_with_its_reason(tmp_path, line, reason):
 
 def test_a_few_mistyped_lines_cost_a_few_extra_parses_not_one_per_line(monkeypatch):
     parsed = []
-    read_json = json_chunks.pj.read_json
+    read_json = chunks.pj.read_json
 
     def counting(source, **kwargs):
         parsed.append(len(source.getbuffer()))
         return read_json(source, **kwargs)
 
-    monkeypatch.setattr(json_chunks.pj, "read_json", counting)
+    monkeypatch.setattr(chunks.pj, "read_json", counting)
     lines = [json.dumps({"id": i, "name": f"n{i}"}) for i in range(40_000)]
     for i in (100, 20_000, 39_000):
         lines[i] = json.dumps({"id": i, "name": 5})  # a number where the key holds text
     chunk = ("\n".join(lines) + "\n").encode()
     features = [FeatureSpec("id", "int64"), FeatureSpec("name", "bytes")]
     bad = []
-    batches = json_chunks.read_chunk(chunk, 0, "f.jsonl", features, bad.append)
+    batches = chunks.read_chunk(chunk, 0, "f.jsonl", features, bad.append)
     assert sum(batch.num_rows for batch in batches) == 39_997 and len(bad) == 3
     assert sum(parsed) <= 6 * len(chunk), sum(parsed) / len(chunk)
     assert len(parsed) < 150
@@ -169,7 +169,7 @@ def test_mistyped_lines_among_lists_and_nulls_are_dead_letters(bad_every):
         FeatureSpec("tags", "bytes", None),
     ]
     bad = []
-    batches = json_chunks.read_chunk(chunk, 0, "f.jsonl", features, bad.append)
+    batches = chunks.read_chunk(chunk, 0, "f.jsonl", features, bad.append)
     mistyped = len(range(7, len(lines), bad_every))
     assert len(bad) == mistyped and all("'id'" in b.reason for b in bad)
     ids = [i for batch in batches for i in batch.column("id").to_pylist()]

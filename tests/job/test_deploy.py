@@ -19,7 +19,7 @@ from beam_jobs.job.argv import check_beam_args, split_argv
 from beam_jobs.plan.conversion import make_plan
 from beam_jobs.transforms.convert_to_shards import ConvertToShards
 
-ROOT = pathlib.Path(__file__).resolve().parents[1]
+ROOT = pathlib.Path(__file__).resolve().parents[2]
 DEPLOY = ROOT / "deploy"
 
 
