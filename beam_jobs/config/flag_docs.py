@@ -1,6 +1,6 @@
 """docs/flags.md, written from the flag table (`make docs`; a test holds the page to it).
 
-    python -m beam_jobs.config.flag_docs > docs/flags.md
+python -m beam_jobs.config.flag_docs > docs/flags.md
 """
 
 from __future__ import annotations
