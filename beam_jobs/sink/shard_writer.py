@@ -1,9 +1,8 @@
 """The Beam step that writes one shard, or with splits the parts of one shard per split.
 
-It is a deterministic function of the plan: a retried bundle writes the same records in the
-same order (tfx-bsl orders each Example's feature map arbitrarily, so not always the same
-bytes; the manifest records the checksum of the attempt that was published). A shard
-is written in one streaming pass (input -> Arrow batches -> Examples -> framed records -> file)
+It is a deterministic function of the plan: a retried bundle writes the same records, in the
+same order, as the same bytes (every Example's features in the spec's order). A shard is
+written in one streaming pass (input -> Arrow batches -> Examples -> framed records -> file)
 under a temporary name unique to the attempt; only the publish step gives it its final name.
 With splits, a write task reads its pieces once, assigns each batch's rows to splits, and
 writes each split's rows to its own file: a part of that split's shard (`join_parts`).

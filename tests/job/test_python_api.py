@@ -157,3 +157,31 @@ def test_the_python_example_converts_and_fits(tmp_path):
     lines = result.stdout.splitlines()
     assert lines[0] == "converted: True, records: 4000, shards: 5, splits: ['eval', 'train']"
     assert float(lines[-1].rsplit(" ", 1)[1]) >= 0.9, lines[-1]
+
+
+@pytest.mark.parametrize(
+    "keywords, message",
+    [
+        ({"num_shards": 3.7}, "--num_shards must be a whole number, got float 3.7"),
+        ({"num_shards": True}, "--num_shards must be a whole number, got bool True"),
+        ({"overwrite": "perhaps"}, "--overwrite must be true or false, got 'perhaps'"),
+        ({"splits": ["train"]}, "--splits takes {name: weight} or (name, weight) pairs"),
+        ({"pipeline_options": ["--runner=X"]}, "pipeline_options must be a dict of Beam's"),
+        ({"pipeline_options": {"direct_num_workers": "two"}}, "invalid int value: 'two'"),
+        ({"pipeline_options": {"compression": "gzip"}}, "compression is a flag of convert"),
+    ],
+)
+def test_a_bad_argument_is_a_usage_error_never_an_exit(tmp_path, keywords, message):
+    (tmp_path / "in.csv").write_text("a\n1\n")
+    with pytest.raises(UsageError) as raised:
+        convert(tmp_path / "in.csv", tmp_path / "out", **keywords)
+    assert message in str(raised.value)
+    assert len(str(raised.value).splitlines()) <= 2
+    assert not (tmp_path / "out").exists()
+
+
+def test_paths_may_be_pathlib_paths(tmp_path):
+    (tmp_path / "in.csv").write_text("a\n1\n2\n")
+    result = convert(tmp_path / "in.csv", tmp_path / "out", dry_run=True)
+    assert result.plan is not None and result.config.inputs == (str(tmp_path / "in.csv"),)
+    assert result.status.value == "dry_run"
