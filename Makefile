@@ -6,7 +6,7 @@ STAMP := $(VENV)/.installed
 DEMO_DIR ?= demo_data
 export TF_CPP_MIN_LOG_LEVEL ?= 2
 
-.PHONY: venv browser test test-fast demo bench lint format docs clean
+.PHONY: venv browser test test-fast demo bench bench-compare lint format docs clean
 
 venv: $(STAMP)
 
@@ -61,3 +61,7 @@ clean:
 
 bench: $(STAMP)
 	$(BIN)/python benchmarks/run.py --workdir bench_data
+
+# This checkout against an earlier one, side by side: make bench-compare BASE=<git revision>
+bench-compare: $(STAMP)
+	$(BIN)/python benchmarks/compare.py --base $(BASE) --workdir bench_data/compare
