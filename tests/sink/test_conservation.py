@@ -9,10 +9,10 @@ from apache_beam.options.pipeline_options import PipelineOptions
 from support.datasets import convert
 
 from beam_jobs import WriteShards
-from beam_jobs.transforms import local_runner_fix
 from beam_jobs.codec.examples import ExampleEncoder
 from beam_jobs.core.errors import DataError
 from beam_jobs.sink import grouped
+from beam_jobs.transforms import local_runner_fix
 
 THREADS = ["--runner=FnApiRunner", "--direct_running_mode=multi_threading"]
 
