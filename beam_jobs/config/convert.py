@@ -114,6 +114,7 @@ class ConvertConfig:
     )
     image_labels: str | None = flags.option(
         aliases=("labels",),
+        recorded_as="labels",  # every manifest before 2026-12-05 records it so
         accept=flags.path_value,
         reading=True,
         metavar="FILE",

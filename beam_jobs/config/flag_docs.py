@@ -17,7 +17,10 @@ Written from the flag table (`beam_jobs/config/convert.py` and the option groups
 `make docs`; `tfrecord-etl convert --help` prints the same texts. Every flag is also a keyword
 of `beam_jobs.convert(...)`, without the `--` (aliases too). Flags marked *reading* are taken by
 `inspect --input` as well; *run* flags say how to run, not what to convert (a rerun that
-changes only them is the same conversion). Any Beam pipeline flag is accepted besides these.
+changes only them is the same conversion). A flag that may stand alone (`--overwrite`,
+`--dry_run`) takes a value only as `--flag=value` or a true/false word after it; an empty
+value (`--splits=`) of a flag without a default means not given. Any Beam pipeline flag is
+accepted besides these.
 
 | flag | also | what it does |
 |---|---|---|

@@ -13,9 +13,12 @@ from __future__ import annotations
 
 import dataclasses
 import enum
+import numbers
 import os
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import Any, Protocol
+
+import numpy as np
 
 from beam_jobs.core.errors import UsageError
 
@@ -24,9 +27,11 @@ __all__ = [
     "accept_bool",
     "accept_names",
     "add_arguments",
+    "bare_values",
     "find",
     "flags",
     "group",
+    "is_absent",
     "number",
     "option",
     "parse_bool",
@@ -35,6 +40,7 @@ __all__ = [
     "parse_names",
     "path_value",
     "recorded",
+    "texts_joined",
     "values",
     "whole_number",
 ]
@@ -54,9 +60,12 @@ class Flag:
       accept: a Python value that is not text -> the value; None: only text is taken.
       aliases: other names for it (`--label` for `--label_column`).
       repeated: given once per value (`--input a --input b`); the value is a tuple.
-      bare: the text the flag stands for when given without a value (`--overwrite`).
+      bare: the text the flag stands for when given without a value (`--overwrite`); on the
+        command line such a flag takes a value only as `--flag=value` or a true/false word.
       reading: how inputs are read (`inspect --input` takes it too).
       recorded: part of what a conversion is: recorded in its manifest, compared on a rerun.
+      recorded_as: the manifest's key for it, when not the field's name (a key manifests have
+        always used, so that a rerun over an older dataset compares like with like).
       metavar: the value's name in `--help`.
     """
 
@@ -69,6 +78,7 @@ class Flag:
     bare: str | None = None
     reading: bool = False
     recorded: bool = True
+    recorded_as: str | None = None
     metavar: str | None = None
 
     @property
@@ -86,7 +96,7 @@ class Flag:
             if self.repeated:
                 if isinstance(given, (str, os.PathLike)):
                     given = [given]
-                elif not isinstance(given, Sequence):
+                elif not isinstance(given, Iterable) or isinstance(given, Mapping):
                     raise TypeError(f"takes a list of values, got {_shown(given)}")
                 return tuple(self._one(item) for item in given)
             return self._one(given)
@@ -116,6 +126,18 @@ def option(default: Any = None, **flag: Any) -> Any:
 def group(cls: type) -> Any:
     """A dataclass field holding another options dataclass, whose flags are this one's too."""
     return dataclasses.field(default_factory=cls, metadata={_GROUP: cls})
+
+
+def is_absent(value: Any) -> bool:
+    """Whether a value is empty: None, blank text (`--splits=`), or an empty list or dict
+    (`splits={}`). For a flag whose default is empty too, an empty value is "not given"."""
+    if value is None:
+        return True
+    if isinstance(value, str):
+        return not value.strip()
+    if isinstance(value, (list, tuple, dict, set, frozenset)):
+        return not value
+    return False
 
 
 def _flag_of(field: dataclasses.Field) -> Flag:
@@ -154,7 +176,12 @@ def values(cls: type, given: Mapping[str, Any]) -> dict[str, Any]:
             kwargs[field.name] = inner(**values(inner, given))
         elif _FLAG in field.metadata:
             flag = _flag_of(field)
-            named = [n for n in flag.names if given.get(n) is not None]
+            empty_default = is_absent(field.default)
+            named = [
+                n
+                for n in flag.names
+                if given.get(n) is not None and not (empty_default and is_absent(given.get(n)))
+            ]
             if len(named) > 1:
                 shown = " and ".join(f"--{n}" for n in named)
                 raise UsageError(f"{shown} are one flag: give it once")
@@ -170,8 +197,8 @@ def recorded(options: Any) -> dict[str, Any]:
         value = getattr(options, field.name)
         if _GROUP in field.metadata:
             found.update(recorded(value))
-        elif _FLAG in field.metadata and _flag_of(field).recorded:
-            found[field.name] = _json(value)
+        elif _FLAG in field.metadata and (flag := _flag_of(field)).recorded:
+            found[flag.recorded_as or field.name] = _json(value)
     return found
 
 
@@ -193,7 +220,7 @@ class _Parser(Protocol):
 
 def add_arguments(parser: _Parser, cls: type, only: Callable[[Flag], bool] | None = None) -> None:
     """Adds `cls`'s flags (those `only` keeps) to a parser: each gives its text, or None when
-    absent (the dataclass's default then applies)."""
+    absent (the dataclass's default then applies). Args pass through `bare_values` first."""
     for flag in flags(cls):
         if only is not None and not only(flag):
             continue
@@ -201,39 +228,68 @@ def add_arguments(parser: _Parser, cls: type, only: Callable[[Flag], bool] | Non
             *(f"--{n}" for n in flag.names),
             dest=flag.name,
             action="append" if flag.repeated else "store",
-            nargs="?" if flag.bare is not None else None,
-            const=flag.bare,
             default=None,
             metavar=flag.metavar,
             help=flag.help,
         )
 
 
+_BOOL_WORDS = ("true", "false", "1", "0", "yes", "no")
+
+
+def bare_values(argv: Sequence[str], cls: type) -> list[str]:
+    """The args with each flag that may stand alone given its value as `--flag=value`: its
+    own text when it stands alone, or the true/false word after it (`--overwrite false`).
+    Any other word after it is not its value, so a loose word (a glob the shell expanded) is
+    reported as one, not taken for the flag's value."""
+    bare = {f"--{n}": f.bare for f in flags(cls) if f.bare is not None for n in f.names}
+    found: list[str] = []
+    i = 0
+    while i < len(argv):
+        arg = argv[i]
+        if arg in bare:
+            following = argv[i + 1] if i + 1 < len(argv) else None
+            if following is not None and following.strip().lower() in _BOOL_WORDS:
+                arg, i = f"{arg}={following}", i + 1
+            else:
+                arg = f"{arg}={bare[arg]}"
+        found.append(arg)
+        i += 1
+    return found
+
+
 def parse_bool(text: str) -> bool:
     """`true`/`false` (also 1/0, yes/no, any case)."""
     lowered = text.strip().lower()
-    if lowered not in ("true", "false", "1", "0", "yes", "no"):
+    if lowered not in _BOOL_WORDS:
         raise ValueError(f"must be true or false, got {text!r}")
     return lowered in ("true", "1", "yes")
 
 
 def accept_bool(value: Any) -> bool:
-    if not isinstance(value, bool):
+    """True or False (NumPy's too)."""
+    if not isinstance(value, (bool, np.bool_)):
         raise TypeError(f"must be True or False, got {_shown(value)}")
-    return value
+    return bool(value)
 
 
 def whole_number(value: Any) -> int:
-    """A Python int (not a bool, not a float with a fraction)."""
-    if isinstance(value, bool) or not isinstance(value, int):
+    """An integer (Python's or NumPy's) or a float without a fraction; not a bool."""
+    if isinstance(value, (bool, np.bool_)):
         raise TypeError(f"must be a whole number, got {_shown(value)}")
-    return value
+    if isinstance(value, numbers.Integral):
+        return int(value)
+    if isinstance(value, numbers.Real) and float(value).is_integer():
+        return int(float(value))
+    raise TypeError(f"must be a whole number, got {_shown(value)}")
 
 
 def number(value: Any) -> float:
-    """A Python int or float (not a bool)."""
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
+    """A real number (Python's or NumPy's); not a bool."""
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, numbers.Real):
         raise TypeError(f"must be a number, got {_shown(value)}")
+    if isinstance(value, np.floating):
+        return float(str(value))  # np.float32(0.01) means 0.01, not 0.009999999776...
     return float(value)
 
 
@@ -268,3 +324,11 @@ def accept_names(value: Any) -> tuple[str, ...]:
     if not isinstance(value, (list, tuple)) or not all(isinstance(v, str) for v in value):
         raise TypeError(f"must be a list of names, got {_shown(value)}")
     return tuple(v.strip() for v in value)
+
+
+def texts_joined(value: Any) -> str | None:
+    """A list of texts as the one comma-separated text the command line takes
+    (`["train=80", "eval=20"]` is `train=80,eval=20`); None for anything else."""
+    if isinstance(value, (list, tuple)) and value and all(isinstance(v, str) for v in value):
+        return ",".join(value)
+    return None

@@ -84,7 +84,7 @@ class ShardingOptions:
     )
 
     def __post_init__(self) -> None:
-        if self.target_shard_bytes < MIN_TARGET_SHARD_BYTES:
+        if self.target_shard_bytes < MIN_TARGET_SHARD_BYTES and self.num_shards is None:
             raise UsageError(
                 f"--target_shard_bytes must be at least {MIN_TARGET_SHARD_BYTES} bytes, "
                 f"got {self.target_shard_bytes}"

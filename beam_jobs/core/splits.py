@@ -6,6 +6,7 @@ import dataclasses
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from beam_jobs.core import flags
 from beam_jobs.core.errors import UsageError
 from tfdata_reader.manifest import NAME_RULE, is_valid_name
 
@@ -48,12 +49,19 @@ def parse_splits(text: str) -> tuple[Split, ...]:
 
 
 def accept_splits(value: Any) -> tuple[Split, ...]:
-    """Splits given in Python: {"train": 80, "eval": 20}, or (name, weight) pairs."""
+    """Splits given in Python: {"train": 80, "eval": 20}, (name, weight) pairs, or the command
+    line's texts (["train=80", "eval=20"])."""
+    text = flags.texts_joined(value)
+    if text is not None:
+        return parse_splits(text)
     pairs = value.items() if isinstance(value, Mapping) else value
     try:
         splits = [s if isinstance(s, Split) else Split(*s) for s in pairs]
+        splits = [Split(s.name, flags.whole_number(s.weight)) for s in splits]
     except TypeError:
-        raise TypeError(f"takes {{name: weight}} or (name, weight) pairs, got {value!r}") from None
-    if not all(isinstance(s.name, str) and isinstance(s.weight, int) for s in splits):
-        raise TypeError(f"takes {{name: weight}} with integer weights, got {value!r}")
+        raise TypeError(
+            f"takes {{name: weight}} or (name, weight) pairs with whole weights, got {value!r}"
+        ) from None
+    if not all(isinstance(s.name, str) for s in splits):
+        raise TypeError(f"takes {{name: weight}} with names as text, got {value!r}")
     return _checked(splits, repr(value))

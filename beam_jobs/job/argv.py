@@ -14,8 +14,10 @@ import argparse
 import contextlib
 import difflib
 import io
+import json
+import re
 from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
-from typing import Any
+from typing import Any, NoReturn
 
 from apache_beam.options.pipeline_options import PipelineOptions
 
@@ -24,10 +26,10 @@ from beam_jobs.core import flags
 from beam_jobs.core.errors import UsageError
 
 __all__ = [
+    "beam_args",
     "beam_flag_names",
     "beam_options",
     "check_beam_args",
-    "check_beam_option_names",
     "given_names",
     "parser",
     "split_argv",
@@ -37,16 +39,28 @@ __all__ = [
 _SHARED = ("--labels", "--label")
 
 
+class _Parser(argparse.ArgumentParser):
+    """argparse that raises UsageError where it would print its usage and exit the process."""
+
+    def error(self, message: str) -> NoReturn:
+        raise UsageError(f"{message}; `{self.prog} --help` lists the flags")
+
+
 def parser(prog: str = "tfrecord-etl convert", **kwargs: Any) -> argparse.ArgumentParser:
     """An argparse parser of `convert`'s own flags (each gives its text, None when absent)."""
-    found = argparse.ArgumentParser(prog=prog, allow_abbrev=False, **kwargs)
+    found = _Parser(prog=prog, allow_abbrev=False, **kwargs)
     flags.add_arguments(found, ConvertConfig)
     return found
 
 
+# Dataflow's job labels: `key=value` (lowercase letters, digits, _ and -), or a JSON object.
+_JOB_LABEL = re.compile(r"[a-z0-9_-]+=[a-z0-9_-]*")
+
+
 def _job_label(value: str) -> bool:
-    """A Dataflow job label (`key=value`, or JSON), not one of our file or column names."""
-    return "=" in value or value.lstrip().startswith("{")
+    """A Dataflow job label, not one of our file or column names (`dt=1/labels.csv` is a
+    file: a label's value has no '/' or '.')."""
+    return bool(_JOB_LABEL.fullmatch(value)) or value.lstrip().startswith("{")
 
 
 def _beams_labels(argv: Sequence[str]) -> tuple[list[str], list[str]]:
@@ -71,15 +85,21 @@ def _beams_labels(argv: Sequence[str]) -> tuple[list[str], list[str]]:
 def split_argv(argv: Sequence[str]) -> tuple[dict[str, Any], list[str]]:
     """Our flags' texts by flag name (repeated flags: lists), and the args left for Beam."""
     rest, labels = _beams_labels(argv)
-    ours, beams = parser(add_help=False).parse_known_args(rest)
+    args = flags.bare_values(rest, ConvertConfig)
+    ours, beams = parser(add_help=False).parse_known_args(args)
     return {k: v for k, v in vars(ours).items() if v is not None}, beams + labels
 
 
 def beam_flag_names() -> set[str]:
-    """The flags Beam's pipeline options know (every registered options class, Dask's too)."""
-    from apache_beam.runners.dask import dask_runner  # noqa: F401  (registers --dask_* flags)
+    """The flags Beam's pipeline options take, without `--` (every registered options class,
+    Dask's too), as Beam's own parser lists them."""
+    found: dict[str, str] = {}
 
-    return set(PipelineOptions([]).get_all_options(retain_unknown_options=True))
+    def probe(beams_parser: argparse.ArgumentParser) -> None:
+        found["usage"] = beams_parser.format_usage()
+
+    _parsed(PipelineOptions([]), probe)
+    return set(re.findall(r"--([\w-]+)", found["usage"]))
 
 
 def _parsed(options: PipelineOptions, probe: Callable[[Any], None] | None = None) -> None:
@@ -122,27 +142,48 @@ def check_beam_args(args: Sequence[str]) -> None:
 
 
 def beam_options(options: Mapping[str, Any]) -> PipelineOptions:
-    """Beam's options from a dict (`convert`'s `pipeline_options`), checked: UsageError for a
-    key that is no Beam option (ours are keywords of `convert` itself) or a value it does not
-    take."""
-    check_beam_option_names(options)
-    found = PipelineOptions.from_dictionary(dict(options))
-    _parsed(found)
-    return found
-
-
-def check_beam_option_names(options: Mapping[str, Any]) -> None:
-    """Raises UsageError for a key of `pipeline_options` that is no Beam option."""
+    """Beam's options from a dict (`convert`'s `pipeline_options`, keyed by Beam's flag names
+    without `--`), checked as the command line's are: UsageError for a key no Beam option
+    takes (ours are keywords of `convert` itself) or a value it does not take."""
     ours = {n for f in flags.flags(ConvertConfig) for n in f.names}
-    misplaced = sorted(set(options) & ours)
+    args = beam_args(options)
+    misplaced = sorted(set(options) & ours - given_names(_known_args(args)))
     if misplaced:
         raise UsageError(
             f"{', '.join(misplaced)} {'is a flag' if len(misplaced) == 1 else 'are flags'} of "
             "convert: pass it as a keyword of convert(), not in pipeline_options"
         )
-    unknown = sorted(set(options) - beam_flag_names())
-    if unknown:
-        raise UsageError(_unknown_flags([f"--{name}" for name in unknown]))
+    check_beam_args(args)
+    return PipelineOptions(args)
+
+
+def beam_args(options: Mapping[str, Any]) -> list[str]:
+    """A dict of Beam's options as its command line, as Beam's `from_dictionary` reads one:
+    True is the bare flag, False and None leave it out, a list repeats it, a dict is JSON."""
+    args: list[str] = []
+    for name, value in options.items():
+        if value is None or value is False:
+            continue
+        if value is True:
+            args.append(f"--{name}")
+        elif isinstance(value, (list, tuple)):
+            args += [f"--{name}={item}" for item in value]
+        elif isinstance(value, dict):
+            args.append(f"--{name}={json.dumps(value)}")
+        else:
+            args.append(f"--{name}={value}")
+    return args
+
+
+def _known_args(args: Sequence[str]) -> list[str]:
+    """The args Beam's options know (the others are what check_beam_args refuses)."""
+    found: dict[str, list[str]] = {}
+
+    def probe(beams_parser: argparse.ArgumentParser) -> None:
+        found["unknown"] = beams_parser.parse_known_args(list(args))[1]
+
+    _parsed(PipelineOptions(list(args)), probe)
+    return [a for a in args if a not in found["unknown"]]
 
 
 def _unknown_flags(names: Iterable[str]) -> str:

@@ -43,7 +43,10 @@ def parse_renames(text: str) -> tuple[tuple[str, str], ...]:
 
 
 def _accept_renames(value: object) -> tuple[tuple[str, str], ...]:
-    """{old: new} or (old, new) pairs."""
+    """{old: new}, (old, new) pairs, or the command line's texts (["old=new", ...])."""
+    text = flags.texts_joined(value)
+    if text is not None and all("=" in part for part in text.split(",")):
+        return parse_renames(text)
     pairs = list(value.items()) if isinstance(value, Mapping) else value
     if not isinstance(pairs, (list, tuple)) or not all(
         isinstance(p, (list, tuple))

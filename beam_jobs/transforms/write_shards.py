@@ -20,6 +20,7 @@ import apache_beam as beam
 from apache_beam.io.filesystems import FileSystems
 
 from beam_jobs.core import flags
+from beam_jobs.core.errors import UsageError
 from beam_jobs.core.paths import worker_path
 from beam_jobs.core.sharding import (
     DEFAULT_MAX_BAD_FRACTION,
@@ -91,8 +92,11 @@ class WriteShards(beam.PTransform):
             "num_shards": num_shards,
             "max_bad_fraction": max_bad_fraction,
         }
-        # The same values, checks and messages as `convert`'s flags.
-        self._sharding = ShardingOptions(**flags.values(ShardingOptions, given))
+        # The same values and checks as `convert`'s flags (named as flags in the messages).
+        try:
+            self._sharding = ShardingOptions(**flags.values(ShardingOptions, given))
+        except UsageError as e:
+            raise UsageError(f"WriteShards: {e}") from None
         self._output = worker_path(output_dir.rstrip("/"))
         self._features = tuple(features) if features else None
         self._sample_size = sample_size

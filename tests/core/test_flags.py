@@ -84,7 +84,8 @@ def test_recorded_values_are_json_values_without_the_run_flags():
 def test_argparse_gives_each_flag_its_text_or_none():
     parser = argparse.ArgumentParser()
     flags.add_arguments(parser, _Outer)
-    parsed = vars(parser.parse_args(["--name", "a", "--name", "b", "--flag", "--s", "y"]))
+    args = flags.bare_values(["--name", "a", "--name", "b", "--flag", "--s", "y"], _Outer)
+    parsed = vars(parser.parse_args(args))
     assert parsed == {"name": ["a", "b"], "flag": "true", "size": None, "secret": "y"}
     assert _Outer(**flags.values(_Outer, parsed)) == _Outer(("a", "b"), True, secret="y")
 
@@ -112,7 +113,7 @@ def test_the_manifests_options_keep_their_keys():
     config = ConvertConfig.from_flags({"input": "a.csv", "output": "o", "run_date": "2026-01-02"})
     assert list(config.to_json()) == [
         "inputs", "output", "format", "delimiter", "column_names", "skip_header_lines",
-        "encoding", "schema", "image_labels", "splits", "split_key", "columns", "renames",
+        "encoding", "schema", "labels", "splits", "split_key", "columns", "renames",
         "label", "target_shard_bytes", "num_shards", "compression", "compression_level",
         "shard_prefix", "max_bad_fraction", "sample_bytes", "max_record_bytes",
     ]  # fmt: skip
@@ -121,3 +122,51 @@ def test_the_manifests_options_keep_their_keys():
 def test_an_unknown_flag_is_named():
     with pytest.raises(UsageError, match="unknown flag compresion;"):
         ConvertConfig.from_flags({"input": "a.csv", "output": "o", "compresion": "gzip"})
+
+
+@pytest.mark.parametrize(
+    "argv, expected",
+    [
+        (["--flag"], ["--flag=true"]),
+        (["--flag", "false"], ["--flag=false"]),
+        (["--flag", "NO", "x"], ["--flag=NO", "x"]),
+        (["--flag", "x.csv"], ["--flag=true", "x.csv"]),  # a loose word stays loose
+        (["--flag=0"], ["--flag=0"]),
+    ],
+)
+def test_a_bare_flag_takes_only_a_true_false_word_after_it(argv, expected):
+    assert flags.bare_values(argv, _Outer) == expected
+
+
+@pytest.mark.parametrize("empty", [None, "", "  ", [], {}, ()])
+def test_an_empty_value_is_not_given_where_the_default_is_empty(empty):
+    assert _Outer(**flags.values(_Outer, {"name": empty})) == _Outer()
+    if empty is not None:  # "x" is no default to fall back on: the empty value is checked
+        with pytest.raises(UsageError):
+            flags.values(_Outer, {"size": empty})
+
+
+def test_numpy_numbers_and_whole_floats_are_numbers():
+    import numpy as np
+
+    assert flags.whole_number(np.int64(3)) == 3 and flags.whole_number(1e6) == 1_000_000
+    assert flags.number(np.float32(0.01)) == 0.01
+    assert flags.accept_bool(np.True_) is True
+    with pytest.raises(TypeError, match="whole number"):
+        flags.whole_number(np.bool_(True))
+
+
+def test_lists_of_the_command_lines_texts_are_taken_too():
+    config = ConvertConfig.from_flags(
+        {"input": "a.csv", "output": "o", "splits": ["t=3", "e=1"], "rename": ["a=b"]}
+    )
+    assert config.splits == (Split("t", 3), Split("e", 1))
+    assert config.projection.renames == (("a", "b"),)
+
+
+def test_the_images_labels_file_keeps_its_manifest_key():
+    # Manifests have always recorded it as "labels": a rerun over an older dataset compares it.
+    config = ConvertConfig.from_flags(
+        {"input": "imgs/", "output": "o", "format": "images", "labels": "l.csv"}
+    )
+    assert config.to_json()["labels"] == "l.csv" and "image_labels" not in config.to_json()

@@ -165,7 +165,8 @@ def test_the_python_example_converts_and_fits(tmp_path):
         ({"num_shards": 3.7}, "--num_shards must be a whole number, got float 3.7"),
         ({"num_shards": True}, "--num_shards must be a whole number, got bool True"),
         ({"overwrite": "perhaps"}, "--overwrite must be true or false, got 'perhaps'"),
-        ({"splits": ["train"]}, "--splits takes {name: weight} or (name, weight) pairs"),
+        ({"splits": ["train"]}, "--splits must look like train=80,eval=20"),
+        ({"splits": [("train", 1.5)]}, "pairs with whole weights"),
         ({"pipeline_options": ["--runner=X"]}, "pipeline_options must be a dict of Beam's"),
         ({"pipeline_options": {"direct_num_workers": "two"}}, "invalid int value: 'two'"),
         ({"pipeline_options": {"compression": "gzip"}}, "compression is a flag of convert"),
@@ -185,3 +186,18 @@ def test_paths_may_be_pathlib_paths(tmp_path):
     result = convert(tmp_path / "in.csv", tmp_path / "out", dry_run=True)
     assert result.plan is not None and result.config.inputs == (str(tmp_path / "in.csv"),)
     assert result.status.value == "dry_run"
+
+
+def test_beams_options_are_taken_by_their_flag_names():
+    from apache_beam.runners.dask.dask_runner import DaskOptions
+
+    from beam_jobs.job.argv import beam_options
+
+    options = beam_options(
+        {"runner": "DaskRunner", "dask_client_address": "tcp://127.0.0.1:1",
+         "labels": ["team=x"], "experiments": ["a", "b"], "save_main_session": True}
+    )  # fmt: skip
+    assert options.view_as(DaskOptions).address == "tcp://127.0.0.1:1"
+    everything = options.get_all_options()
+    assert everything["labels"] == ["team=x"] and everything["experiments"] == ["a", "b"]
+    assert everything["save_main_session"] is True
