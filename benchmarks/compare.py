@@ -57,6 +57,8 @@ def _inputs(work: pathlib.Path) -> dict[str, tuple[str, list[str]]]:
         table = pa.table({"id": np.arange(n), "v": values.astype(str), "w": rng.normal(size=n)})
         (work / "dirty").mkdir()
         pcsv.write_csv(table, str(work / "dirty" / "dirty.csv"))
+    schema = work / "dirty_schema.json"  # the column stays int64 (not text) whatever the sample
+    schema.write_text(json.dumps({"features": [{"name": "v", "dtype": "int64"}]}))
     target = ["--target_shard_bytes", "64MiB"]
     return {
         "narrow": ("narrow/*.csv", target),
@@ -64,7 +66,10 @@ def _inputs(work: pathlib.Path) -> dict[str, tuple[str, list[str]]]:
         "narrow, --splits": ("narrow/*.csv", [*target, "--splits", "train=2,eval=1"]),
         "wide": ("wide/*.csv", target),
         "1,000 small files": ("many/*.csv", target),
-        "3% dead letters": ("dirty/*.csv", [*target, "--max_bad_fraction", "0.1"]),
+        "3% dead letters": (
+            "dirty/*.csv",
+            [*target, "--max_bad_fraction", "0.1", "--schema", str(schema)],
+        ),
     }
 
 
