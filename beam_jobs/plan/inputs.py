@@ -11,7 +11,7 @@ from collections.abc import Sequence
 from apache_beam.io.filesystems import FileSystems
 
 from beam_jobs.core.errors import UsageError
-from beam_jobs.core.inputs import InputFile
+from beam_jobs.core.inputs import InputFile, Stamp
 from beam_jobs.core.paths import is_local
 
 __all__ = ["list_inputs"]
@@ -52,8 +52,52 @@ def _under(path: str, folder: str) -> bool:
     return path == folder or path.startswith(folder.rstrip("/") + "/")
 
 
+def _exists_as_typed(pattern: str) -> bool:
+    """A pattern with glob characters that is also the name of a file: that file is meant
+    (`data[1].csv`, `report?.csv`), not what the pattern would match."""
+    if not _GLOB_CHARS & set(pattern):
+        return False
+    if is_local(pattern):
+        return os.path.isfile(pattern)
+    return FileSystems.exists(pattern)
+
+
+def _variants(pattern: str) -> list[str]:
+    """The pattern, and with `**/` matching no folder as well as some (as Python's glob and
+    bash's globstar do): `dir/**/*.csv` also matches `dir/a.csv`, which Beam's `**` (any
+    characters, so at least the two slashes around it) would not."""
+    found = [pattern]
+    for i, variant in enumerate(found):
+        if i > 64:
+            break
+        at = variant.find("**/")
+        while at >= 0:
+            if at == 0 or variant[at - 1] == "/":
+                shorter = variant[:at] + variant[at + 3 :]
+                if shorter not in found:
+                    found.append(shorter)
+            at = variant.find("**/", at + 1)
+    return found
+
+
+def _match(pattern: str) -> list:
+    """The files a pattern names (Beam's FileMetadata): the file typed, or every match."""
+    if _exists_as_typed(pattern):
+        return [FileSystems.get_filesystem(pattern).metadata(pattern)]
+    if _GLOB_CHARS & set(pattern) and is_local(pattern) and "://" not in pattern:
+        pattern = os.path.abspath(pattern)  # Beam lists no folder for `**/*.csv` alone
+    matched: dict[str, object] = {}
+    for result in FileSystems.match(_variants(pattern)):
+        for meta in result.metadata_list:
+            matched.setdefault(meta.path, meta)
+    return list(matched.values())
+
+
 def list_inputs(patterns: Sequence[str], exclude: str | None = None) -> list[InputFile]:
     """Expands files, folders (all files below) and glob patterns into files sorted by path.
+
+    A pattern that is the name of an existing file, glob characters and all, is that file;
+    `**/` matches any number of folders, none included, as in Python's `glob(recursive=True)`.
 
     Each file is listed once, however many patterns or names reach it (`x.csv` and
     `./x.csv`, two overlapping globs, a symbolic or hard link): local files are compared by
@@ -67,8 +111,8 @@ def list_inputs(patterns: Sequence[str], exclude: str | None = None) -> list[Inp
     excluded = _identity(exclude.rstrip("/")) if exclude else None
     files: dict[str | tuple[int, int], InputFile] = {}  # identity -> file
     skipped = 0
-    for pattern, result in zip(patterns, FileSystems.match(list(patterns)), strict=True):
-        matched = result.metadata_list
+    for pattern in patterns:
+        matched = _match(pattern)
         if _is_folder(pattern, matched):
             matched = FileSystems.match([pattern.rstrip("/") + "/**"])[0].metadata_list
         matched = [m for m in matched if not posixpath.basename(m.path).startswith(".")]
@@ -86,7 +130,8 @@ def list_inputs(patterns: Sequence[str], exclude: str | None = None) -> list[Inp
         for meta in matched:
             path = os.path.abspath(meta.path) if is_local(meta.path) else meta.path
             modified = getattr(meta, "last_updated_in_seconds", None)
-            found = InputFile(path, meta.size_in_bytes, None, modified)
+            stamp = Stamp(meta.size_in_bytes, modified)
+            found = InputFile(path, meta.size_in_bytes, None, modified, stamp)
             if files.setdefault(_file_identity(meta.path), found) is not found:
                 _log.info("%s is a file already listed (a link to it, or a second match)", path)
     if skipped:

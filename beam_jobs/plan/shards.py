@@ -172,7 +172,7 @@ def _pieces(files: Sequence[InputFile], bounds: Sequence[int]) -> list[tuple[Pie
             f = files[file_index]
             start, end = lo - file_base, min(hi - file_base, f.size)
             if end > start or f.size == 0:
-                pieces.append(Piece(f.path, start, end, f.size))
+                pieces.append(Piece(f.path, start, end, f.size, f.stamp))
             lo = file_base + end
             if end >= f.size:
                 file_base += f.size

@@ -26,7 +26,7 @@ from beam_jobs.codec.examples import ExampleEncoder
 from beam_jobs.codec.shard_file import ShardFileWriter
 from beam_jobs.core.bad_rows import BadRow, as_text
 from beam_jobs.core.errors import DataError, raised_for_launcher
-from beam_jobs.core.inputs import Piece, input_gone
+from beam_jobs.core.inputs import Piece, reading_input
 from beam_jobs.core.sharding import ShardingOptions
 from beam_jobs.core.splits import Split
 from beam_jobs.core.tasks import ShardPart, WriteTask, WrittenShard, sum_counts
@@ -262,7 +262,7 @@ class WriteShardFn(beam.DoFn):
         self, piece: Piece, on_bad_row: OnBadRow, context: Any, reports: list[PieceReport]
     ) -> Iterator[pa.RecordBatch]:
         """The piece's batches; an input that vanished since planning is a data error."""
-        with input_gone(piece.path):
+        with reading_input(piece.path, piece.stamp):
             report = yield from self._spec.input_format.read_piece(
                 piece, self._spec.read_features, on_bad_row, context
             )

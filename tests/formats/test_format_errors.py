@@ -52,6 +52,43 @@ def test_a_file_that_disappears_after_planning_is_a_data_error_naming_it(
     assert not (tmp_path / "out" / "manifest.json").exists()
 
 
+def _change(path: str, how: str) -> None:
+    data = open(path, "rb").read()
+    if how == "append":  # the half-written last line of the plan's time, finished
+        open(path, "ab").write(data[-200:])
+    elif how == "truncate":
+        open(path, "r+b").truncate(len(data) // 2)
+    else:  # rewritten in place, same size
+        with open(path, "r+b") as f:
+            f.write(data[:10][::-1])
+        stat = os.stat(path)
+        os.utime(path, (stat.st_atime, stat.st_mtime + 5))
+
+
+@pytest.mark.parametrize(
+    "fmt, how",
+    [(fmt, how) for fmt in FORMATS for how in ("append", "truncate")] + [("csv", "same_size")],
+)
+def test_a_file_that_changes_after_planning_is_a_data_error_naming_it(
+    tmp_path, monkeypatch, fmt, how
+):
+    path, flags = write_input(tmp_path / "in", fmt, rows=2000)
+    victim = _one_file(path)
+    make_plan = launcher.make_plan
+
+    def plan_then_change(config):
+        plan = make_plan(config)
+        _change(victim, how)
+        return plan
+
+    monkeypatch.setattr(launcher, "make_plan", plan_then_change)
+    with pytest.raises(DataError) as e:
+        convert([str(path)], tmp_path / "out", *flags, "--num_shards=3")
+    assert str(e.value).startswith(f"{victim}: the input file changed while it was converted")
+    assert "listed: " in str(e.value) and "; now: " in str(e.value)
+    assert not (tmp_path / "out" / "manifest.json").exists()
+
+
 @pytest.mark.parametrize("fmt", ["csv", "jsonl", "parquet", "text", "tfrecord"])
 def test_an_empty_file_is_a_data_error_naming_it(tmp_path, fmt):
     path, flags = write_input(tmp_path / "in", fmt)

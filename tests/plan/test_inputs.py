@@ -69,3 +69,37 @@ def test_the_same_file_twice_is_converted_once(tree):
     a = tree / "raw" / "a.csv"
     manifest = convert([str(a), f"{tree}/raw/./a.csv"], tree / "out")
     assert manifest.total_records == 1
+
+
+@pytest.mark.parametrize(
+    "pattern",
+    ["raw/**/*.csv", "raw/**/12/*.csv", "raw/2026/**/*.csv", "**/*.csv", "raw/**/**/*.csv"],
+)
+def test_globstar_matches_what_pythons_glob_matches(tree, monkeypatch, pattern):
+    import glob
+
+    monkeypatch.chdir(tree)
+    found = glob.glob(pattern, recursive=True)  # with `**/**`, some paths more than once
+    expected = sorted({p for p in found if os.path.isfile(p)})
+    assert _names(list_inputs([pattern])) == expected
+
+
+def test_globstar_matches_no_folder_too(tree, monkeypatch):
+    monkeypatch.chdir(tree)
+    found = ["raw/2026/12/c.csv", "raw/2026/b.csv", "raw/a.csv"]
+    assert _names(list_inputs(["raw/**/*.csv"])) == found
+
+
+def test_a_path_that_exists_as_typed_is_that_file(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    for name in ("data[1].csv", "data1.csv", "report?.csv", "reportX.csv"):
+        (tmp_path / name).write_text("id\n1\n")
+    assert _names(list_inputs(["data[1].csv"])) == ["data[1].csv"]
+    assert _names(list_inputs(["report?.csv"])) == ["report?.csv"]
+    assert _names(list_inputs(["data[1].csv", "data1.csv"])) == ["data1.csv", "data[1].csv"]
+
+
+def test_a_listed_file_carries_its_stamp(tree):
+    [found] = list_inputs([str(tree / "raw" / "a.csv")])
+    stat = os.stat(found.path)
+    assert (found.stamp.size, found.stamp.modified) == (stat.st_size, stat.st_mtime)

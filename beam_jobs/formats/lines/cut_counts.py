@@ -18,7 +18,7 @@ from apache_beam.io.filesystem import CompressionTypes
 from apache_beam.io.filesystems import FileSystems
 
 from beam_jobs.core.errors import raised_for_launcher
-from beam_jobs.core.inputs import input_gone
+from beam_jobs.core.inputs import reading_input
 from beam_jobs.formats.csv.record_starts import QUOTE, QuoteEffect, QuoteScanner
 
 __all__ = [
@@ -124,7 +124,7 @@ def count_segment(segment: Segment) -> Counted:
     Raises:
       DataError: when the file is gone since the conversion was planned.
     """
-    with input_gone(segment.path):
+    with reading_input(segment.path):
         return _count(segment)
 
 
