@@ -8,6 +8,7 @@ whole units), so planning stays cheap for many small files.
 
 from __future__ import annotations
 
+import concurrent.futures
 import dataclasses
 from collections.abc import Generator, Iterator, Sequence
 from typing import Any
@@ -18,7 +19,7 @@ import pyarrow.parquet as pq
 from beam_jobs.core.bad_rows import BadRow
 from beam_jobs.core.errors import DataError
 from beam_jobs.core.inputs import InputFile, Piece
-from beam_jobs.formats.base import InputFormat, OnBadRow, Sample
+from beam_jobs.formats.base import InputFormat, OnBadRow, ReadSettings, Sample
 from beam_jobs.formats.compressed import open_input
 from beam_jobs.schema.conform import conform, flatten_structs, infer_from_table, merge_features
 from beam_jobs.schema.precision import LOOKED_AT, warn_float32_rounding
@@ -32,6 +33,7 @@ __all__ = [
 
 SAMPLE_ROWS = 4096
 _BATCH_ROWS = 65536
+_FOOTER_THREADS = 16
 
 
 def row_group_starts(metadata: pq.FileMetaData) -> list[int]:
@@ -83,11 +85,58 @@ def _batches(parquet: pq.ParquetFile, groups: list[int], path: str) -> Iterator[
         yield batch
 
 
+@dataclasses.dataclass(frozen=True)
+class _Schema:
+    """One schema among the inputs' footers, as features: how many files have it, the first
+    of them, and each column's kind ("text" or "numbers"; none for a column of nulls)."""
+
+    features: tuple[FeatureSpec, ...]
+    files: int
+    first: str
+    kinds: tuple[tuple[str, str], ...]
+
+
+def _footer(path: str) -> pa.Schema:
+    return _open(path).schema_arrow
+
+
+def _schemas(files: Sequence[InputFile]) -> tuple[_Schema, ...]:
+    """Every input's schema, read from its footer (a few KB each; read in parallel, as there
+    may be many files on GCS), grouped: most inputs share one."""
+    with concurrent.futures.ThreadPoolExecutor(_FOOTER_THREADS) as pool:
+        footers = list(pool.map(_footer, [f.path for f in files]))
+    groups: dict[str, list[str]] = {}
+    typed: dict[str, pa.Schema] = {}
+    for f, schema in zip(files, footers, strict=True):
+        key = schema.remove_metadata().to_string()
+        groups.setdefault(key, []).append(f.path)
+        typed.setdefault(key, schema)
+    found = []
+    for key, paths in groups.items():
+        table = flatten_structs(typed[key].empty_table())
+        try:
+            features = infer_from_table(table)
+        except DataError as e:
+            raise DataError(f"{paths[0]}: {e}") from None
+        kinds = tuple(
+            (f.name, "text" if f.dtype == "bytes" else "numbers")
+            for f, field in zip(features, table.schema, strict=True)
+            if not pa.types.is_null(field.type)
+        )
+        found.append(_Schema(tuple(features), len(paths), paths[0], kinds))
+    return tuple(found)
+
+
 def _refuse_text_beside_numbers(
-    samples: Sequence[Sample], per_sample: Sequence[Sequence[FeatureSpec]], chosen: set[str]
+    samples: Sequence[Sample],
+    per_sample: Sequence[Sequence[FeatureSpec]],
+    schemas: Sequence[_Schema],
+    chosen: set[str],
 ) -> None:
     """A column a file stores as text where other files store numbers: widening it to text
-    would make every number a bad row, so the user chooses (`--schema`), told which files."""
+    would make every number a bad row, so the user chooses (`--schema`), told which files.
+    Sampled files say by their values (a column of nulls has no say), the others by their
+    footer's types."""
     kinds: dict[str, dict[str, list[str]]] = {}
     for sample, specs in zip(samples, per_sample, strict=True):
         for spec in specs:
@@ -98,6 +147,12 @@ def _refuse_text_beside_numbers(
                 continue  # no values: no say in the type
             kind = "text" if spec.dtype == "bytes" else "numbers"
             kinds.setdefault(spec.name, {}).setdefault(kind, []).append(sample.path)
+    sampled = {sample.path for sample in samples}
+    for schema in schemas:
+        if schema.first in sampled and schema.files == 1:
+            continue  # its values have spoken
+        for name, kind in schema.kinds:
+            kinds.setdefault(name, {}).setdefault(kind, []).append(schema.first)
     for name, found in kinds.items():
         if len(found) == 2 and name not in chosen:
             raise DataError(
@@ -125,8 +180,17 @@ def _sampled_values(
 
 @dataclasses.dataclass(frozen=True)
 class ParquetFormat(InputFormat):
+    """`schemas`: every input's schema (from its footer), grouped, so that a column in a file
+    the plan did not sample is a feature all the same."""
+
     name = "parquet"
     extensions = (".parquet", ".pq")
+
+    schemas: tuple[_Schema, ...] = ()
+
+    @classmethod
+    def prepare(cls, files: Sequence[InputFile], settings: ReadSettings) -> ParquetFormat:
+        return cls(settings.kept, settings.max_record_bytes, _schemas(files))
 
     def with_cuts(self, files: Sequence[InputFile], target_shard_bytes: int) -> list[InputFile]:
         planned = []
@@ -160,12 +224,16 @@ class ParquetFormat(InputFormat):
                 per_sample.append(infer_from_table(sample.table))
             except DataError as e:
                 raise DataError(f"{sample.path}: {e}") from None
+        footers = [list(schema.features) for schema in self.schemas]
         chosen = {f.name for f in overrides}  # typed by --schema, or left out by --columns
-        chosen |= {f.name for specs in per_sample for f in specs} - {
-            f.name for specs in per_sample for f in self.converted(specs)
+        every = [*per_sample, *footers]
+        chosen |= {f.name for specs in every for f in specs} - {
+            f.name for specs in every for f in self.converted(specs)
         }
-        _refuse_text_beside_numbers(samples, per_sample, chosen)
-        features = merge_features(per_sample, overrides)
+        _refuse_text_beside_numbers(samples, per_sample, self.schemas, chosen)
+        # The samples type the columns from their values; the footers add the columns of
+        # files not sampled, and make a column some files lack nullable.
+        features = merge_features(every, overrides)
         warn_float32_rounding(features, _sampled_values(samples, features))
         return features
 

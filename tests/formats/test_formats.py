@@ -153,6 +153,35 @@ def test_parquet_list_columns_and_row_group_plan(tmp_path):
 # --- Text and compressed inputs ----------------------------------------------------------------
 
 
+def _parquet_files(folder, extra: dict[int, pa.Array]) -> None:
+    """Ten Parquet files of 30 rows; file k has `extra[k]` as a column "late" besides id."""
+    folder.mkdir()
+    for k in range(10):
+        columns = {"id": pa.array(range(30 * k, 30 * k + 30), pa.int64())}
+        if k in extra:
+            columns["late"] = extra[k]
+        pq.write_table(pa.table(columns), folder / f"part-{k:02d}.parquet")
+
+
+def test_a_parquet_column_only_in_a_file_the_plan_did_not_sample_is_kept(tmp_path):
+    # The plan samples 8 of 10 files (0, 1, 2, 3, 5, 6, 7, 9); file 4 alone has "late".
+    _parquet_files(tmp_path / "in", {4: pa.array([f"v{i}" for i in range(30)])})
+    manifest = convert([str(tmp_path / "in" / "*.parquet")], tmp_path / "out")
+    late = manifest.feature("late")
+    assert (late.dtype, late.shape, late.nullable) == ("bytes", [], True)
+    rows = {r["id"]: r["late"] for r in read_all(tmp_path / "out", label_key="")}
+    assert len(rows) == 300
+    assert {i: v for i, v in rows.items() if v} == {120 + i: [f"v{i}".encode()] for i in range(30)}
+    assert "ignored_fields" not in manifest.counts
+
+
+def test_text_beside_numbers_in_a_file_not_sampled_is_refused_naming_it(tmp_path):
+    numbers = {k: pa.array(range(30), pa.int64()) for k in (0, 1, 2, 3, 5)}
+    _parquet_files(tmp_path / "in", {**numbers, 4: pa.array(["x"] * 30)})
+    with pytest.raises(DataError, match=r"column 'late' is text in \S+part-04.parquet but numbers"):
+        convert([str(tmp_path / "in" / "*.parquet")], tmp_path / "out")
+
+
 def test_text_lines_from_plain_gzip_bz2_and_zstd_files(tmp_path):
     lines = [f"line {i} " + "x" * (i % 50) for i in range(2000)] + ["", "last\r"]
     data = "\n".join(lines).encode() + b"\n"
