@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import dataclasses
 import io
+import logging
 import os
 import posixpath
 import re
@@ -23,7 +24,7 @@ import pyarrow.csv as pcsv
 
 from beam_jobs.codec.examples import VALUE_TYPES
 from beam_jobs.core.bad_rows import BadRow
-from beam_jobs.core.errors import DataError
+from beam_jobs.core.errors import DataError, UsageError
 from beam_jobs.core.inputs import InputFile, Piece
 from beam_jobs.formats.base import InputFormat, OnBadRow, ReadSettings, Sample
 from beam_jobs.formats.compressed import open_input
@@ -115,6 +116,7 @@ def inspect_image(data: bytes) -> tuple[int, int, int]:
         raise ValueError(f"not a decodable image: {reason}") from None
 
 
+_log = logging.getLogger(__name__)
 _ADDRESS = re.compile(r"<[\w.]+ object at 0x[0-9a-f]+>")
 
 
@@ -128,9 +130,19 @@ class _Labels:
     extra: tuple[FeatureSpec, ...]
 
 
-def _load_labels(path: str, root: str) -> _Labels:
-    with open_input(path) as f:
-        table = pcsv.read_csv(f, convert_options=pcsv.ConvertOptions(strings_can_be_null=True))
+def _load_labels(path: str, root: str) -> tuple[_Labels, dict[str, int]]:
+    """The labels CSV read, and the line each image's row is on.
+
+    Raises:
+      UsageError: when the file cannot be read.
+      DataError: for missing columns, unsafe names, or an image named twice with two rows.
+    """
+    try:
+        with open_input(path) as f:
+            options = pcsv.ConvertOptions(strings_can_be_null=True)
+            table = pcsv.read_csv(f, convert_options=options)
+    except OSError as e:
+        raise UsageError(f"--labels {path}: cannot be read: {e}") from None
     missing = {"filename", "label"} - set(table.column_names)
     if missing:
         raise DataError(
@@ -158,11 +170,43 @@ def _load_labels(path: str, root: str) -> _Labels:
     base = {b.name for b in BASE_FEATURES}
     features = tuple(f for f in infer_from_table(extra) if f.name not in base)
     extra_rows = extra.select([f.name for f in features]).to_pylist()
-    rows = {
-        posixpath.normpath(name): {"label": label, **cells}
-        for name, label, cells in zip(names, ids, extra_rows, strict=True)
-    }
-    return _Labels(tuple(vocabulary), rows, features)
+    rows: dict[str, dict[str, Any]] = {}
+    lines: dict[str, int] = {}
+    twice = []
+    for line, (name, label, cells) in enumerate(zip(names, ids, extra_rows, strict=True), 2):
+        key, row = posixpath.normpath(name), {"label": label, **cells}
+        if key in rows:
+            if rows[key] != row:  # the same row twice is harmless; two labels are not
+                twice.append(f"{name!r} on lines {lines[key]} and {line}")
+            continue
+        rows[key], lines[key] = row, line
+    if twice:
+        raise DataError(
+            f"{path}: {len(twice)} image(s) are named twice with different rows ("
+            f"{'; '.join(twice[:3])}{'; ...' if len(twice) > 3 else ''}): which label is meant? "
+            "keep one row per image"
+        )
+    return _Labels(tuple(vocabulary), rows, features), lines
+
+
+def _warn_unlisted(
+    path: str, labels: _Labels, lines: dict[str, int], files: Sequence[InputFile], root: str
+) -> None:
+    """Rows of the labels CSV that name no input image: said at plan time (a typo, or an
+    image not copied), as they convert to nothing."""
+    listed = {posixpath.normpath(relative_name(f.path, root)) for f in files}
+    unlisted = sorted((lines[k], k) for k in labels.rows if k not in listed)
+    if unlisted:
+        shown = "; ".join(f"line {line}: {name!r}" for line, name in unlisted[:3])
+        _log.warning(
+            "%s: %d row(s) name images that are not among the inputs (%s%s); they convert to "
+            "nothing: check the names, relative to %s",
+            path,
+            len(unlisted),
+            shown,
+            "; ..." if len(unlisted) > 3 else "",
+            root,
+        )
 
 
 @dataclasses.dataclass(frozen=True)
@@ -195,7 +239,8 @@ class ImagesFormat(InputFormat):
     def prepare(cls, files: Sequence[InputFile], settings: ReadSettings) -> ImagesFormat:
         root = image_root(settings.patterns)
         if settings.image_labels:
-            labels = _load_labels(settings.image_labels, root)
+            labels, lines = _load_labels(settings.image_labels, root)
+            _warn_unlisted(settings.image_labels, labels, lines, files, root)
         else:
             folders = sorted({posixpath.basename(posixpath.dirname(f.path)) for f in files})
             labels = _Labels(tuple(folders), {}, ())

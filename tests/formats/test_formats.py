@@ -452,3 +452,38 @@ def test_size_bounds_hold_for_every_format(tmp_path, write, records, bad):
     )  # fmt: skip
     assert (manifest.total_records, manifest.counts["bad_records"]) == (records, bad)
     assert_sizes(manifest)
+
+
+def test_an_image_named_twice_with_two_labels_is_refused_naming_the_lines(tmp_path):
+    made = sorted(_images(tmp_path / "imgs", count=3))
+    (tmp_path / "labels.csv").write_text(
+        f"filename,label\n{made[0]},a\n{made[1]},b\n{made[1]},b\n{made[2]},a\n./{made[0]},b\n"
+    )
+    with pytest.raises(
+        DataError, match=rf"1 image\(s\) are named twice with different rows \('\./{made[0]}' on "
+        r"lines 2 and 6\)"
+    ):
+        convert([str(tmp_path / "imgs")], tmp_path / "out", "--format=images",
+                "--labels", str(tmp_path / "labels.csv"))  # fmt: skip
+
+
+def test_labels_rows_naming_no_input_image_are_said(tmp_path, caplog):
+    made = sorted(_images(tmp_path / "imgs", count=2))
+    (tmp_path / "labels.csv").write_text(
+        f"filename,label\n{made[0]},a\nnot/there.png,b\n{made[1]},b\n"
+    )
+    manifest = convert([str(tmp_path / "imgs")], tmp_path / "out", "--format=images",
+                       "--labels", str(tmp_path / "labels.csv"))  # fmt: skip
+    assert manifest.total_records == 2
+    assert "1 row(s) name images that are not among the inputs (line 3: 'not/there.png')" in (
+        caplog.text
+    )
+
+
+def test_a_labels_csv_that_cannot_be_read_is_a_usage_error(tmp_path):
+    from beam_jobs.core.errors import UsageError
+
+    _images(tmp_path / "imgs", count=2)
+    with pytest.raises(UsageError, match=r"--labels \S+nope.csv: cannot be read"):
+        convert([str(tmp_path / "imgs")], tmp_path / "out", "--format=images",
+                "--labels", str(tmp_path / "nope.csv"))  # fmt: skip
