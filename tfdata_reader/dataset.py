@@ -14,6 +14,8 @@ lets one C++ call decode a whole batch, several times faster than parsing record
 from __future__ import annotations
 
 import dataclasses
+import hashlib
+import json
 import logging
 import posixpath
 import random
@@ -177,7 +179,7 @@ def make_dataset(
     ds = _files(paths, ranges, options)
     ds = _blocks(ds, ranges, manifest.compression, options)
     if options.cache:
-        ds = ds.cache("" if options.cache is True else options.cache)
+        ds = ds.cache("" if options.cache is True else _cache_file(options, manifest, ranges))
     if options.shuffle:
         ds = _shuffle_blocks(ds, options)
     if options.num_epochs != 1:
@@ -197,6 +199,20 @@ def make_dataset(
     )
     ds = ds.apply(tf.data.experimental.assert_cardinality(_batches(records, batch_size, options)))
     return _finish(ds, input_context)
+
+
+def _cache_file(options: ReadOptions, manifest: Manifest, ranges: Sequence[FileRange]) -> str:
+    """The cache file for what this pipeline reads: the `cache` prefix and a digest of the
+    dataset's fingerprint, the records read and the file order's seed. A new conversion into
+    the same folder (even one with as many records), another split or another part never
+    reads an older cache: TensorFlow's file cache would return whatever it holds."""
+    key = {
+        "fingerprint": manifest.fingerprint,
+        "ranges": [[r.shard_index, r.start, r.stop] for r in ranges],
+        "seed": options.seed if options.shuffle else None,
+    }
+    digest = hashlib.sha256(json.dumps(key, sort_keys=True).encode("utf-8")).hexdigest()
+    return f"{options.cache}.{digest[:16]}"
 
 
 def _shards_to_read(path: str | Sequence[str], options: ReadOptions) -> tuple[Manifest, list[str]]:

@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+import os
+import re
 from collections.abc import Callable, Sequence
 
 from tfdata_reader.manifest import FeatureSpec, Manifest, ManifestError
@@ -18,6 +20,7 @@ from tfdata_reader.manifest import FeatureSpec, Manifest, ManifestError
 __all__ = [
     "GLOB_CHARACTERS",
     "is_several",
+    "location",
     "merge",
     "partition_paths",
     "read_partitions",
@@ -32,8 +35,18 @@ def is_several(path: str | Sequence[str]) -> bool:
     return not isinstance(path, str) or any(c in path for c in GLOB_CHARACTERS)
 
 
+def location(path: str) -> str:
+    """Where a dataset folder is: a local path resolved (`./p1`, `../x/p1` and a symbolic link
+    to p1 are p1), a remote one with its slashes tidied (`gs://b//ds/` is `gs://b/ds`)."""
+    if "://" not in path:
+        return os.path.realpath(path)
+    scheme, rest = path.split("://", 1)
+    return f"{scheme}://{re.sub('/+', '/', rest).rstrip('/')}"
+
+
 def partition_paths(path: str | Sequence[str], glob: Callable[[str], list[str]]) -> list[str]:
-    """The dataset folders `path` names, each glob expanded (sorted), duplicates dropped.
+    """The dataset folders `path` names, each glob expanded (sorted), each folder once (by its
+    `location`: one dataset named two ways is read once).
 
     Raises:
       ValueError: when a glob matches nothing, or there is no path at all.
@@ -50,7 +63,12 @@ def partition_paths(path: str | Sequence[str], glob: Callable[[str], list[str]])
             found += matched
         else:
             found.append(pattern.rstrip("/"))
-    return list(dict.fromkeys(found))
+    kept: dict[str, str] = {}
+    for folder in found:
+        kept.setdefault(location(folder), folder)
+    if len(kept) < len(found):
+        _log.info("%d dataset path(s) name a folder already listed", len(found) - len(kept))
+    return list(kept.values())
 
 
 def read_partitions(

@@ -148,3 +148,21 @@ def test_merge_widens_value_counts_and_missing_values_only():
         merge(
             [("a", manifest()), ("b", Manifest(shards=[], features=[], compression="gzip"))], None
         )
+
+
+def test_one_dataset_named_several_ways_is_read_once(days, monkeypatch, tmp_path):
+    first = days / "2026-11-01" / "ds"
+    (tmp_path / "link").symlink_to(first)
+    monkeypatch.chdir(days)
+    named = [str(first), "2026-11-01/ds", "./2026-11-01//ds/", "../" + days.name + "/2026-11-01/ds"]
+    named.append(str(tmp_path / "link"))
+    ids = [i for batch in make_dataset(named, 5000, shuffle=False) for i in batch["id"].numpy()]
+    assert sorted(ids) == list(_DAYS["2026-11-01"])
+
+
+def test_a_dataset_location_is_resolved_and_tidied(tmp_path, monkeypatch):
+    from tfdata_reader.partitions import location
+
+    monkeypatch.chdir(tmp_path)
+    assert location("a/../b/") == str(tmp_path / "b")
+    assert location("gs://bucket//ds/2026/") == "gs://bucket/ds/2026"

@@ -236,3 +236,15 @@ def test_skip_corrupt_shards_with_nothing_left(converted, tmp_path):
         (copy / shard.path).write_bytes(b"")
     with pytest.raises(ValueError, match="the reader has no records to read: .* were skipped"):
         make_dataset(str(copy), 8, skip_corrupt_shards=True)
+
+
+def test_a_file_cache_never_serves_another_conversion(tmp_path):
+    from support.datasets import convert
+
+    raw = tmp_path / "raw.csv"
+    cache = str(tmp_path / "cache")
+    for version in (1, 2):  # the same record count: only the values differ
+        raw.write_text("id,v\n" + "".join(f"{i},{i * version}\n" for i in range(50)))
+        convert([str(raw)], tmp_path / "ds", "--overwrite")
+        [batch] = make_dataset(str(tmp_path / "ds"), 100, shuffle=False, cache=cache)
+        assert sorted(batch["v"].numpy().tolist()) == [i * version for i in range(50)]
