@@ -254,3 +254,27 @@ def test_an_empty_key_is_left_out_and_counted(tmp_path):
     assert [f.name for f in manifest.features] == ["id"]
     assert manifest.counts["ignored_fields"] == {"": 1}
     assert sorted(r["id"] for r in read_all(tmp_path / "out")) == list(range(100))
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_rows_and_bad_lines_keep_the_input_order_whatever_the_layouts(seed):
+    import random
+
+    from beam_jobs.core.bad_rows import BadRow
+
+    rng = random.Random(seed)
+    values = ['1', '"a"', '[1, 2]', '{"o": 1}', '"\\ud800x"', '"\\udc00"', "nul", '2.5', '[]']
+    lines = [f'{{"id": {i}, "v": {rng.choice(values)}}}' for i in range(400)]
+    chunk = ("\n".join(lines) + "\n").encode()
+    features = [FeatureSpec("id", "int64", [], False), FeatureSpec("v", "bytes", None, True)]
+    bad: list[BadRow] = []
+    batches = chunks.read_chunk(chunk, 0, "f.jsonl", features, bad.append)
+    ids = [i for b in batches for i in b.column("id").to_pylist()]
+    assert ids == sorted(ids)
+    bad_ids = [json_id(row.content["raw"]) for row in bad]
+    assert bad_ids == sorted(bad_ids)
+    assert sorted(ids + bad_ids) == list(range(400))
+
+
+def json_id(raw: str) -> int:
+    return int(raw.split(",", 1)[0].removeprefix('{"id": '))

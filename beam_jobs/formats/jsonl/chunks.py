@@ -401,8 +401,9 @@ def _conform(
     path: str,
     on_bad_row: OnBadRow,
     ignored: collections.Counter,
-) -> pa.RecordBatch:
-    """The part's good rows conformed to the spec."""
+) -> tuple[pa.RecordBatch, np.ndarray]:
+    """The part's good rows conformed to the spec, and the chunk's lines they are."""
+    rows = part.rows if part.rows is not None else np.arange(len(lines))
     table = part.flat
     bad = _object_rows(part, features)
     if bad:
@@ -416,13 +417,14 @@ def _conform(
         batch = conform(pa.table({}), features)[0]  # no rows, the spec's types
         reason = f"pyarrow could not read the values of this line as the spec's types ({e})"
         typed = dict.fromkeys(range(table.num_rows), reason)
+    problems: dict[int, str] = {}
     if bad or typed:
-        rows = part.rows if part.rows is not None else np.arange(len(lines))
         kept = [i for i in range(len(rows)) if i not in bad]
         problems = {**bad, **{kept[i]: reason for i, reason in typed.items()}}
         for index, reason in sorted(problems.items()):
             on_bad_row(_bad(path, lines.line(int(rows[index])), reason))
-    return batch
+    good = np.delete(rows, sorted(problems)) if problems else rows
+    return batch, good
 
 
 def _slow_parts(
@@ -466,8 +468,8 @@ def read_chunk(
     """The good rows of a chunk of whole lines, conformed to `features`.
 
     A chunk that parses cleanly is one batch in file order. Otherwise its parts are converted
-    a batch per column layout (parts may differ in it: one value per row, or a list), in the
-    order of the lines that begin each layout.
+    a batch per column layout (parts may differ in it: one value per row, or a list), and put
+    back in file order as one batch.
 
     Args:
       chunk: whole lines of a JSON lines file.
@@ -478,6 +480,22 @@ def read_chunk(
       ignored: counts, per key the spec lacks, the values left out.
     """
     ignored = ignored if ignored is not None else collections.Counter()
+    found: list[BadRow] = []  # told in the lines' order, however the parts came out
+    try:
+        return _read_chunk(chunk, offset, path, features, found.append, ignored)
+    finally:
+        for bad in sorted(found, key=lambda row: row.offset or 0):
+            on_bad_row(bad)
+
+
+def _read_chunk(
+    chunk: bytes,
+    offset: int,
+    path: str,
+    features: Sequence[FeatureSpec],
+    on_bad_row: OnBadRow,
+    ignored: collections.Counter,
+) -> list[pa.RecordBatch]:
     spec = _ParseSpec.of(features)
     lines = _ChunkLines(chunk, offset)
     parts: list[_Part] | None = None
@@ -485,9 +503,15 @@ def read_chunk(
         parts = [_Part(*_parse_whole(lines, spec), None)]
     if parts is None:
         parts = _merged(_slow_parts(lines, spec, path, on_bad_row))
-    batches = [
+    converted = [
         _conform(part, lines, features, path, on_bad_row, ignored)
         for part in parts
         if part.table.num_rows
     ]
-    return [batch for batch in batches if batch.num_rows]
+    converted = [(batch, rows) for batch, rows in converted if batch.num_rows]
+    if len(converted) < 2:
+        return [batch for batch, _ in converted]
+    # Parts came out by layout and in the order they parsed: the lines' order, restored.
+    order = np.argsort(np.concatenate([rows for _, rows in converted]), kind="stable")
+    table = pa.Table.from_batches([batch for batch, _ in converted])
+    return table.take(pa.array(order)).combine_chunks().to_batches()
