@@ -84,6 +84,7 @@ def _convert(argv: list[str]) -> int:
         bad_rows_note,
         ignored_fields_note,
         missing_label_note,
+        rounded_integers_note,
         summarize_run,
     )
 
@@ -105,7 +106,11 @@ def _convert(argv: list[str]) -> int:
     manifest = result.manifest
     assert manifest is not None  # converted, or found already converted
     if result.converted:
-        notes = [*ignored_fields_note(manifest), *missing_label_note(manifest)]
+        notes = [
+            *ignored_fields_note(manifest),
+            *missing_label_note(manifest),
+            *rounded_integers_note(manifest),
+        ]
         print("\n".join([summarize_run(manifest, elapsed), *notes]))
         if manifest.counts.get("bad_records", 0):
             print("\n".join(bad_rows_note(result.config.output, manifest.dead_letter)))

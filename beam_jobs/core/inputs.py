@@ -25,9 +25,13 @@ class Stamp:
     modified: float | None
 
     def describe(self) -> str:
-        when = "?" if self.modified is None else datetime.datetime.fromtimestamp(
-            self.modified, datetime.timezone.utc
-        ).isoformat(timespec="milliseconds")
+        when = (
+            "?"
+            if self.modified is None
+            else datetime.datetime.fromtimestamp(self.modified, datetime.timezone.utc).isoformat(
+                timespec="milliseconds"
+            )
+        )
         return f"{self.size:,} bytes, modified {when}"
 
 

@@ -88,6 +88,8 @@ class WrittenShard:
     # Per-feature statistics of its records (`beam_jobs.stats.FeatureStats` by name).
     stats: Mapping[str, Any] = dataclasses.field(default_factory=dict)
     part: int = 0  # with splits: the write task that wrote it, one part of its shard
+    # Whole numbers float32 changed (16777217 -> 16777216), by float32 feature.
+    rounded_integers: dict[str, int] = dataclasses.field(default_factory=dict)
 
 
 def sum_counts(counts: Iterable[Mapping[str, int]]) -> dict[str, int]:

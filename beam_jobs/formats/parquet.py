@@ -8,6 +8,7 @@ whole units), so planning stays cheap for many small files.
 
 from __future__ import annotations
 
+import collections
 import concurrent.futures
 import dataclasses
 from collections.abc import Generator, Iterator, Sequence
@@ -19,7 +20,7 @@ import pyarrow.parquet as pq
 from beam_jobs.core.bad_rows import BadRow
 from beam_jobs.core.errors import DataError
 from beam_jobs.core.inputs import InputFile, Piece
-from beam_jobs.formats.base import InputFormat, OnBadRow, ReadSettings, Sample
+from beam_jobs.formats.base import InputFormat, OnBadRow, PieceReport, ReadSettings, Sample
 from beam_jobs.formats.compressed import open_input
 from beam_jobs.schema.conform import conform, flatten_structs, infer_from_table, merge_features
 from beam_jobs.schema.precision import LOOKED_AT, warn_float32_rounding
@@ -251,18 +252,19 @@ class ParquetFormat(InputFormat):
         features: Sequence[FeatureSpec],
         on_bad_row: OnBadRow,
         context: Any = None,
-    ) -> Generator[pa.RecordBatch, None, None]:
+    ) -> Generator[pa.RecordBatch, None, PieceReport]:
         parquet = _open(piece.path)
         starts = row_group_starts(parquet.metadata)
         groups = [i for i, s in enumerate(starts) if piece.start <= s < piece.end]
         if piece.start == 0 and piece.end >= piece.file_size:
             groups = list(range(len(starts)))  # the whole file, also one without row groups
         if not groups:
-            return
+            return PieceReport()
         rows_before = 0
         converted = self.converted(features)
+        rounded: collections.Counter = collections.Counter()
         for raw in _batches(parquet, groups, piece.path):
-            batch, bad = conform(raw, converted)
+            batch, bad = conform(raw, converted, rounded)
             for index, reason in sorted(bad.items()):
                 on_bad_row(
                     BadRow(
@@ -277,3 +279,4 @@ class ParquetFormat(InputFormat):
             rows_before += raw.num_rows
             if batch.num_rows:
                 yield batch
+        return PieceReport(rounded_integers=dict(rounded))

@@ -19,6 +19,7 @@ __all__ = [
     "format_table",
     "ignored_fields_note",
     "missing_label_note",
+    "rounded_integers_note",
     "summarize_run",
 ]
 
@@ -127,6 +128,19 @@ def missing_label_note(manifest: Manifest) -> list[str]:
         f"warning: {count_of(missing, 'record')} without a label {manifest.label!r}: "
         f"make_dataset gives them {fill}, like a real label of that value; filter them out or "
         "fill them upstream"
+    ]
+
+
+def rounded_integers_note(manifest: Manifest) -> list[str]:
+    """A warning naming the float32 features whose whole numbers float32 changed."""
+    rounded = manifest.counts.get("float32_rounded_integers") or {}
+    if not rounded:
+        return []
+    shown = ", ".join(f"{k} ({n:,})" for k, n in rounded.items())
+    return [
+        f"warning: float32 changed whole numbers beyond 2**24 (16777217 is stored as 16777216) "
+        f"in: {shown}; to keep them exact, give such features the dtype int64 (or bytes) in a "
+        "--schema file"
     ]
 
 

@@ -121,6 +121,7 @@ def build_manifest(
     records = sum(w.records for w in written)
     bad = sum(w.bad_records for w in written)
     ignored = sum_counts(w.ignored_fields for w in written)
+    rounded = sum_counts(w.rounded_integers for w in written)
     return Manifest(
         shards=[
             ShardInfo(with_generation(w.name, generation), w.records, w.bytes, w.crc32c, w.split)
@@ -139,7 +140,8 @@ def build_manifest(
             "input_bytes_read": sum(w.input_bytes for w in written),
             "null_values": nulls,
         }
-        | ({"ignored_fields": ignored} if ignored else {}),
+        | ({"ignored_fields": ignored} if ignored else {})
+        | ({"float32_rounded_integers": rounded} if rounded else {}),
         dead_letter=_dead_letter_names(ordered, generation),
         created=datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
         tool={"name": TOOL_NAME, "version": spec.tool_version},

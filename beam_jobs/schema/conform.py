@@ -14,6 +14,7 @@ reported, never a crash, so the writer can dead-letter it.
 
 from __future__ import annotations
 
+import collections
 import dataclasses
 from collections.abc import Sequence
 
@@ -23,6 +24,7 @@ import pyarrow.compute as pc
 
 from beam_jobs.codec.examples import VALUE_TYPES, is_list
 from beam_jobs.core.errors import DataError
+from beam_jobs.schema.precision import rounded_integers
 from tfdata_reader.manifest import FeatureSpec
 
 __all__ = [
@@ -377,12 +379,15 @@ def _conform_column(column: pa.Array, feature: FeatureSpec) -> pa.Array:
 
 
 def conform(
-    table: pa.Table | pa.RecordBatch, features: Sequence[FeatureSpec]
+    table: pa.Table | pa.RecordBatch,
+    features: Sequence[FeatureSpec],
+    rounded: collections.Counter | None = None,
 ) -> tuple[pa.RecordBatch, dict[int, str]]:
     """The rows of `table` cast to `features`; returns the good rows and {bad row: reason}.
 
     A feature the table lacks is missing (null) in every row. Scalar sources give scalar
-    columns and list sources list columns, both of the feature's Arrow value type.
+    columns and list sources list columns, both of the feature's Arrow value type. `rounded`
+    counts, by float32 feature, the whole numbers of the good rows that float32 changes.
     """
     if isinstance(table, pa.RecordBatch):
         table = pa.Table.from_batches([table])
@@ -406,6 +411,8 @@ def conform(
     arrays = []
     for feature in features:
         column = columns[feature.name] if keep is None else columns[feature.name].filter(keep)
+        if rounded is not None and feature.dtype == "float32":
+            rounded[feature.name] += rounded_integers(column)
         arrays.append(_conform_column(column, feature))
     return pa.RecordBatch.from_arrays(arrays, names), bad
 

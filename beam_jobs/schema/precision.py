@@ -13,10 +13,14 @@ import logging
 from collections.abc import Iterable, Mapping, Sequence
 
 import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
 
 from tfdata_reader.manifest import FeatureSpec
 
-__all__ = ["LOOKED_AT", "float32_warnings", "warn_float32_rounding"]
+__all__ = ["LOOKED_AT", "float32_warnings", "rounded_integers", "warn_float32_rounding"]
+
+_EXACT_IN_FLOAT32 = 2.0**24  # every whole number up to this is a float32 exactly
 
 LOOKED_AT = 10_000  # sampled values per feature: enough to show the problem, cheap to check
 _log = logging.getLogger(__name__)
@@ -58,6 +62,31 @@ def warn_float32_rounding(
     """Logs `float32_warnings` (at plan time, with the format's other warnings)."""
     for warning in float32_warnings(features, values_of):
         _log.warning("%s", warning)
+
+
+def rounded_integers(column: pa.Array | pa.ChunkedArray) -> int:
+    """How many whole numbers of a number column (or list column of numbers) float32 changes
+    (16777217 becomes 16777216): counted while writing, as the plan's warning sees only the
+    sample. Whole numbers up to 2**24 are exact in float32: most columns cost one pass."""
+    if isinstance(column, pa.ChunkedArray):
+        column = column.combine_chunks()
+    if pa.types.is_list(column.type) or pa.types.is_large_list(column.type):
+        column = pc.list_flatten(column)
+    floating = pa.types.is_floating(column.type)
+    if not (floating or pa.types.is_integer(column.type)):
+        return 0
+    values = column.drop_null().to_numpy(zero_copy_only=False)
+    if not len(values):
+        return 0
+    big = values[np.abs(values.astype(np.float64)) > _EXACT_IN_FLOAT32]
+    if not len(big):
+        return 0  # the common case
+    if floating:
+        big = big.astype(np.float64)
+        whole = np.isfinite(big) & (np.floor(big) == big)
+        return int(np.count_nonzero(whole & (big.astype(np.float32).astype(np.float64) != big)))
+    # Integers: exactly, whatever their size (float64 holds them exactly only up to 2**53).
+    return sum(int(np.float32(v)) != int(v) for v in big.tolist())
 
 
 def _numbers(values: Iterable[object]) -> list[float]:

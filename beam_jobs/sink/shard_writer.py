@@ -10,6 +10,7 @@ writes each split's rows to its own file: a part of that split's shard (`join_pa
 
 from __future__ import annotations
 
+import collections
 import dataclasses
 import uuid
 from collections.abc import Callable, Iterator
@@ -32,6 +33,7 @@ from beam_jobs.core.splits import Split
 from beam_jobs.core.tasks import ShardPart, WriteTask, WrittenShard, sum_counts
 from beam_jobs.formats.base import InputFormat, OnBadRow, PieceReport
 from beam_jobs.formats.lines.line_numbers import with_line_numbers
+from beam_jobs.schema.precision import rounded_integers
 from beam_jobs.schema.projection import Projection
 from beam_jobs.schema.split_hash import assign_splits
 from beam_jobs.sink import progress
@@ -101,6 +103,7 @@ class _Output:
     writer: ShardFileWriter
     stats: dict
     bad_rows: list[BadRow] = dataclasses.field(default_factory=list)
+    rounded: collections.Counter = dataclasses.field(default_factory=collections.Counter)
 
 
 class WriteShardFn(beam.DoFn):
@@ -118,6 +121,7 @@ class WriteShardFn(beam.DoFn):
 
     def setup(self) -> None:
         self._encoder = ExampleEncoder(self._spec.features)
+        self._floats = [f.name for f in self._spec.features if f.dtype == "float32"]
 
     def process(self, task: WriteTask, context: Any = None) -> Iterator[WrittenShard]:
         with raised_for_launcher():
@@ -220,6 +224,8 @@ class WriteShardFn(beam.DoFn):
                 batch, columns = kept, self._encoder.columns(kept)
         output.writer.write_records(examples)
         update_all(output.stats, self._spec.features, columns)
+        for feature in self._floats:
+            output.rounded[feature] += rounded_integers(batch.column(feature))
 
     def _written(
         self,
@@ -256,7 +262,18 @@ class WriteShardFn(beam.DoFn):
             label_values=tuple(sorted(labels)) if first else (),
             stats=finish_all(output.stats),
             part=task.index,
+            rounded_integers=self._rounded(output, reports if first else []),
         )
+
+    def _rounded(self, output: _Output, reports: list[PieceReport]) -> dict[str, int]:
+        """Whole numbers float32 changed: counted here for columns read as doubles (CSV), and
+        by the formats that conform their values themselves (under their input names)."""
+        found = collections.Counter(output.rounded)
+        renames = dict(self._spec.projection.renames)
+        for report in reports:
+            for name, count in report.rounded_integers.items():
+                found[renames.get(name, name)] += count
+        return {name: count for name, count in sorted(found.items()) if count}
 
     def _read(
         self, piece: Piece, on_bad_row: OnBadRow, context: Any, reports: list[PieceReport]

@@ -460,8 +460,9 @@ def test_an_image_named_twice_with_two_labels_is_refused_naming_the_lines(tmp_pa
         f"filename,label\n{made[0]},a\n{made[1]},b\n{made[1]},b\n{made[2]},a\n./{made[0]},b\n"
     )
     with pytest.raises(
-        DataError, match=rf"1 image\(s\) are named twice with different rows \('\./{made[0]}' on "
-        r"lines 2 and 6\)"
+        DataError,
+        match=rf"1 image\(s\) are named twice with different rows \('\./{made[0]}' on "
+        r"lines 2 and 6\)",
     ):
         convert([str(tmp_path / "imgs")], tmp_path / "out", "--format=images",
                 "--labels", str(tmp_path / "labels.csv"))  # fmt: skip

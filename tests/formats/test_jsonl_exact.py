@@ -263,7 +263,7 @@ def test_rows_and_bad_lines_keep_the_input_order_whatever_the_layouts(seed):
     from beam_jobs.core.bad_rows import BadRow
 
     rng = random.Random(seed)
-    values = ['1', '"a"', '[1, 2]', '{"o": 1}', '"\\ud800x"', '"\\udc00"', "nul", '2.5', '[]']
+    values = ["1", '"a"', "[1, 2]", '{"o": 1}', '"\\ud800x"', '"\\udc00"', "nul", "2.5", "[]"]
     lines = [f'{{"id": {i}, "v": {rng.choice(values)}}}' for i in range(400)]
     chunk = ("\n".join(lines) + "\n").encode()
     features = [FeatureSpec("id", "int64", [], False), FeatureSpec("v", "bytes", None, True)]

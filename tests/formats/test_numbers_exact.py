@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 
+import pytest
 from support.datasets import convert, expected_rows, read_all
 
 
@@ -114,3 +115,24 @@ def test_csv_integers_beyond_2_to_the_53_are_exact(tmp_path):
     manifest = convert([str(path)], tmp_path / "out")
     assert manifest.feature("id").dtype == "int64" and manifest.counts["bad_records"] == 0
     assert {r["k"]: r["id"] for r in read_all(tmp_path / "out")} == dict(enumerate(values))
+
+
+@pytest.mark.parametrize("fmt", ["csv", "jsonl", "parquet"])
+def test_whole_numbers_float32_changes_after_the_sample_are_counted(tmp_path, fmt):
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from beam_jobs.inspection.report import rounded_integers_note
+
+    values = [0.5 + i for i in range(30_000)]  # past the sampled head: one changed, one kept
+    values[29_000], values[29_001], values[29_002] = 16_777_217, 2**40 + 1, 16_777_216
+    path = tmp_path / f"in.{fmt}"
+    if fmt == "csv":
+        path.write_text("id,v\n" + "".join(f"{i},{v}\n" for i, v in enumerate(values)))
+    elif fmt == "jsonl":
+        path.write_text("".join(f'{{"id": {i}, "v": {v}}}\n' for i, v in enumerate(values)))
+    else:
+        pq.write_table(pa.table({"id": range(30_000), "v": pa.array(values, pa.float64())}), path)
+    manifest = convert([str(path)], tmp_path / "out", "--splits=a=1,b=1", "--rename=v=w")
+    assert manifest.counts["float32_rounded_integers"] == {"w": 2}
+    assert "in: w (2);" in rounded_integers_note(manifest)[0]

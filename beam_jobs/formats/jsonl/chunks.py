@@ -401,6 +401,7 @@ def _conform(
     path: str,
     on_bad_row: OnBadRow,
     ignored: collections.Counter,
+    rounded: collections.Counter | None = None,
 ) -> tuple[pa.RecordBatch, np.ndarray]:
     """The part's good rows conformed to the spec, and the chunk's lines they are."""
     rows = part.rows if part.rows is not None else np.arange(len(lines))
@@ -410,7 +411,7 @@ def _conform(
         table = table.filter(pa.array([i not in bad for i in range(table.num_rows)]))
     _count_ignored(table, features, ignored)
     try:
-        batch, typed = conform(table, features)
+        batch, typed = conform(table, features, rounded)
     except pa.ArrowIndexError as e:
         # pyarrow cannot combine a column its JSON reader made of clashing values (a list of
         # null and 1 in a number column): the part's rows are dead letters, not a crash.
@@ -464,6 +465,7 @@ def read_chunk(
     features: Sequence[FeatureSpec],
     on_bad_row: OnBadRow,
     ignored: collections.Counter | None = None,
+    rounded: collections.Counter | None = None,
 ) -> list[pa.RecordBatch]:
     """The good rows of a chunk of whole lines, conformed to `features`.
 
@@ -478,11 +480,12 @@ def read_chunk(
       features: the spec.
       on_bad_row: called once per line that is not converted.
       ignored: counts, per key the spec lacks, the values left out.
+      rounded: counts, per float32 feature, the whole numbers float32 changes.
     """
     ignored = ignored if ignored is not None else collections.Counter()
     found: list[BadRow] = []  # told in the lines' order, however the parts came out
     try:
-        return _read_chunk(chunk, offset, path, features, found.append, ignored)
+        return _read_chunk(chunk, offset, path, features, found.append, ignored, rounded)
     finally:
         for bad in sorted(found, key=lambda row: row.offset or 0):
             on_bad_row(bad)
@@ -495,6 +498,7 @@ def _read_chunk(
     features: Sequence[FeatureSpec],
     on_bad_row: OnBadRow,
     ignored: collections.Counter,
+    rounded: collections.Counter | None,
 ) -> list[pa.RecordBatch]:
     spec = _ParseSpec.of(features)
     lines = _ChunkLines(chunk, offset)
@@ -504,7 +508,7 @@ def _read_chunk(
     if parts is None:
         parts = _merged(_slow_parts(lines, spec, path, on_bad_row))
     converted = [
-        _conform(part, lines, features, path, on_bad_row, ignored)
+        _conform(part, lines, features, path, on_bad_row, ignored, rounded)
         for part in parts
         if part.table.num_rows
     ]

@@ -144,11 +144,14 @@ class JsonLinesFormat(InputFormat):
         context: Any = None,
     ) -> Generator[pa.RecordBatch, None, PieceReport]:
         ignored: collections.Counter = collections.Counter()
+        rounded: collections.Counter = collections.Counter()
         converted = self.converted(features)
         for offset, chunk in piece_chunks(piece, self.max_record_bytes):
             if offset == 0:  # a file the plan did not sample
                 _refuse_an_array(piece.path, chunk)
-            yield from read_chunk(chunk, offset, piece.path, converted, on_bad_row, ignored)
+            yield from read_chunk(
+                chunk, offset, piece.path, converted, on_bad_row, ignored, rounded
+            )
         # Keys --columns leaves out are no surprise: only the others are reported.
         kept = {k: n for k, n in ignored.items() if self.kept is None or k in self.kept}
-        return PieceReport(ignored_fields=kept)
+        return PieceReport(ignored_fields=kept, rounded_integers=dict(rounded))
