@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import gzip
 import os
+import pathlib
 
 import pytest
 from support.datasets import convert
@@ -53,11 +54,12 @@ def test_a_file_that_disappears_after_planning_is_a_data_error_naming_it(
 
 
 def _change(path: str, how: str) -> None:
-    data = open(path, "rb").read()
+    file = pathlib.Path(path)
+    data = file.read_bytes()
     if how == "append":  # the half-written last line of the plan's time, finished
-        open(path, "ab").write(data[-200:])
+        file.write_bytes(data + data[-200:])
     elif how == "truncate":
-        open(path, "r+b").truncate(len(data) // 2)
+        file.write_bytes(data[: len(data) // 2])
     else:  # rewritten in place, same size
         with open(path, "r+b") as f:
             f.write(data[:10][::-1])
