@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import csv
 import io
+import json
 
 import pytest
 from support.datasets import convert, read_all
@@ -156,3 +157,36 @@ def test_a_tab_separated_csv_with_commas_in_names_and_values_converts_exactly(tm
     assert [(r["id"], r["Name (last, first)"].decode()) for r in got] == [
         (int(t["id"]), t["Name (last, first)"]) for t in truth
     ]
+
+
+@pytest.mark.parametrize("cut", [None, 3])
+def test_blank_lines_of_a_one_column_file_are_missing_values(tmp_path, cut):
+    lines = ["n"] + [("" if i % 7 == 3 else ("x" if i == 40 else str(i))) for i in range(60)]
+    path = tmp_path / "one.csv"
+    path.write_text("\n".join(lines) + "\n")
+    # Python's csv module gives a blank line as a record of no field: here, a missing value.
+    want = [(row[0] if row else None) for row in csv.reader(io.StringIO(path.read_text()))][1:]
+    flags = ["--schema", str(_int_schema(tmp_path)), "--max_bad_fraction=0.1"]
+    flags += [f"--num_shards={cut}"] if cut else []
+    manifest = convert([str(path)], tmp_path / "out", *flags)
+    assert manifest.counts["records_read"] == 60
+    assert manifest.counts["null_values"] == {"n": want.count(None)}
+    got = sorted((r["n"] or [None])[0] for r in read_all(tmp_path / "out", label_key="")
+                 if r["n"])  # fmt: skip
+    assert got == sorted(int(v) for v in want if v not in (None, "x"))
+    [dead] = manifest.dead_letter
+    [row] = [json.loads(line) for line in (tmp_path / "out" / dead).read_text().splitlines()]
+    assert (row["line"], row["cells"]) == (42, {"n": "x"})
+
+
+def _int_schema(folder):
+    path = folder / "schema.json"
+    path.write_text(json.dumps({"features": [{"name": "n", "dtype": "int64"}]}))
+    return path
+
+
+def test_blank_lines_between_records_of_several_columns_are_no_records(tmp_path):
+    path = tmp_path / "two.csv"
+    path.write_text("a,b\n1,x\n\n2,y\n\n")
+    manifest = convert([str(path)], tmp_path / "out")
+    assert manifest.counts["records_read"] == 2

@@ -8,7 +8,10 @@ import json
 
 import pyarrow as pa
 import pyarrow.parquet as pq
+import pytest
 from support.datasets import convert, read_all
+
+from beam_jobs.core.errors import DataError
 
 EPOCH = datetime.datetime(1970, 1, 1, tzinfo=datetime.timezone.utc)
 
@@ -78,7 +81,7 @@ def test_json_iso_dates_convert_to_microseconds(tmp_path):
         assert got[i] == _micros(moment)
 
 
-def test_a_time_of_day_in_an_unsampled_file_of_a_date_feature_is_a_dead_letter(tmp_path):
+def test_a_time_of_day_in_a_date_feature_is_a_dead_letter(tmp_path):
     days = [datetime.date(2024, 3, 1) + datetime.timedelta(days=i) for i in range(20)]
     for k in range(10):  # only some files are sampled; file 4 stores timestamps
         if k == 4:
@@ -90,7 +93,14 @@ def test_a_time_of_day_in_an_unsampled_file_of_a_date_feature_is_a_dead_letter(t
         ids = pa.array(range(20 * k, 20 * k + 20), pa.int64())
         pq.write_table(pa.table({"id": ids, "day": column}), tmp_path / f"p{k}.parquet")
     out = tmp_path / "out"
-    manifest = convert([str(tmp_path / "*.parquet")], out, "--max_bad_fraction=0.01")
+    # Every file's footer is planned: the types' clash is said whichever files were sampled.
+    with pytest.raises(DataError, match=r"column 'day' holds date32\[day\] and timestamp\[us\]"):
+        convert([str(tmp_path / "*.parquet")], out)
+    schema = tmp_path / "schema.json"
+    day = {"name": "day", "dtype": "int64", "logical_type": "date32[day]"}
+    schema.write_text(json.dumps({"features": [day]}))
+    manifest = convert([str(tmp_path / "*.parquet")], out, "--max_bad_fraction=0.01",
+                       "--schema", str(schema))  # fmt: skip
     assert manifest.feature("day").logical_type == "date32[day]"
     assert (manifest.total_records, manifest.counts["bad_records"]) == (199, 1)
     letter = json.loads((out / manifest.dead_letter[0]).read_text())

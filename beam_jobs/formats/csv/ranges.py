@@ -22,7 +22,12 @@ from beam_jobs.formats.csv.bad_rows import place_bad_rows
 from beam_jobs.formats.csv.dialect import Dialect
 from beam_jobs.formats.csv.inference import BOOLEAN, NUMBER, schema_hint
 from beam_jobs.formats.csv.record_starts import FILE_START, QuoteScanner, nonempty_record_starts
-from beam_jobs.formats.csv.source import UNHANDLED_ROW, convert_options, header_not_decodable
+from beam_jobs.formats.csv.source import (
+    UNHANDLED_ROW,
+    blank_lines_are_records,
+    convert_options,
+    header_not_decodable,
+)
 from beam_jobs.schema.conform import check_float32_range, temporal_integers
 from tfdata_reader.manifest import FeatureSpec
 
@@ -60,6 +65,11 @@ class CsvSource:
     @property
     def delimiter(self) -> str:
         return self.dialect.delimiter or ","
+
+    @property
+    def blank_lines(self) -> bool:
+        """Whether blank lines are records (`source.blank_lines_are_records`)."""
+        return blank_lines_are_records(len(self.features))
 
 
 def _endless_line(f: BinaryIO, start: int, end: int, limit: int) -> int | None:
@@ -314,7 +324,7 @@ def read_range(
         except _UndecodableRow as e:
             # Set it aside and read the records before and after it on their own (the rows
             # already yielded are skipped; bad rows found so far are found again).
-            bad_start, bad_end = _record_bounds(f, start, end, source.delimiter, e.number)
+            bad_start, bad_end = _record_bounds(f, start, end, source, e.number)
             f.seek(bad_start)
             raw = f.read(min(bad_end - bad_start, 2 * max_record_bytes)).rstrip(b"\r\n")
             reason = f"expected {e.expected} columns, got {e.got}"
@@ -352,10 +362,10 @@ def read_range(
 
 
 def _record_bounds(
-    f: BinaryIO, start: int, end: int, delimiter: str, number: int
+    f: BinaryIO, start: int, end: int, source: CsvSource, number: int
 ) -> tuple[int, int]:
     """The bytes of the range's record `number` (pyarrow's: from 1, the header included)."""
-    starts = nonempty_record_starts(f, start, end, delimiter)
+    starts = nonempty_record_starts(f, start, end, source.delimiter, source.blank_lines)
     index = number - 1
     bad_end = int(starts[index + 1]) if index + 1 < len(starts) else end
     return int(starts[index]), bad_end
@@ -440,6 +450,7 @@ class _RangeReader:
         parse_options = pcsv.ParseOptions(
             delimiter=source.delimiter,
             newlines_in_values=True,
+            ignore_empty_lines=not source.blank_lines,
             invalid_row_handler=self._on_malformed,
         )
         window = _Window(f, start, end, source.delimiter)
@@ -507,5 +518,8 @@ class _RangeReader:
         """The range's bad rows, placed at their offsets, in file order."""
         if not (self._malformed or self._typed):
             return []
-        starts = nonempty_record_starts(self._f, self._start, self._end, self._source.delimiter)
+        source = self._source
+        starts = nonempty_record_starts(
+            self._f, self._start, self._end, source.delimiter, source.blank_lines
+        )
         return place_bad_rows(starts, self._malformed, self._typed, header=self._header)

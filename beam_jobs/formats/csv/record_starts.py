@@ -221,12 +221,15 @@ def record_start_at_or_after(
     return file_size
 
 
-def nonempty_record_starts(f: BinaryIO, start: int, end: int, delimiter: str = ",") -> np.ndarray:
+def nonempty_record_starts(
+    f: BinaryIO, start: int, end: int, delimiter: str = ",", blank_lines: bool = False
+) -> np.ndarray:
     """Offsets of the non-empty records that start in [start, end) of a file, in order.
 
     `start` must be a record start. Blank lines (`\\n` or `\\r\\n` alone) are left out, as
-    pyarrow skips them. Reads the range once; used only to place bad rows, which pyarrow
-    reports by record number, at their exact byte offset.
+    pyarrow skips them, unless `blank_lines` (a file of one column, where they are records).
+    Reads the range once; used only to place bad rows, which pyarrow reports by record
+    number, at their exact byte offset.
     """
     scanner = QuoteScanner(False, FILE_START if start == 0 else NEWLINE, delimiter)
     f.seek(start)
@@ -239,6 +242,8 @@ def nonempty_record_starts(f: BinaryIO, start: int, end: int, delimiter: str = "
         position += len(block)
     starts = np.concatenate([[start], *ends]).astype(np.int64)
     starts = starts[starts < min(position, end)]
+    if blank_lines:
+        return starts
     following = np.append(starts[1:], position)
     lengths = following - starts
     empty = lengths == 1  # "\n" alone (a record before another ends with its newline)

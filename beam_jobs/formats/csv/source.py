@@ -28,6 +28,7 @@ from tfdata_reader.manifest import FeatureSpec
 __all__ = [
     "UNHANDLED_ROW",
     "CsvSample",
+    "blank_lines_are_records",
     "convert_options",
     "header_not_decodable",
     "infer_features",
@@ -56,10 +57,20 @@ def _skip_malformed(row: pcsv.InvalidRow) -> str:
     return "skip"
 
 
-def _parse_options(delimiter: str) -> pcsv.ParseOptions:
+def _parse_options(delimiter: str, one_column: bool = False) -> pcsv.ParseOptions:
     return pcsv.ParseOptions(
-        delimiter=delimiter, newlines_in_values=True, invalid_row_handler=_skip_malformed
+        delimiter=delimiter,
+        newlines_in_values=True,
+        invalid_row_handler=_skip_malformed,
+        ignore_empty_lines=not one_column,  # see `blank_lines_are_records`
     )
+
+
+def blank_lines_are_records(columns: int) -> bool:
+    """In a file of one column, a blank line is a record whose value is empty (missing), as
+    `cut -f1` writes one; with more columns it is no record at all (as pandas and Python's
+    csv module read it): it could hold no field of each column."""
+    return columns == 1
 
 
 def _read_options(dialect: Dialect) -> pcsv.ReadOptions:
@@ -121,10 +132,19 @@ def parse_sample(path: str, head: bytes, is_whole_file: bool, dialect: Dialect) 
             parse_options=_parse_options(dialect.delimiter or ","),
             convert_options=convert_options(),
         )
+        one_column = blank_lines_are_records(table.num_columns)
+        parse_options = _parse_options(dialect.delimiter or ",", one_column)
+        if one_column:
+            table = pcsv.read_csv(
+                io.BytesIO(parsed),
+                read_options=_read_options(dialect),
+                parse_options=parse_options,
+                convert_options=convert_options(),
+            )
         texts = pcsv.read_csv(
             io.BytesIO(parsed),
             read_options=_read_options(dialect),
-            parse_options=_parse_options(dialect.delimiter or ","),
+            parse_options=parse_options,
             convert_options=convert_options(dict.fromkeys(table.column_names, pa.string())),
         )
     except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as e:
