@@ -3,6 +3,7 @@ feature specs, conformed Arrow batches and serialized Examples, for `WriteShards
 
 from __future__ import annotations
 
+import collections
 from collections.abc import Iterator, Sequence
 from typing import Any
 
@@ -26,16 +27,29 @@ _SOURCE = "<pcollection>"
 def _to_table(elements: Sequence[Any]) -> pa.Table:
     """A batch of dicts or record batches as one flattened table."""
     first = elements[0]
-    if isinstance(first, pa.RecordBatch):
-        table = pa.Table.from_batches(list(elements))
-    elif isinstance(first, dict):
-        table = pa.Table.from_pylist(list(elements))
-    else:
+    kind = pa.RecordBatch if isinstance(first, pa.RecordBatch) else dict
+    other = next((e for e in elements if not isinstance(e, kind)), first)
+    if not isinstance(other, kind):
+        # pyarrow would read a string or a list among dicts as a row of its own making.
         raise TypeError(
-            "WriteShards takes dicts, pyarrow.RecordBatch or serialized tf.train.Example bytes; "
-            f"got {type(first).__name__}"
+            "WriteShards takes dicts, pyarrow.RecordBatch or serialized tf.train.Example bytes, "
+            f"one kind per PCollection; got {type(other).__name__} {_shown(other)}"
         )
+    if kind is pa.RecordBatch:
+        table = pa.Table.from_batches(list(elements))
+    else:
+        table = pa.Table.from_pylist(list(elements))
     return flatten_structs(table)
+
+
+def _shown(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 80 else text[:77] + "..."
+
+
+# What a batch that does not make one table raises (a value of another type, an integer
+# beyond int64, an element that is no dict): its elements are then looked at one by one.
+_UNREADABLE = (pa.ArrowInvalid, pa.ArrowTypeError, OverflowError, TypeError, ValueError)
 
 
 def infer_spec(sample: Sequence[Any]) -> list[FeatureSpec]:
@@ -46,9 +60,20 @@ def infer_spec(sample: Sequence[Any]) -> list[FeatureSpec]:
     """
     if not sample:
         raise DataError("WriteShards got an empty PCollection and no features to describe it")
-    if isinstance(sample[0], bytes):
+    # The kind most elements are (the others become dead letters when encoded).
+    kinds = collections.Counter(
+        next((k for k in (bytes, dict, pa.RecordBatch) if isinstance(e, k)), None) for e in sample
+    )
+    kind = max((k for k in kinds if k is not None), key=kinds.__getitem__, default=None)
+    if kind is None:
+        raise DataError(
+            "WriteShards takes dicts, pyarrow.RecordBatch or serialized tf.train.Example bytes; "
+            f"the sampled elements are {sorted({type(e).__name__ for e in sample})}"
+        )
+    sample = [e for e in sample if isinstance(e, kind)]
+    if kind is bytes:
         return infer_from_table(pa.Table.from_batches([decode_examples(sample)]), scalar_lists=True)
-    if isinstance(sample[0], dict):
+    if kind is dict:
         # Like JSON lines: a key with values of several types takes the type most rows have.
         return infer_from_rows([flatten_object(row) for row in sample], "WriteShards sample")
     try:
@@ -62,7 +87,11 @@ def _cells(row: dict) -> dict:
 
 
 def _flat(element: Any) -> dict:
-    return element if isinstance(element, dict) else {"batch_rows": element.num_rows}
+    if isinstance(element, dict):
+        return element
+    if isinstance(element, pa.RecordBatch):
+        return {"batch_rows": element.num_rows}
+    return {"element": _shown(element)}
 
 
 class EncodeElementsFn(beam.DoFn):
@@ -86,13 +115,15 @@ class EncodeElementsFn(beam.DoFn):
         does not even make one table (a value of another type than the rest)."""
         try:
             return conform(_to_table(elements), features)
-        except (pa.ArrowInvalid, pa.ArrowTypeError):
+        except _UNREADABLE:
             pass
         good, bad = [], {}
         for index, element in enumerate(elements):
             try:
                 batch, problems = conform(_to_table([element]), features)
-            except (pa.ArrowInvalid, pa.ArrowTypeError) as e:
+            except OverflowError:
+                problems = {0: "an integer beyond the int64 range (-2**63 to 2**63-1)"}
+            except _UNREADABLE as e:
                 problems = {0: str(e)}
             if problems:
                 bad[index] = problems[0]

@@ -145,3 +145,36 @@ def test_serialized_examples_are_written_with_the_specs_features_in_its_order(tm
 
     want = sorted([in_order(ints(-i), ints(i)) for i in range(50)] + [in_order(ints(7), ints())])
     assert written == want  # zzz dropped, a before b, the missing b present and empty
+
+
+def _rows_with(odd: dict[int, object]):
+    return lambda i: odd.get(i, {"id": i, "v": i})
+
+
+def test_elements_that_are_no_rows_or_too_big_are_dead_letters(tmp_path):
+    odd = {
+        2100: None,
+        2200: "hello",
+        2300: [1, 2],
+        2400: {"id": 2400, "v": 2**63},
+        2500: {"id": 2500, "v": -(2**63) - 1},
+    }
+    out = tmp_path / "out"
+    with beam.Pipeline(argv=OPTIONS) as p:
+        _ = (
+            p
+            | beam.Create(range(3000))
+            | beam.Map(_rows_with(odd))
+            | WriteShards(str(out), max_bad_fraction=0.01, sample_size=100)
+        )
+    manifest = json.loads((out / "manifest.json").read_text())
+    assert (manifest["counts"]["records_written"], manifest["counts"]["bad_records"]) == (2995, 5)
+    dead = [json.loads(line) for f in manifest["dead_letter"]
+            for line in (out / f).read_text().splitlines()]  # fmt: skip
+    reasons = sorted(row["reason"].split(";")[0].split(",")[0] for row in dead)
+    assert reasons.count("an integer beyond the int64 range (-2**63 to 2**63-1)") == 2
+    kinds = sorted(row["cells"].get("element") for row in dead if "element" in row["cells"])
+    assert kinds == ["'hello'", "None", "[1, 2]"]
+    assert sorted(r["id"] for r in read_all(out, label_key="")) == sorted(
+        set(range(3000)) - set(odd)
+    )
