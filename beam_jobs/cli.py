@@ -24,6 +24,7 @@ from collections.abc import Iterator, Sequence
 from typing import Any, TextIO
 
 from beam_jobs.core.version import __version__
+from beam_jobs.job import local_workers
 from beam_jobs.job.interrupt import Interrupted, interruptible
 
 __all__ = ["main"]
@@ -309,6 +310,7 @@ def _configure_logging(verbose: bool) -> None:
     logging.getLogger("apache_beam.runners.portability.local_job_service").setLevel(logging.ERROR)
     if not verbose:
         os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
+        local_workers.quiet()  # their tracebacks: the error is said once, as ours
         for name in (
             "apache_beam.runners.common",
             "apache_beam.runners.worker",
@@ -360,7 +362,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     except Exception as e:
         if verbose:
             logging.getLogger("beam_jobs.cli").exception("%s failed", argv[0])
-        return _fail(argv[0], EXIT_OTHER, e, ["(run again with --verbose for the traceback)"])
+            return _fail(argv[0], EXIT_OTHER, e)
+        # A runner hands a worker's error over as its whole traceback: its last line says it.
+        return _fail(
+            argv[0], EXIT_OTHER, e, ["(run again with --verbose for the traceback)"], short=True
+        )
 
 
 def _fail(
@@ -369,9 +375,11 @@ def _fail(
     error: BaseException,
     note: Sequence[str] = (),
     status: str = "error",
+    short: bool = False,
 ) -> int:
     message = str(error)
-    print("\n".join([f"error: {message}", *note]), file=sys.stderr)
+    shown = _headline(message) if short else message
+    print("\n".join([f"error: {shown}", *note]), file=sys.stderr)
     if command == "convert":
         _summary_line(status, exit_code, error=_headline(message))
     return exit_code

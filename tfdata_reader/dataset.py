@@ -17,6 +17,7 @@ import dataclasses
 import hashlib
 import json
 import logging
+import numbers
 import posixpath
 import random
 from collections.abc import Mapping, Sequence
@@ -34,6 +35,7 @@ from tfdata_reader.sharding import BY_FILE, FileRange, plan_reads
 
 __all__ = [
     "ReadOptions",
+    "check_batch_size",
     "fill_values",
     "make_dataset",
     "parse_spec",
@@ -166,11 +168,15 @@ def make_dataset(
       ManifestError: when the manifest is missing or malformed.
       ValueError: for bad options, unknown feature names, or nothing to read.
     """
-    if batch_size < 1:
-        raise ValueError(f"batch_size must be at least 1, got {batch_size}")
+    check_batch_size("batch_size", batch_size)
     options = dataclasses.replace(options or ReadOptions(), **overrides)
     manifest, paths = _shards_to_read(path, options)
     options = _with_manifest_label(options, manifest)
+    names = [f.name for f in manifest.features]
+    if options.label_key is not None and options.label_key not in names:
+        raise ValueError(
+            f"label_key {options.label_key!r} is not a feature; the dataset has {names}"
+        )
     selected = _select(manifest, options.parsed_features())
     spec = parse_spec(selected)
     fills = fill_values(selected, options)
@@ -199,6 +205,12 @@ def make_dataset(
     )
     ds = ds.apply(tf.data.experimental.assert_cardinality(_batches(records, batch_size, options)))
     return _finish(ds, input_context)
+
+
+def check_batch_size(name: str, value: Any) -> None:
+    """A batch size is a whole number of at least 1 (a ValueError naming it otherwise)."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < 1:
+        raise ValueError(f"{name} must be a whole number of at least 1, got {value!r}")
 
 
 def _cache_file(options: ReadOptions, manifest: Manifest, ranges: Sequence[FileRange]) -> str:

@@ -7,7 +7,7 @@ from typing import Any
 
 import tensorflow as tf
 
-from tfdata_reader.dataset import make_dataset
+from tfdata_reader.dataset import check_batch_size, make_dataset
 
 __all__ = ["distribute"]
 
@@ -32,6 +32,7 @@ def distribute(
       global_batch_size: records per step over all replicas; must divide evenly among them.
       **options: any other `make_dataset` argument (seed, num_epochs, label_key, ...).
     """
+    check_batch_size("global_batch_size", global_batch_size)
     replicas = strategy.num_replicas_in_sync
     if global_batch_size % replicas:
         raise ValueError(

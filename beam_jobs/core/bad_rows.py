@@ -8,10 +8,20 @@ from __future__ import annotations
 
 import base64
 import dataclasses
+import re
 
-__all__ = ["DEAD_LETTER_DIR", "BadRow", "as_text", "dead_letter_name", "row_location"]
+__all__ = [
+    "DEAD_LETTER_DIR",
+    "LONG_WORD",
+    "BadRow",
+    "as_text",
+    "dead_letter_name",
+    "row_location",
+    "short_reason",
+]
 
 DEAD_LETTER_DIR = "dead_letter"  # in the output folder: one JSON-lines file per shard
+LONG_WORD = 60  # characters of a word a reason shows whole
 
 
 @dataclasses.dataclass(frozen=True)
@@ -32,6 +42,10 @@ class BadRow:
     offset: int | None = None  # where the row starts in the file, when known
     line: int | None = None  # the line it starts on (1 = the first), for line-based formats
 
+    def __post_init__(self) -> None:
+        # A reason quotes the value at fault; the content holds it whole.
+        object.__setattr__(self, "reason", short_reason(self.reason))
+
     def to_json(self) -> dict:
         return {
             "file": self.path,
@@ -42,6 +56,17 @@ class BadRow:
             "reason": self.reason,
             **self.content,
         }
+
+
+_LONG_WORD = re.compile(rf"\S{{{LONG_WORD + 1},}}")
+
+
+def short_reason(reason: str) -> str:
+    """A reason with every word longer than LONG_WORD characters (a 300-digit number, a long
+    value quoted) cut short, its length said."""
+    return _LONG_WORD.sub(
+        lambda m: f"{m.group()[: LONG_WORD // 2]}... ({len(m.group()):,} characters)", reason
+    )
 
 
 def as_text(value: bytes | str | None) -> str | dict | None:

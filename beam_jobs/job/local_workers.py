@@ -26,15 +26,28 @@ import weakref
 
 from beam_jobs.job import interrupt
 
-__all__ = ["apply", "stop_all"]
+__all__ = ["apply", "quiet", "stop_all"]
 
 
 _started: weakref.WeakSet[subprocess.Popen] = weakref.WeakSet()
 
 
+_quiet = False  # `quiet`: the workers' own output is not shown
+
+
+def quiet(on: bool = True) -> None:
+    """Leaves out what worker processes print themselves (the command line does so without
+    --verbose): a failing step's traceback, which the launcher reports in one line, printed
+    again by every worker, some 90 lines, and their start-up notices."""
+    global _quiet
+    _quiet = on
+
+
 class _NewSessionPopen(subprocess.Popen):
     def __init__(self, *args, **kwargs) -> None:
         kwargs.setdefault("start_new_session", True)
+        if _quiet:
+            kwargs["stdout"] = kwargs["stderr"] = subprocess.DEVNULL
         super().__init__(*args, **kwargs)
         _started.add(self)
 

@@ -315,3 +315,20 @@ def test_rows_with_the_wrong_column_count_that_are_not_utf8_are_dead_letters(tmp
     assert {d["reason"] for d in dead} == {"expected 2 columns, got 3"}
     got = sorted((r["id"], r["name"].decode()) for r in read_all(out))
     assert got == [(i, f"name {i}") for i in range(3000) if i not in bad_lines.values()]
+
+
+def test_a_reason_shows_a_long_value_cut_short_and_the_row_keeps_it_whole(tmp_path):
+    huge = "9" * 300
+    path = tmp_path / "in.csv"
+    path.write_text(f"id,v\n1,{huge}\n" + "".join(f"{i},{i}\n" for i in range(2, 400)))
+    schema = tmp_path / "schema.json"
+    schema.write_text(json.dumps({"features": [{"name": "v", "dtype": "int64"}]}))
+    manifest = convert([str(path)], tmp_path / "out", "--schema", str(schema),
+                       "--max_bad_fraction=0.01")  # fmt: skip
+    [row] = [json.loads(line) for line in
+             (tmp_path / "out" / manifest.dead_letter[0]).read_text().splitlines()]  # fmt: skip
+    assert row["reason"] == (
+        "column 'v' (int64): Failed to parse string: '99999999999999999999999999999... "
+        "(302 characters) as a scalar of type int64"
+    )
+    assert row["cells"]["v"] == huge

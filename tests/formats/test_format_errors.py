@@ -221,3 +221,25 @@ def test_one_endless_line_in_a_small_gzip_stops_with_its_offset_not_memory(tmp_p
     assert message.startswith(f"{bomb}: "), message
     assert f"the line starting at byte {len(head):,} is longer than 2,097,152 bytes" in message
     assert not (tmp_path / "out" / "manifest.json").exists()
+
+
+@pytest.mark.parametrize(
+    "name, data, says",
+    [
+        ("data.csv", None, "a ZIP archive: unzip it first"),
+        ("data.jsonl", None, "a ZIP archive: unzip it first"),
+        ("data.csv", gzip.compress(b"a,b\n1,2\n"), "GZIP-compressed without a .gz name"),
+        ("data.txt", b"PAR1\x00\x00", "a Parquet file: pass --format parquet"),
+    ],
+)
+def test_a_file_that_is_no_text_says_what_it_is(tmp_path, name, data, says):
+    import zipfile
+
+    path = tmp_path / name
+    if data is None:
+        with zipfile.ZipFile(path, "w") as archive:
+            archive.writestr("inner.csv", "a,b\n1,2\n")
+    else:
+        path.write_bytes(data)
+    with pytest.raises(DataError, match=rf"{path}: the file is {says}"):
+        convert([str(path)], tmp_path / "out")

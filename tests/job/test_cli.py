@@ -218,3 +218,36 @@ def test_the_status_line_names_a_workers_error_not_its_traceback(tmp_path, capsy
     )
     assert cli._headline("plain words\nmore") == "plain words"
     assert cli._headline("") == ""
+
+
+@pytest.mark.parametrize("mode", ["in_memory", "multi_threading"])
+def test_a_full_disk_is_said_in_a_few_lines(tmp_path, capsys, monkeypatch, mode):
+    import errno
+
+    from beam_jobs.codec.shard_file import ShardFileWriter
+
+    def full(self, data):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(ShardFileWriter, "_store", full)
+    path = tmp_path / "in.csv"
+    path.write_text("a\n" + "".join(f"{i}\n" for i in range(100)))
+    argv = ["convert", "--input", str(path), "--output", str(tmp_path / "out")]
+    assert main([*argv, f"--direct_running_mode={mode}", "--direct_num_workers=1"]) == 3
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) <= 3, err
+    assert "No space left on device" in err[0] and err[0].startswith("error: ")
+    assert not (tmp_path / "out" / "manifest.json").exists()
+
+
+@pytest.mark.slow
+def test_a_workers_error_is_said_once_without_the_workers_tracebacks(tmp_path, capfd):
+    path = tmp_path / "in.csv"  # numbers in the sampled head, words past it: bad rows
+    path.write_text("a\n" + "".join(f"{i if i < 2000 else 'w'}\n" for i in range(3000)))
+    argv = ["convert", "--input", str(path), "--output", str(tmp_path / "out")]
+    argv += ["--sample_bytes=4096", "--direct_running_mode=multi_processing"]
+    assert main(argv) == 1  # too many bad rows, found by a worker process
+    err = [line for line in capfd.readouterr().err.splitlines() if line.strip()]
+    assert "Traceback" not in "\n".join(err), err
+    said = [line for line in err if line.startswith("error: ")]
+    assert len(said) == 1 and "1,000 of 3,000 records" in said[0]

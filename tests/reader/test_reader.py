@@ -248,3 +248,24 @@ def test_a_file_cache_never_serves_another_conversion(tmp_path):
         convert([str(raw)], tmp_path / "ds", "--overwrite")
         [batch] = make_dataset(str(tmp_path / "ds"), 100, shuffle=False, cache=cache)
         assert sorted(batch["v"].numpy().tolist()) == [i * version for i in range(50)]
+
+
+@pytest.mark.parametrize(
+    "call, message",
+    [
+        (lambda out: make_dataset(out, 2.5), "batch_size must be a whole number of at least 1"),
+        (lambda out: make_dataset(out, True), "batch_size must be a whole number of at least 1"),
+        (lambda out: make_dataset(out, 8, label_key="ghost"), "label_key 'ghost' is not a feat"),
+    ],
+)
+def test_bad_reader_arguments_are_value_errors_naming_them(converted, call, message):
+    out, _ = converted
+    with pytest.raises(ValueError, match=message):
+        call(str(out))
+
+
+def test_distribute_checks_its_batch_size():
+    from tfdata_reader import distribute
+
+    with pytest.raises(ValueError, match="global_batch_size must be a whole number"):
+        distribute(tf.distribute.get_strategy(), "nowhere", global_batch_size=64.0)

@@ -24,7 +24,7 @@ from beam_jobs.formats.base import InputFormat, OnBadRow, PieceReport, Sample
 from beam_jobs.formats.compressed import compression_of, read_head
 from beam_jobs.formats.jsonl.chunks import line_problem, parse_chunk, read_chunk
 from beam_jobs.formats.lines.cut_counts import Counting
-from beam_jobs.formats.lines.pieces import piece_chunks, sample_head
+from beam_jobs.formats.lines.pieces import piece_chunks, refuse_wide_text, sample_head
 from beam_jobs.schema.conform import logical_type_of, merge_features
 from beam_jobs.schema.precision import warn_float32_rounding
 from beam_jobs.schema.rows import flatten_object, infer_from_rows
@@ -97,7 +97,9 @@ class JsonLinesFormat(InputFormat):
 
     def sample(self, f: InputFile, sample_bytes: int) -> Sample:
         lines, input_bytes = sample_head(f, sample_bytes)
-        _refuse_an_array(f.path, lines or read_head(f, 4096, compression_of(f.path)).content)
+        head = lines or read_head(f, 4096, compression_of(f.path)).content
+        refuse_wide_text(f.path, head)
+        _refuse_an_array(f.path, head)
         if f.size and not lines.strip():
             raise DataError(
                 f"{f.path}: no complete line in the first {sample_bytes} bytes; is it JSON lines?"

@@ -47,9 +47,26 @@ def piece_chunks(piece: Piece, max_record_bytes: int) -> Iterator[tuple[int, byt
             ) from None
 
 
+# Files that are no text, by their first bytes (a NUL byte would call them UTF-16).
+_BINARY_MAGIC = {
+    b"PK\x03\x04": "a ZIP archive: unzip it first (unzip FILE) and convert what it holds",
+    b"PK\x05\x06": "an empty ZIP archive",
+    b"\x1f\x8b": "GZIP-compressed without a .gz name: name it FILE.gz, or gunzip it",
+    b"BZh": "bzip2-compressed without a .bz2 name: name it FILE.bz2, or bunzip2 it",
+    b"\x28\xb5\x2f\xfd": "zstd-compressed without a .zst name: name it FILE.zst",
+    b"PAR1": "a Parquet file: pass --format parquet (or name it FILE.parquet)",
+    b"%PDF": "a PDF document, not text",
+    b"\x7fELF": "a program, not text",
+}
+
+
 def refuse_wide_text(path: str, head: bytes) -> None:
-    """A DataError for a file whose head is UTF-16 or UTF-32 (a byte order mark, NUL bytes):
-    its newlines, quotes and delimiters are not single bytes, so no --encoding helps."""
+    """A DataError for a file whose head is no text (an archive, compressed data, Parquet: told
+    what it is), or UTF-16 or UTF-32 (a byte order mark, NUL bytes): its newlines, quotes and
+    delimiters are not single bytes, so no --encoding helps."""
+    for magic, what in _BINARY_MAGIC.items():
+        if head.startswith(magic):
+            raise DataError(f"{path}: the file is {what}")
     if head.startswith((b"\xff\xfe", b"\xfe\xff")) or b"\x00" in head[:_WIDE_TEXT_BYTES]:
         raise DataError(
             f"{path}: the file starts with a UTF-16 or UTF-32 byte order mark or holds NUL "
