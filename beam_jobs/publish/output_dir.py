@@ -18,6 +18,7 @@ the folder's lease.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import os
 from collections.abc import Sequence
@@ -129,13 +130,23 @@ def ours_to_remove(output: str, keep: set[str], prefixes: set[str]) -> list[str]
     return found
 
 
+def _same_features(published: Sequence[FeatureSpec], planned: Sequence[FeatureSpec]) -> bool:
+    """The planned features are those published. A feature the plan saw no missing value of
+    may have been published nullable: the writers found one (an empty list, say) past the
+    sample; that is the same conversion, not another."""
+    return len(published) == len(planned) and all(
+        dataclasses.replace(p, nullable=q.nullable) == q and (p.nullable or not q.nullable)
+        for p, q in zip(published, planned, strict=True)
+    )
+
+
 def _same_conversion(
     manifest: Manifest,
     options: dict,
     files: list[dict],
     features: Sequence[FeatureSpec] | None,
 ) -> bool:
-    if features is not None and list(manifest.features) != list(features):
+    if features is not None and not _same_features(manifest.features, features):
         return False
     return manifest.inputs.get("files") == files and all(
         manifest.options.get(k) == v for k, v in options.items()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import signal
@@ -166,3 +167,13 @@ def test_a_folder_that_only_looks_like_our_temporary_folder_is_kept(tmp_path):
     assert (mine / "results.csv").read_text() == "a,b\n1,2\n"
     assert json.loads((mine / "run.json").read_text()) == {"my": "experiment"}
     assert not dead.exists()
+
+
+def test_a_rerun_is_a_no_op_when_the_writers_found_a_feature_nullable(tmp_path):
+    path = tmp_path / "in.jsonl"  # the sampled head has no empty list; a later row has one
+    rows = [{"id": i, "tags": ["a", "b"] if i != 5000 else []} for i in range(6000)]
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    argv = ["--input", str(path), "--output", str(tmp_path / "out"), "--sample_bytes=4096"]
+    first = run(argv)
+    assert first.converted and first.manifest.feature("tags").nullable
+    assert not run(argv).converted
