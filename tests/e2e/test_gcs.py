@@ -154,3 +154,35 @@ def test_two_conversions_into_one_gs_output_give_one_dataset_and_one_clear_error
     assert verified.returncode == 0, verified.stdout + verified.stderr[-2000:]
     assert sorted(read_ids(proxy, out)) == list(range(12000))
     assert ".tfrecord-etl-lease.json" not in names(client, "contended/")
+
+
+STAMP_TWICE = """
+import sys, time
+from apache_beam.internal.gcp import auth
+auth._Credentials._credentials_init = True
+auth._Credentials._credentials = None
+from google.cloud import storage
+from beam_jobs.core.inputs import stamp_of
+blob = storage.Client.create_anonymous_client().bucket(sys.argv[1]).blob("stamp/x.csv")
+blob.upload_from_string(b"a\\n1\\n")
+path = "gs://" + sys.argv[1] + "/stamp/x.csv"
+first = stamp_of(path)
+time.sleep(1.1)
+blob.upload_from_string(b"a\\n2\\n")  # a new generation of the same size
+print(first == stamp_of(path), first.size)
+"""
+
+
+def test_a_new_generation_of_a_gs_object_changes_its_stamp(gcs):
+    """The writers' mid-run check on gs:// rests on the object's update time changing with
+    each generation, the size alone being the same here."""
+    emulator, _, _ = gcs
+    result = subprocess.run(
+        [sys.executable, "-c", STAMP_TWICE, BUCKET],
+        env=beam_env(emulator),
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert result.stdout.split() == ["False", "4"]
