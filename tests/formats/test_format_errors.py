@@ -119,7 +119,7 @@ def _garbage(n: int = 5000) -> bytes:
     "fmt, message",
     [
         ("csv", r"holds NUL bytes \(UTF-16/32 text, or not text\)"),
-        ("jsonl", r"no JSON object among the sampled lines"),
+        ("jsonl", r"holds NUL bytes \(UTF-16/32 text, or not text\)"),
         ("parquet", r"not a Parquet file"),
         ("tfrecord", r"no complete TFRecord record in the first"),
     ],
@@ -128,6 +128,13 @@ def test_a_file_that_is_not_of_its_format_is_a_data_error_naming_it(tmp_path, fm
     path, flags = write_input(tmp_path / "in", fmt)
     path.write_bytes(_garbage())
     with pytest.raises(DataError, match=rf"^{path}: .*{message}"):
+        convert([str(path)], tmp_path / "out", *flags)
+
+
+def test_json_lines_text_without_an_object_is_a_data_error_naming_it(tmp_path):
+    path, flags = write_input(tmp_path / "in", "jsonl")
+    path.write_text('3\n"text"\n[1, 2]\n')
+    with pytest.raises(DataError, match=rf"^{path}: no JSON object among the sampled lines"):
         convert([str(path)], tmp_path / "out", *flags)
 
 
