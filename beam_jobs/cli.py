@@ -85,6 +85,7 @@ def _convert(argv: list[str]) -> int:
         bad_rows_note,
         ignored_fields_note,
         missing_label_note,
+        null_markers_note,
         rounded_integers_note,
         summarize_run,
     )
@@ -111,6 +112,7 @@ def _convert(argv: list[str]) -> int:
             *ignored_fields_note(manifest),
             *missing_label_note(manifest),
             *rounded_integers_note(manifest),
+            *null_markers_note(manifest),
         ]
         print("\n".join([summarize_run(manifest, elapsed), *notes]))
         if manifest.counts.get("bad_records", 0):

@@ -124,6 +124,8 @@ class FeatureSpec:
         the Arrow type they are: `date32[day]` (days since 1970-01-01), `timestamp[us]` or
         `timestamp[us, tz=Europe/Paris]` (microseconds since 1970-01-01 UTC; the time zone
         the source gave), `time64[us]` (microseconds since midnight), `duration[us]`.
+      null_values: the cells of a text input (CSV) that were read as missing besides empty
+        ones (`NA`, `NULL`, ...); None when there were none to look for.
     """
 
     name: str
@@ -131,6 +133,7 @@ class FeatureSpec:
     shape: list[int] | None = dataclasses.field(default_factory=list)
     nullable: bool = False
     logical_type: str | None = None
+    null_values: list[str] | None = None
 
     def __post_init__(self) -> None:
         if not self.name:
@@ -156,6 +159,14 @@ class FeatureSpec:
                 "timestamp[UNIT, tz=ZONE], time64[UNIT] or duration[UNIT] on an int64 feature, "
                 f"got {self.logical_type!r} on {self.dtype}"
             )
+        if self.null_values is not None and (
+            not isinstance(self.null_values, list)
+            or any(not isinstance(v, str) for v in self.null_values)
+        ):
+            raise ManifestError(
+                f"feature {self.name!r}: null_values must be a list of texts, got "
+                f"{self.null_values!r}"
+            )
 
     @property
     def is_fixed(self) -> bool:
@@ -164,8 +175,9 @@ class FeatureSpec:
 
     def to_json(self) -> dict[str, Any]:
         obj = dataclasses.asdict(self)
-        if self.logical_type is None:
-            del obj["logical_type"]
+        for key in ("logical_type", "null_values"):
+            if obj[key] is None:
+                del obj[key]
         return obj
 
     @classmethod
@@ -181,6 +193,7 @@ class FeatureSpec:
             shape=obj.get("shape", []),
             nullable=bool(obj.get("nullable", False)),
             logical_type=obj.get("logical_type"),
+            null_values=obj.get("null_values"),
         )
 
 
@@ -422,8 +435,10 @@ class Manifest:
 
 
 def schema_to_json(features: list[FeatureSpec]) -> str:
-    """The `--schema` file format: the manifest's feature list alone."""
-    return json.dumps({"features": [f.to_json() for f in features]}, indent=2) + "\n"
+    """The `--schema` file format: the manifest's feature list alone, a feature per line (a
+    wide file's schema stays readable, and a diff shows which feature changed)."""
+    lines = ",\n".join(f"  {json.dumps(f.to_json())}" for f in features)
+    return f'{{"features": [\n{lines}\n]}}\n' if features else '{"features": []}\n'
 
 
 def schema_from_json(text: str | bytes, source: str = "schema") -> list[FeatureSpec]:

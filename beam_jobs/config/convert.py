@@ -214,11 +214,15 @@ class ConvertConfig:
         if self.format not in FORMATS:
             raise UsageError(f"--format must be one of {_FORMAT_NAMES}, got {self.format!r}")
         dialect = self.dialect
-        if (dialect.delimiter or dialect.column_names or dialect.skip_header_lines) and (
-            self.format != "csv"
-        ):
+        if (
+            dialect.delimiter
+            or dialect.column_names
+            or dialect.skip_header_lines
+            or dialect.null_values is not None
+        ) and self.format != "csv":
             raise UsageError(
-                "--delimiter, --column_names and --skip_header_lines are for --format csv only"
+                "--delimiter, --column_names, --skip_header_lines and --null_values are for "
+                "--format csv only"
             )
         if dialect.encoding != "utf-8" and self.format not in ("csv", "text"):
             raise UsageError(

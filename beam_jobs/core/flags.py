@@ -67,6 +67,8 @@ class Flag:
       recorded_as: the manifest's key for it, when not the field's name (a key manifests have
         always used, so that a rerun over an older dataset compares like with like).
       metavar: the value's name in `--help`.
+      takes_empty: an empty value (`--flag ''`, `flag=[]`) is a value, parsed as any other,
+        not "not given" (`--null_values ''`: no markers at all).
     """
 
     name: str
@@ -80,6 +82,7 @@ class Flag:
     recorded: bool = True
     recorded_as: str | None = None
     metavar: str | None = None
+    takes_empty: bool = False
 
     @property
     def names(self) -> tuple[str, ...]:
@@ -176,7 +179,7 @@ def values(cls: type, given: Mapping[str, Any]) -> dict[str, Any]:
             kwargs[field.name] = inner(**values(inner, given))
         elif _FLAG in field.metadata:
             flag = _flag_of(field)
-            empty_default = is_absent(field.default)
+            empty_default = is_absent(field.default) and not flag.takes_empty
             named = [
                 n
                 for n in flag.names

@@ -90,6 +90,8 @@ class WrittenShard:
     part: int = 0  # with splits: the write task that wrote it, one part of its shard
     # Whole numbers float32 changed (16777217 -> 16777216), by float32 feature.
     rounded_integers: dict[str, int] = dataclasses.field(default_factory=dict)
+    # Cells read as missing for holding a missing-value marker (NA, NULL), by feature.
+    null_markers: dict[str, int] = dataclasses.field(default_factory=dict)
 
 
 def sum_counts(counts: Iterable[Mapping[str, int]]) -> dict[str, int]:

@@ -6,6 +6,7 @@ from collections.abc import Sequence
 
 from beam_jobs.core.bad_rows import DEAD_LETTER_DIR
 from beam_jobs.core.units import count_of, format_size
+from beam_jobs.formats.csv.markers import column_markers
 from beam_jobs.plan.conversion import ConversionPlan
 from beam_jobs.plan.warnings import plan_warnings
 from beam_jobs.sink.dead_letter import first_bad_rows
@@ -19,6 +20,7 @@ __all__ = [
     "format_table",
     "ignored_fields_note",
     "missing_label_note",
+    "null_markers_note",
     "rounded_integers_note",
     "summarize_run",
 ]
@@ -42,11 +44,24 @@ def _shape(shape: list[int] | None) -> str:
 
 
 def feature_table(features: Sequence[FeatureSpec]) -> str:
-    """One row per feature: name, dtype, shape, nullable."""
-    return format_table(
-        ["feature", "dtype", "shape", "nullable"],
-        [(f.name, f.dtype, _shape(f.shape), "yes" if f.nullable else "no") for f in features],
-    )
+    """One row per feature: name, dtype, shape, nullable, and its missing-value markers
+    when any feature has some."""
+    header = ["feature", "dtype", "shape", "nullable"]
+    rows = [[f.name, f.dtype, _shape(f.shape), "yes" if f.nullable else "no"] for f in features]
+    if any(f.null_values for f in features):
+        header.append("missing markers")
+        for row, feature in zip(rows, features, strict=True):
+            row.append(_markers(feature))
+    return format_table(header, rows)
+
+
+def _markers(feature: FeatureSpec) -> str:
+    markers = tuple(feature.null_values or ())
+    if not markers:
+        return "-"
+    if markers == column_markers(feature.dtype, None):
+        return "pandas' defaults (NA, NULL, ...)"
+    return ", ".join(markers)
 
 
 def describe(manifest: Manifest, location: str) -> str:
@@ -141,6 +156,24 @@ def rounded_integers_note(manifest: Manifest) -> list[str]:
         f"warning: float32 changed whole numbers beyond 2**24 (16777217 is stored as 16777216) "
         f"in: {shown}; to keep them exact, give such features the dtype int64 (or bytes) in a "
         "--schema file"
+    ]
+
+
+def null_markers_note(manifest: Manifest) -> list[str]:
+    """A warning naming the features whose missing-value markers (NA, NULL, ...) were read as
+    missing, and how many cells each."""
+    found = manifest.counts.get("null_markers") or {}
+    if not found:
+        return []
+    by_name = {f.name: f for f in manifest.features}
+    shown = ", ".join(f"{k} ({n:,})" for k, n in list(found.items())[:10])
+    more = f", and {len(found) - 10} more" if len(found) > 10 else ""
+    markers = sorted({m for k in found if k in by_name for m in by_name[k].null_values or []})
+    return [
+        f"warning: {sum(found.values()):,} cells held a missing-value marker and are missing "
+        f"values: {shown}{more} (markers: {', '.join(markers[:8])}"
+        f"{', ...' if len(markers) > 8 else ''}; `inspect --schema` lists them per feature, "
+        "--null_values sets them)"
     ]
 
 

@@ -122,6 +122,7 @@ def build_manifest(
     bad = sum(w.bad_records for w in written)
     ignored = sum_counts(w.ignored_fields for w in written)
     rounded = sum_counts(w.rounded_integers for w in written)
+    markers = sum_counts(w.null_markers for w in written)
     return Manifest(
         shards=[
             ShardInfo(with_generation(w.name, generation), w.records, w.bytes, w.crc32c, w.split)
@@ -141,7 +142,8 @@ def build_manifest(
             "null_values": nulls,
         }
         | ({"ignored_fields": ignored} if ignored else {})
-        | ({"float32_rounded_integers": rounded} if rounded else {}),
+        | ({"float32_rounded_integers": rounded} if rounded else {})
+        | ({"null_markers": markers} if markers else {}),
         dead_letter=_dead_letter_names(ordered, generation),
         created=datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
         tool={"name": TOOL_NAME, "version": spec.tool_version},

@@ -1,4 +1,4 @@
-"""Plan-time warnings for numbers that `float32` (the only float a `tf.train.Example` holds)
+"""Plan-time notes for numbers that `float32` (the only float a `tf.train.Example` holds)
 cannot keep as written, for formats whose numbers arrive as doubles (JSON lines, Parquet).
 
 A value is kept when float32's shortest decimal form reads back as the same double: `0.1` is
@@ -8,7 +8,6 @@ their text instead (`formats/csv/inference.py`).
 
 from __future__ import annotations
 
-import json
 import logging
 from collections.abc import Iterable, Mapping, Sequence
 
@@ -16,9 +15,16 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from beam_jobs.schema.type_notes import TypeNote, log_notes
 from tfdata_reader.manifest import FeatureSpec
 
-__all__ = ["LOOKED_AT", "float32_warnings", "rounded_integers", "warn_float32_rounding"]
+__all__ = [
+    "FLOAT32_ROUNDING",
+    "LOOKED_AT",
+    "float32_notes",
+    "rounded_integers",
+    "warn_float32_rounding",
+]
 
 _EXACT_IN_FLOAT32 = 2.0**24  # every whole number up to this is a float32 exactly
 
@@ -26,10 +32,17 @@ LOOKED_AT = 10_000  # sampled values per feature: enough to show the problem, ch
 _log = logging.getLogger(__name__)
 
 
-def float32_warnings(
+FLOAT32_ROUNDING = (
+    "float32 keeps about 7 significant digits, as TensorFlow does: longer decimals are "
+    "rounded; the dtype bytes in a --schema file keeps them as written"
+)
+
+
+def float32_notes(
     features: Sequence[FeatureSpec], values_of: Mapping[str, Iterable[object]]
-) -> list[str]:
-    """A warning per float32 feature whose sampled values float32 would round.
+) -> list[TypeNote]:
+    """A note per float32 feature whose sampled values float32 would round (an info line:
+    ordinary for decimals; whole numbers float32 changes are counted while writing).
 
     Args:
       features: the planned features.
@@ -46,22 +59,15 @@ def float32_warnings(
         if not len(changed):
             continue
         examples = ", ".join(repr(v) for v in list(dict.fromkeys(changed.tolist()))[:3])
-        hint = json.dumps({"name": feature.name, "dtype": "bytes"})
-        found.append(
-            f"column {feature.name!r} has values float32 cannot keep as written (e.g. "
-            f"{examples}): they are rounded to about 7 significant digits; to keep them "
-            f'exact, add {hint} to the "features" of a --schema file (or int64 for whole '
-            "numbers)"
-        )
+        found.append(TypeNote(FLOAT32_ROUNDING, feature.name, f"e.g. {examples}", warning=False))
     return found
 
 
 def warn_float32_rounding(
     features: Sequence[FeatureSpec], values_of: Mapping[str, Iterable[object]]
 ) -> None:
-    """Logs `float32_warnings` (at plan time, with the format's other warnings)."""
-    for warning in float32_warnings(features, values_of):
-        _log.warning("%s", warning)
+    """Logs `float32_notes` (at plan time, with the format's other notes)."""
+    log_notes(float32_notes(features, values_of), _log)
 
 
 def rounded_integers(column: pa.Array | pa.ChunkedArray) -> int:

@@ -13,7 +13,7 @@ from __future__ import annotations
 import collections
 import dataclasses
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any
 
 import apache_beam as beam
@@ -263,7 +263,13 @@ class WriteShardFn(beam.DoFn):
             stats=finish_all(output.stats),
             part=task.index,
             rounded_integers=self._rounded(output, reports if first else []),
+            null_markers=self._renamed(r.null_markers for r in reports) if first else {},
         )
+
+    def _renamed(self, counts: Iterable[Mapping[str, int]]) -> dict[str, int]:
+        """Counts by input column, added up by output feature (`--rename`)."""
+        renames = dict(self._spec.projection.renames)
+        return sum_counts({renames.get(k, k): n for k, n in c.items()} for c in counts)
 
     def _rounded(self, output: _Output, reports: list[PieceReport]) -> dict[str, int]:
         """Whole numbers float32 changed: counted here for columns read as doubles (CSV), and

@@ -12,6 +12,7 @@ from support.datasets import convert, read_all
 
 from beam_jobs.cli import main
 from beam_jobs.core.errors import DataError
+from beam_jobs.schema.precision import FLOAT32_ROUNDING
 
 
 def _dead(out) -> list[dict]:
@@ -24,15 +25,16 @@ def _dead(out) -> list[dict]:
     return sorted(rows, key=lambda d: d["line"])
 
 
-def test_json_float32_warnings_name_the_columns_that_round(tmp_path, caplog):
+def test_json_float32_notes_name_the_columns_that_round(tmp_path, caplog):
     path = tmp_path / "places.jsonl"
     rows = [{"price": 0.5, "lat": 47.3768866, "lon": 8.5416941, "name": "p"}] * 20
     path.write_text("".join(json.dumps(r) + "\n" for r in rows))
-    with caplog.at_level(logging.WARNING):
+    with caplog.at_level(logging.INFO, logger="beam_jobs"):
         convert([str(path)], tmp_path / "out", "--dry_run")
-    warned = [r.getMessage() for r in caplog.records if "float32 cannot keep" in r.getMessage()]
-    assert [w.split("'")[1] for w in warned] == ["lat", "lon"]
-    assert "(e.g. 47.3768866)" in warned[0] and "(e.g. 8.5416941)" in warned[1]
+    warned = [r.getMessage() for r in caplog.records if "float32 keeps" in r.getMessage()]
+    assert warned == [
+        f"2 columns 'lat' (e.g. 47.3768866), 'lon' (e.g. 8.5416941): {FLOAT32_ROUNDING}"
+    ]
 
 
 def test_a_date_in_a_timestamp_column_is_midnight_also_beside_a_bad_value(tmp_path):
@@ -79,10 +81,10 @@ def test_plus_minus_is_no_integer(tmp_path):
 
 def test_a_mostly_integer_column_is_offered_int64_not_float32(tmp_path, caplog):
     path = tmp_path / "ids.csv"
-    values = [str(123456789 + i) if i % 20 else "n/a" for i in range(400)]
+    values = [str(123456789 + i) if i % 20 else "unknown" for i in range(400)]
     path.write_text("customer_id\n" + "\n".join(values) + "\n")
     convert([str(path)], tmp_path / "out", "--dry_run")
-    assert '{"name": "customer_id", "dtype": "int64"}' in caplog.text
+    assert "give it the dtype int64 in a --schema file" in caplog.text
 
 
 def test_a_utf16_text_file_is_named_not_converted_to_garbage(tmp_path):

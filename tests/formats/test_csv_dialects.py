@@ -95,14 +95,42 @@ def test_column_names_given_for_a_file_with_a_header_stop_the_plan(tmp_path, cap
 
 
 @pytest.mark.parametrize(
-    "header, message",
-    [(("id", "id"), "names columns more than once: 'id'"), (("id", ""), "empty column names")],
+    "header, names",
+    [
+        (("id", "id"), ["id", "id_2"]),
+        (("", "id"), ["column_1", "id"]),
+        (("id", " ", "column_2"), ["id", "column_2_", "column_2"]),
+        (("a", "", "a", ""), ["a", "column_2", "a_2", "column_4"]),
+    ],
 )
-def test_duplicate_or_empty_column_names_are_a_data_error(tmp_path, header, message):
+def test_blank_or_repeated_header_names_get_names_of_their_own(tmp_path, caplog, header, names):
     path = tmp_path / "dup.csv"
-    _write(path, [[1, 2]], ",", header=header)
-    with pytest.raises(DataError, match=rf"^{path}: the header .*{message}"):
-        convert([str(path)], tmp_path / "out")
+    rows = [list(range(i, i + len(header))) for i in range(3)]
+    _write(path, rows, ",", header=header)
+    manifest = convert([str(path)], tmp_path / "out", "--num_shards=2")
+    assert [f.name for f in manifest.features] == names
+    assert sorted(tuple(r[n] for n in names) for r in read_all(tmp_path / "out")) == [
+        tuple(r) for r in rows
+    ]
+    assert f"{path}: the header's column" in caplog.text
+
+
+def test_a_generated_name_is_the_one_the_column_flags_take(tmp_path):
+    path = tmp_path / "r.csv"
+    path.write_text('"","x","y"\n"1",2,"a"\n"2",4,"b"\n')  # R's write.csv: row names first
+    manifest = convert(
+        [str(path)], tmp_path / "out", "--columns=column_1,x", "--rename=column_1=row"
+    )
+    assert [(f.name, f.dtype) for f in manifest.features] == [("row", "int64"), ("x", "int64")]
+    assert sorted((r["row"], r["x"]) for r in read_all(tmp_path / "out")) == [(1, 2), (2, 4)]
+
+
+@pytest.mark.parametrize("names", ["id,", "id,id"])
+def test_empty_or_repeated_column_names_flag_is_a_data_error(tmp_path, names):
+    path = tmp_path / "a.csv"
+    path.write_text("1,2\n")
+    with pytest.raises(DataError, match=r"^--column_names has"):
+        convert([str(path)], tmp_path / "out", f"--column_names={names}")
 
 
 def test_inspect_shows_the_dialect_it_chose(tmp_path, capsys):

@@ -5,12 +5,15 @@ does not turn a number column into text, and float32 rounding is said aloud."""
 from __future__ import annotations
 
 import json
+import logging
 
 import pyarrow as pa
 import pytest
 from support.datasets import convert, expected_rows, read_all
 
+from beam_jobs.cli import main
 from beam_jobs.formats.csv.inference import infer_column
+from beam_jobs.formats.csv.markers import column_markers
 
 
 @pytest.mark.parametrize(
@@ -22,10 +25,12 @@ from beam_jobs.formats.csv.inference import infer_column
         (["02134", "10001", "94105"], "bytes", "leading zeros"),
         (["0.5", "0", "-0"], "float32", None),  # a lone zero is no code
         (["12345678901234567890", "1"], "bytes", "beyond the int64 range"),
-        (["1"] * 995 + ["n/a"] * 5, "int64", "5 of 1,000 sampled values are not numbers"),
-        (["1"] * 980 + ["n/a"] * 20, "bytes", "is 98% numbers, but 20 of 1,000 sampled values"),
-        (["1"] * 500 + ["n/a"] * 500, "bytes", None),  # a text column with numbers in it
-        (["1.5", "3.14159265358"], "float32", "more significant digits than float32 keeps"),
+        (["1"] * 995 + ["oops"] * 5, "int64", "int64; 5 of 1,000 not: 'oops'"),
+        (["1"] * 980 + ["oops"] * 20, "bytes", "98% numbers; not: 'oops'"),
+        (["1"] * 500 + ["oops"] * 501, "bytes", None),  # a text column with numbers in it
+        (["1"] * 501 + ["oops"] * 500, "bytes", "50% numbers; not: 'oops'"),
+        (["1"] * 500 + ["n/a"] * 500, "int64", None),  # markers: missing values
+        (["1.5", "3.14159265358"], "float32", None),  # an info line, no warning
         (["100000000", "0.001"], "float32", None),  # zeros around one digit are not precision
         ([], "bytes", None),
     ],
@@ -33,10 +38,11 @@ from beam_jobs.formats.csv.inference import infer_column
 def test_infer_column(values, dtype, warned):
     guess = infer_column("c", pa.array(values, pa.string()))
     assert guess.dtype == dtype
+    warnings = [n for n in guess.notes if n.warning]
     if warned is None:
-        assert guess.warnings == ()
+        assert warnings == []
     else:
-        assert len(guess.warnings) == 1 and warned in guess.warnings[0]
+        assert len(warnings) == 1 and warned in f"{warnings[0].kind} {warnings[0].detail}"
 
 
 def test_zip_codes_keep_their_leading_zeros(tmp_path, caplog):
@@ -87,17 +93,18 @@ def test_a_few_stray_words_in_a_number_column_are_dead_letters_not_a_text_column
     path = tmp_path / "sales.csv"
     rows = [f"{i},{i * 3}" for i in range(4000)]
     for i in (100, 2500, 3999):
-        rows[i] = f"{i},n/a"
+        rows[i] = f"{i},oops"
     path.write_text("id,amount\n" + "\n".join(rows) + "\n")
     out = tmp_path / "out"
     manifest = convert([str(path)], out, "--max_bad_fraction=0.01", "--num_shards=2")
     assert manifest.feature("amount").dtype == "int64"
-    assert "1 of 1" not in caplog.text and "are not numbers" in caplog.text
+    assert "column 'amount' (int64; 1 of 1" not in caplog.text
+    assert "numbers but for a few sampled values" in caplog.text
     assert (manifest.total_records, manifest.counts["bad_records"]) == (3997, 3)
     letters = [json.loads(line) for f in manifest.dead_letter for line in (out / f).open()]
     assert sorted(letter["line"] for letter in letters) == [102, 2502, 4001]
     expected = {
-        int(r["id"]): int(r["amount"]) for r in expected_rows([str(path)]) if r["amount"] != "n/a"
+        int(r["id"]): int(r["amount"]) for r in expected_rows([str(path)]) if r["amount"] != "oops"
     }
     assert {r["id"]: r["amount"] for r in read_all(out)} == expected
 
@@ -113,20 +120,102 @@ def test_true_false_columns_are_one_and_zero(tmp_path):
     }
 
 
-def test_float32_rounding_is_warned_about(tmp_path, caplog):
+def test_float32_rounding_of_decimals_is_one_info_line_not_a_warning(tmp_path, caplog):
     path = tmp_path / "geo.csv"
-    path.write_text("lat\n" + "".join(f"{40 + i / 1e6:.6f}\n" for i in range(100)))
-    manifest = convert([str(path)], tmp_path / "out", "--dry_run")
-    assert manifest is None or manifest  # dry run: nothing written
-    assert "more significant digits than float32 keeps" in caplog.text
+    lines = [f"{40 + i / 1e6:.6f},{8 + i / 1e7:.7f}" for i in range(100)]
+    path.write_text("lat,lon\n" + "\n".join(lines) + "\n")
+    with caplog.at_level(logging.INFO, logger="beam_jobs"):
+        convert([str(path)], tmp_path / "out", "--dry_run")
+    [line] = [
+        r for r in caplog.records if "float32 keeps about 7 significant digits" in r.msg % r.args
+    ]
+    assert line.levelname == "INFO"
+    assert (line.msg % line.args).startswith(
+        "2 columns 'lat' (e.g. '40.000001', '40.000002', '40.000003'), 'lon' (e.g. '8.0000001'"
+    )
+    assert not [r for r in caplog.records if r.levelname == "WARNING"]
 
 
-def test_a_wide_file_prints_a_few_type_warnings_and_a_count(tmp_path, caplog):
+def test_a_wide_file_names_every_column_in_one_line_per_kind_of_decision(tmp_path, caplog):
     path = tmp_path / "wide.csv"
     names = [f"c{k}" for k in range(21)]
-    rows = [",".join(f"0{(i + k) % 9}" for k in range(21)) for i in range(50)]
-    path.write_text(",".join(names) + "\n" + "\n".join(rows) + "\n")
+    rows = [",".join(f"0{(i + k) % 9}" for k in range(21)) + ",x1" for i in range(50)]
+    rows[0] = rows[0][: -len("x1")] + "5"
+    path.write_text(",".join([*names, "mixed"]) + "\n" + "\n".join(rows) + "\n")
     convert([str(path)], tmp_path / "out", "--dry_run")
     warnings = [r.getMessage() for r in caplog.records if r.levelname == "WARNING"]
-    assert len([w for w in warnings if "leading zeros" in w]) == 5
-    assert "... and 16 more warnings about column types" in warnings[-1]
+    assert len(warnings) == 1
+    [zeros] = warnings
+    assert zeros.startswith("21 columns 'c0' (e.g. ")
+    assert all(f"'c{k}'" in zeros for k in range(21)) and "leading zeros" in zeros
+    assert "'mixed'" not in caplog.text  # 2% numbers: a text column, nothing to say
+
+
+def test_r_na_cells_in_number_columns_are_missing_values_and_counted(tmp_path):
+    """R's write.csv: `NA` in number columns (past the sampled head too), in a text column
+    kept as text; integers stay int64."""
+    path = tmp_path / "flights.csv"
+    rows = [f"{i},{i % 50 - 10},{i / 4},AA{i % 7}" for i in range(20_000)]
+    late = {5: "5,NA,1.25,NA", 19_990: "19990,NA,NA,NA", 19_991: "19991,3,NA,UA"}
+    for i, row in late.items():
+        rows[i] = row
+    path.write_text("id,dep_delay,air_time,carrier\n" + "\n".join(rows) + "\n")
+    out = tmp_path / "out"
+    manifest = convert([str(path)], out, "--sample_bytes=4KiB", "--num_shards=2")
+    assert [(f.name, f.dtype, f.nullable) for f in manifest.features] == [
+        ("id", "int64", False),
+        ("dep_delay", "int64", True),
+        ("air_time", "float32", True),
+        ("carrier", "bytes", False),
+    ]
+    assert manifest.feature("dep_delay").null_values == list(column_markers("int64", None))
+    assert manifest.feature("carrier").null_values is None
+    assert manifest.counts["bad_records"] == 0
+    assert manifest.counts["null_markers"] == {"air_time": 2, "dep_delay": 2}
+    got = {r["id"]: r for r in read_all(out)}
+    # A nullable feature reads as a list: [] when missing.
+    assert (got[5]["dep_delay"], got[5]["air_time"], got[5]["carrier"]) == ([], [1.25], b"NA")
+    assert (got[19_990]["dep_delay"], got[19_990]["air_time"]) == ([], [])
+    assert (got[19_991]["dep_delay"], got[19_991]["air_time"]) == ([3], [])
+    assert got[7]["dep_delay"] == [-3] and got[7]["air_time"] == [1.75]
+
+
+def test_null_values_flag_names_the_markers_of_every_column(tmp_path):
+    path = tmp_path / "a.csv"
+    path.write_text("n,s,f\n1,x,1.5\n-999,-999,-999\nNA,NA,NaN\n")
+    out = tmp_path / "out"
+    manifest = convert([str(path)], out, "--null_values=-999,NaN")
+    assert [(f.name, f.dtype, f.null_values) for f in manifest.features] == [
+        ("n", "bytes", ["-999", "NaN"]),  # 'NA' is no number, nor a marker here: text
+        ("s", "bytes", ["-999", "NaN"]),
+        ("f", "float32", ["-999", "NaN"]),
+    ]
+    rows = sorted(read_all(out), key=lambda r: str(r["s"]))
+    assert [(r["n"], r["s"], r["f"]) for r in rows] == [
+        ([], [], []),
+        ([b"NA"], [b"NA"], []),
+        ([b"1"], [b"x"], [1.5]),
+    ]
+    assert manifest.counts["null_markers"] == {"f": 2, "n": 1, "s": 1}
+    assert manifest.options["null_values"] == ["-999", "NaN"]
+
+
+def test_null_values_empty_turns_markers_off(tmp_path):
+    path = tmp_path / "a.csv"
+    path.write_text("n\n" + "".join(f"{i}\n" for i in range(500)) + "NA\n")
+    manifest = convert([str(path)], tmp_path / "out", "--null_values=", "--max_bad_fraction=0.01")
+    assert manifest.feature("n").dtype == "int64" and manifest.feature("n").null_values == []
+    assert manifest.counts["bad_records"] == 1  # 'NA' is no int64, and no marker
+
+
+def test_inspect_schema_reproduces_the_markers(tmp_path, capsys):
+    path = tmp_path / "a.csv"
+    path.write_text("n,s\n1,NULL\nNULL,b\n")
+    out = tmp_path / "out"
+    first = convert([str(path)], out, "--null_values=NULL")
+    assert main(["inspect", str(out), "--schema"]) == 0
+    schema = tmp_path / "schema.json"
+    schema.write_text(capsys.readouterr().out)
+    again = convert([str(path)], tmp_path / "again", f"--schema={schema}")
+    assert again.features == first.features
+    assert sorted(map(str, read_all(tmp_path / "again"))) == sorted(map(str, read_all(out)))

@@ -24,6 +24,7 @@ from collections.abc import Iterator
 from beam_jobs.core import flags
 from beam_jobs.core.errors import UsageError
 from beam_jobs.formats.compressed import COMPRESSED_SUFFIXES
+from beam_jobs.formats.csv.markers import accept_markers, parse_markers
 
 __all__ = [
     "DELIMITERS",
@@ -99,6 +100,8 @@ class Dialect:
       column_names: the columns, when the files have no header line (`--column_names`).
       skip_header_lines: lines before the header (or before the data, without one) to ignore.
       encoding: the files' text encoding (`--encoding`); pyarrow decodes it to UTF-8.
+      null_values: the cells read as missing besides empty ones (`--null_values`); None: in
+        number columns, pandas' default markers (`beam_jobs.formats.csv.markers`).
     """
 
     delimiter: str | None = flags.option(
@@ -133,6 +136,16 @@ class Dialect:
         help="CSV and text: the files' text encoding, e.g. latin-1 or cp1252 (default "
         "utf-8); read as UTF-8 from then on.",
     )
+    null_values: tuple[str, ...] | None = flags.option(
+        parse=parse_markers,
+        accept=accept_markers,
+        reading=True,
+        takes_empty=True,
+        metavar="A,B",
+        help="CSV: cells read as missing in every column besides empty ones, e.g. NA,NULL "
+        "('' for none). Default: in columns of numbers, pandas' markers (NA, N/A, NULL, null, "
+        "None, #N/A, <NA>, ...), recorded per feature; text columns keep them as text.",
+    )
 
     @property
     def has_header(self) -> bool:
@@ -146,6 +159,9 @@ class Dialect:
             parts.append(f"{self.skip_header_lines} lines skipped first")
         if self.encoding != "utf-8":
             parts.append(f"encoding {self.encoding}")
+        if self.null_values is not None:
+            shown = ", ".join(self.null_values) or "none but empty cells"
+            parts.append(f"missing-value markers {shown} (--null_values)")
         return ", ".join(parts)
 
 

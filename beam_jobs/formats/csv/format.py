@@ -12,6 +12,7 @@ from __future__ import annotations
 import dataclasses
 import io
 import sys
+from collections import Counter
 from collections.abc import Generator, Iterator, Sequence
 from typing import BinaryIO
 
@@ -19,7 +20,7 @@ import pyarrow as pa
 
 from beam_jobs.core.errors import DataError
 from beam_jobs.core.inputs import InputFile, Piece
-from beam_jobs.formats.base import InputFormat, OnBadRow, ReadSettings, Sample
+from beam_jobs.formats.base import InputFormat, OnBadRow, PieceReport, ReadSettings, Sample
 from beam_jobs.formats.compressed import compression_of, open_input, read_head
 from beam_jobs.formats.csv import record_starts
 from beam_jobs.formats.csv.dialect import Dialect, detect_delimiter, skip_lines
@@ -109,7 +110,19 @@ class CsvFormat(InputFormat):
         features: Sequence[FeatureSpec],
         on_bad_row: OnBadRow,
         context: CutCounts | None = None,
-    ) -> Generator[pa.RecordBatch, None, None]:
+    ) -> Generator[pa.RecordBatch, None, PieceReport]:
+        markers: Counter[str] = Counter()
+        yield from self._read_piece(piece, features, on_bad_row, context, markers)
+        return PieceReport(null_markers=dict(markers))
+
+    def _read_piece(
+        self,
+        piece: Piece,
+        features: Sequence[FeatureSpec],
+        on_bad_row: OnBadRow,
+        context: CutCounts | None,
+        markers: Counter[str],
+    ) -> Iterator[pa.RecordBatch]:
         compression = compression_of(piece.path)
         lines = self.dialect.skip_header_lines
         source = self._source(piece.path, features)
@@ -119,7 +132,7 @@ class CsvFormat(InputFormat):
             if compression:
                 header = self.dialect.has_header
                 yield from read_range(f, source, data_start, sys.maxsize, on_bad_row, 1 + lines,
-                                      header)  # fmt: skip
+                                      header, markers)  # fmt: skip
                 return
             counts = context or CutCounts()
             size = piece.file_size
@@ -138,4 +151,6 @@ class CsvFormat(InputFormat):
                 f.seek(piece.start)
                 first_line += f.read(start - piece.start).count(b"\n")
                 header = start == data_start and self.dialect.has_header
-                yield from read_range(f, source, start, end, on_bad_row, first_line, header)
+                yield from read_range(
+                    f, source, start, end, on_bad_row, first_line, header, markers
+                )

@@ -5,13 +5,19 @@ codes) as 1234, a 20-digit id as a rounded float, makes a whole column text beca
 `n/a` in the sampled head (so no later row is ever a bad row), and says nothing when a float
 column needs more digits than float32 keeps. The rules here, on the sampled texts:
 
+- missing-value markers (`markers`: pandas' set, `NA`, `NULL`, ..., or `--null_values`) are
+  set aside first: a column of numbers and `NA` is a number column whose `NA` cells are
+  missing values (a text column keeps them as text unless `--null_values` names them);
 - `true`/`false` (any case) only: int64 1/0, as JSON booleans convert;
 - numbers only, or at least 99% numbers: int64 when all are integers, else float32 (the rest
-  are bad rows when written, and a warning names how many and shows a few);
+  are bad rows when written, and a warning names the column and shows a few);
 - but text (bytes) when a number is written with a leading zero, or an integer does not fit
-  int64: such values are codes and ids, kept exactly as written;
-- a float32 column with values of more than 7 significant digits gets a warning (float32 keeps
-  about 7), naming the `--schema` choices that keep them exact.
+  int64: such values are codes and ids, kept exactly as written (a warning names them);
+- a majority of numbers but under 99%: text, with a warning naming the column;
+- a float32 column with values of more than 7 significant digits gets an info line (float32
+  keeps about 7, as TensorFlow users expect), naming the `--schema` choice that keeps them.
+
+Each decision is a `TypeNote`; planning logs one line per kind, naming every column.
 """
 
 from __future__ import annotations
@@ -21,6 +27,10 @@ import json
 
 import pyarrow as pa
 import pyarrow.compute as pc
+
+from beam_jobs.formats.csv.markers import DEFAULT_MARKERS, column_markers
+from beam_jobs.schema.precision import FLOAT32_ROUNDING
+from beam_jobs.schema.type_notes import TypeNote
 
 __all__ = [
     "BOOLEAN",
@@ -33,7 +43,7 @@ __all__ = [
 ]
 
 NUMERIC_SHARE = 0.99  # of the sampled non-empty values, for a column to be a number column
-_MOSTLY_NUMBERS = 0.9  # below NUMERIC_SHARE but above this: text, with a warning
+_SOME_NUMBERS = 0.5  # below NUMERIC_SHARE but a majority: text, with a warning
 # What the writers parse (`ranges.parse_numbers`): spaces around a value are allowed.
 INTEGER = r"^\s*[+-]?\d+\s*$"
 NUMBER = r"(?i)^\s*[+-]?((\d+\.?\d*|\.\d+)(e[+-]?\d+)?|inf|infinity|nan)\s*$"
@@ -44,10 +54,13 @@ _FLOAT32_DIGITS = 7
 
 @dataclasses.dataclass(frozen=True)
 class ColumnType:
-    """A column's Example dtype, and what the user should know about how it was chosen."""
+    """A column's Example dtype, its missing-value markers, and what the user should know
+    about how they were chosen."""
 
     dtype: str
-    warnings: tuple[str, ...] = ()
+    notes: tuple[TypeNote, ...] = ()
+    null_values: tuple[str, ...] | None = None  # the column's missing-value markers
+    markers_seen: int = 0  # sampled cells that hold one of them
 
 
 def schema_hint(name: str, dtype: str) -> str:
@@ -68,8 +81,56 @@ def _significant_digits(values: pa.Array) -> pa.Array:
     return pc.utf8_length(digits)
 
 
-def infer_column(name: str, texts: pa.Array) -> ColumnType:
-    """The type of a column from its sampled non-empty values, as written (strings)."""
+def infer_column(name: str, texts: pa.Array, given: tuple[str, ...] | None = None) -> ColumnType:
+    """The type of a column from its sampled non-empty values, as written (strings), and its
+    missing-value markers (`markers`): those `--null_values` gave (`given`), or, when not
+    given, pandas' default markers in a column whose other values are numbers."""
+    candidates = given if given is not None else DEFAULT_MARKERS
+    is_marker = pc.is_in(texts, value_set=pa.array(candidates, pa.string()))
+    if given is None:  # `NaN` is a float's value: a number when typing the column
+        is_marker = pc.and_(is_marker, pc.invert(pc.match_substring_regex(texts, NUMBER)))
+    typed = _infer_values(name, texts.filter(pc.invert(is_marker)))
+    markers = column_markers(typed.dtype, given)
+    seen = texts.filter(pc.is_in(texts, value_set=pa.array(markers, pa.string())))
+    notes = list(typed.notes)
+    if len(seen) and given is None:
+        notes.append(
+            TypeNote(
+                "numbers with missing-value markers: those cells are missing values (pandas' "
+                "markers; --null_values names others)",
+                name,
+                _counted(seen, len(texts)),
+                warning=False,
+            )
+        )
+    if not markers:
+        kept = texts.filter(pc.is_in(texts, value_set=pa.array(DEFAULT_MARKERS, pa.string())))
+        if len(kept):
+            notes.append(
+                TypeNote(
+                    "text with cells pandas reads as missing: kept as text (a real 'NA' may "
+                    "be Namibia); --null_values NA (or the markers meant) reads them as missing",
+                    name,
+                    _counted(kept, len(texts)),
+                    warning=False,
+                )
+            )
+    return dataclasses.replace(
+        typed,
+        notes=tuple(notes),
+        null_values=markers if markers or given is not None else None,
+        markers_seen=len(seen),
+    )
+
+
+def _counted(values: pa.Array, total: int) -> str:
+    counts = pc.value_counts(values).to_pylist()
+    shown = ", ".join(f"{c['values']!r} {c['counts']:,}" for c in counts[:3])
+    return f"{shown} of {total:,} sampled"
+
+
+def _infer_values(name: str, texts: pa.Array) -> ColumnType:
+    """The type of a column from its sampled values that are no missing-value marker."""
     if len(texts) == 0:
         return ColumnType("bytes")
     if pc.all(pc.match_substring_regex(texts, BOOLEAN)).as_py():
@@ -78,29 +139,24 @@ def infer_column(name: str, texts: pa.Array) -> ColumnType:
     numbers = texts.filter(is_number)
     share = len(numbers) / len(texts)
     if share < NUMERIC_SHARE:
-        if share < _MOSTLY_NUMBERS:
+        if share < _SOME_NUMBERS:
             return ColumnType("bytes")
         others = texts.filter(pc.invert(is_number))
         whole = pc.all(pc.match_substring_regex(numbers, INTEGER)).as_py()
-        return ColumnType(
-            "bytes",
-            (
-                f"column {name!r} is {share:.0%} numbers, but {len(others):,} of "
-                f"{len(texts):,} sampled values are not (e.g. {_examples(others)}): read as "
-                f"text (bytes); to read numbers (the others then go to the dead letter), "
-                f"{schema_hint(name, 'int64' if whole else 'float32')}",
-            ),
+        return _text(
+            "mostly numbers, but not all: read as text (bytes); to read numbers (the others "
+            f"then go to the dead letter), give it the dtype {'int64' if whole else 'float32'} "
+            "in a --schema file",
+            name,
+            f"{share:.0%} numbers; not: {_examples(others)}",
         )
-    warnings = []
     codes = numbers.filter(pc.match_substring_regex(numbers, _LEADING_ZERO))
     if len(codes):
-        return ColumnType(
-            "bytes",
-            (
-                f"column {name!r} has numbers written with leading zeros (e.g. "
-                f"{_examples(codes)}): read as text (bytes), so codes such as ZIP codes stay "
-                "as written (an int64 column would send such values to the dead letter)",
-            ),
+        return _text(
+            "numbers written with leading zeros: read as text (bytes), so codes such as ZIP "
+            "codes stay as written (an int64 column would send such values to the dead letter)",
+            name,
+            f"e.g. {_examples(codes)}",
         )
     integral = pc.all(pc.match_substring_regex(numbers, INTEGER)).as_py()
     if integral:
@@ -109,28 +165,31 @@ def infer_column(name: str, texts: pa.Array) -> ColumnType:
         try:
             pc.cast(plain, pa.int64())
         except pa.ArrowInvalid:
-            return ColumnType(
-                "bytes",
-                (
-                    f"column {name!r} has integers beyond the int64 range (e.g. "
-                    f"{_examples(numbers)}): read as text (bytes), as no Example number type "
-                    "holds them exactly",
-                ),
+            return _text(
+                "integers beyond the int64 range: read as text (bytes), as no Example number "
+                "type holds them exactly",
+                name,
+                f"e.g. {_examples(numbers)}",
             )
     dtype = "int64" if integral else "float32"
+    notes = []
     if share < 1:
         others = texts.filter(pc.invert(is_number))
-        warnings.append(
-            f"column {name!r}: {len(others):,} of {len(texts):,} sampled values are not "
-            f"numbers (e.g. {_examples(others)}): read as {dtype}, and such rows go to the dead "
-            f"letter; to keep the column as text, {schema_hint(name, 'bytes')}"
+        notes.append(
+            TypeNote(
+                "numbers but for a few sampled values: read as numbers, and rows with such "
+                "values go to the dead letter; to keep a column as text, give it the dtype "
+                "bytes in a --schema file",
+                name,
+                f"{dtype}; {len(others):,} of {len(texts):,} not: {_examples(others)}",
+            )
         )
     if dtype == "float32":
         long = numbers.filter(pc.greater(_significant_digits(numbers), _FLOAT32_DIGITS))
         if len(long):
-            warnings.append(
-                f"column {name!r} has values with more significant digits than float32 keeps "
-                f"(e.g. {_examples(long)}): they are rounded to about {_FLOAT32_DIGITS} digits; "
-                f"to keep them exact, {schema_hint(name, 'bytes')} (or int64 for whole numbers)"
-            )
-    return ColumnType(dtype, tuple(warnings))
+            notes.append(TypeNote(FLOAT32_ROUNDING, name, f"e.g. {_examples(long)}", False))
+    return ColumnType(dtype, tuple(notes))
+
+
+def _text(kind: str, name: str, detail: str) -> ColumnType:
+    return ColumnType("bytes", (TypeNote(kind, name, detail),))

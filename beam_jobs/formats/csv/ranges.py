@@ -9,7 +9,8 @@ import functools
 import io
 import re
 import sys
-from collections.abc import Callable, Iterator, Sequence
+from collections import Counter
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import BinaryIO
 
 import pyarrow as pa
@@ -21,12 +22,14 @@ from beam_jobs.core.errors import DataError
 from beam_jobs.formats.csv.bad_rows import place_bad_rows
 from beam_jobs.formats.csv.dialect import Dialect
 from beam_jobs.formats.csv.inference import BOOLEAN, NUMBER, schema_hint
+from beam_jobs.formats.csv.markers import readable_as, without_markers
 from beam_jobs.formats.csv.record_starts import FILE_START, QuoteScanner, nonempty_record_starts
 from beam_jobs.formats.csv.source import (
     UNHANDLED_ROW,
     blank_lines_are_records,
     convert_options,
     header_not_decodable,
+    name_columns,
 )
 from beam_jobs.schema.conform import check_float32_range, temporal_integers
 from tfdata_reader.manifest import FeatureSpec
@@ -220,28 +223,62 @@ def _bad_rows(column: pa.Array, feature: FeatureSpec) -> dict[int, str]:
 
 
 def _typed_batch(
-    batch: pa.RecordBatch, features: Sequence[FeatureSpec]
+    batch: pa.RecordBatch, features: Sequence[FeatureSpec], found: Counter[str]
 ) -> tuple[pa.RecordBatch, dict[int, str]]:
     """Converts a batch of binary columns; returns the good rows and {bad row index: reason}.
+    Cells that hold a missing-value marker of their column become null, counted in `found`
+    by column.
 
     The whole column is converted at once; only a column that fails is looked at again, to
     find the rows at fault.
     """
     bad: dict[int, str] = {}
     converted: dict[str, pa.Array] = {}
+    cleaned: dict[str, pa.Array] = {}  # columns whose markers were made null
     for feature in features:
         column = batch.column(feature.name)
+        markers = tuple(feature.null_values or ())
+        if markers and _markers_first(feature):
+            column = cleaned[feature.name] = _count_markers(column, feature, markers, found)
         try:
             converted[feature.name] = _convert(column, feature)
+            continue
         except pa.ArrowInvalid:
-            for index, reason in _bad_rows(column, feature).items():
-                bad.setdefault(index, reason)
+            if markers and feature.name not in cleaned:
+                # A clean column never gets here: markers are looked for only when it fails.
+                column = cleaned[feature.name] = _count_markers(column, feature, markers, found)
+                try:
+                    converted[feature.name] = _convert(column, feature)
+                    continue
+                except pa.ArrowInvalid:
+                    pass
+        for index, reason in _bad_rows(column, feature).items():
+            bad.setdefault(index, reason)
     names = [f.name for f in features]
     if not bad:
         return pa.RecordBatch.from_arrays([converted[n] for n in names], names), bad
-    good = batch.filter(pa.array([i not in bad for i in range(batch.num_rows)]))
-    columns = [_convert(good.column(f.name), f) for f in features]
+    keep = pa.array([i not in bad for i in range(batch.num_rows)])
+    columns = [
+        _convert(cleaned.get(f.name, batch.column(f.name)).filter(keep), f) for f in features
+    ]
     return pa.RecordBatch.from_arrays(columns, names), bad
+
+
+def _markers_first(feature: FeatureSpec) -> bool:
+    """Whether markers must be made null before converting: a text column converts them as
+    text, and a marker that is a number of its column's type (`-999`) as that number."""
+    if feature.dtype == "bytes" or feature.logical_type:
+        return True
+    return any(readable_as(m, feature.dtype) for m in feature.null_values or ())
+
+
+def _count_markers(
+    column: pa.Array, feature: FeatureSpec, markers: tuple[str, ...], found: Counter[str]
+) -> pa.Array:
+    column, count = without_markers(column, markers)
+    if count:
+        found[feature.name] += count
+    return column
 
 
 def _refuse_a_swallowing_row(
@@ -285,6 +322,7 @@ def read_range(
     on_bad_row: Callable[[BadRow], None],
     first_line: int | None = None,
     header: bool = True,
+    markers: Counter[str] | None = None,
 ) -> Iterator[pa.RecordBatch]:
     """Reads the records in bytes [start, end) of a CSV file as Arrow batches.
 
@@ -308,6 +346,8 @@ def read_range(
       first_line: the line `start` is on (1 = the first), for the error message.
       header: the range begins with the file's header line (else its columns are the
         source's features).
+      markers: counts, by column, the cells read as missing for holding a marker (once per
+        cell, however many passes a range takes).
 
     Raises:
       DataError: naming the file and the byte range, for a header that differs from the
@@ -328,7 +368,7 @@ def read_range(
             f.seek(bad_start)
             raw = f.read(min(bad_end - bad_start, 2 * max_record_bytes)).rstrip(b"\r\n")
             reason = f"expected {e.expected} columns, got {e.got}"
-            read = functools.partial(read_range, f, source)
+            read = functools.partial(read_range, f, source, markers=markers)
             before = read(start, bad_start, on_bad_row=on_bad_row, first_line=first_line,
                           header=header) if bad_start > start else ()  # fmt: skip
             for batch in before:
@@ -358,6 +398,8 @@ def read_range(
             continue
         for bad in reader.bad_rows():
             on_bad_row(bad)
+        if markers is not None:
+            markers.update(reader.markers)
         return
 
 
@@ -411,6 +453,7 @@ class _RangeReader:
         # Bad rows wait for the end of the range, when one more read places each at its offset.
         self._malformed: list[tuple[BadRow, int | None]] = []  # with pyarrow's record number
         self._typed: list[BadRow] = []
+        self.markers: Counter[str] = Counter()  # cells read as missing, by column
 
     def _on_malformed(self, row: pcsv.InvalidRow) -> str:
         reason = f"expected {row.expected_columns} columns, got {row.actual_columns}"
@@ -419,7 +462,7 @@ class _RangeReader:
         return "skip"
 
     def _typed_rows(self, raw: pa.RecordBatch) -> pa.RecordBatch:
-        batch, bad = _typed_batch(raw, self._converted_features)
+        batch, bad = _typed_batch(raw, self._converted_features, self.markers)
         for index, reason in sorted(bad.items()):
             row = self._rows_before + index
             self._typed.append(
@@ -453,22 +496,34 @@ class _RangeReader:
             ignore_empty_lines=not source.blank_lines,
             invalid_row_handler=self._on_malformed,
         )
-        window = _Window(f, start, end, source.delimiter)
-        reader = None
-        try:
+
+        def open_reader(types: Iterable[str]) -> tuple[_Window, pcsv.CSVStreamingReader]:
+            window = _Window(f, start, end, source.delimiter)
             reader = pcsv.open_csv(
                 io.BufferedReader(window, buffer_size=_BLOCK_SIZE),
                 read_options=read_options,
                 parse_options=parse_options,
-                convert_options=convert_options({name: pa.binary() for name in names}),
+                convert_options=convert_options(dict.fromkeys(types, pa.binary())),
             )
-            if reader.schema.names != names:
+            return window, reader
+
+        reader = None
+        try:
+            # A blank header name is "" (its column's name is generated): read as text too.
+            window, reader = open_reader([*names, ""])
+            header = reader.schema.names
+            if any(t != pa.binary() for t in reader.schema.types):  # a name of spaces
+                reader.close()
+                window, reader = open_reader(header)
+            if (name_columns(header) if self._header else header) != names:
                 raise DataError(
-                    f"{path}: header {reader.schema.names} differs from the expected columns "
+                    f"{path}: header {header} differs from the expected columns "
                     f"{names}; all inputs of one conversion need the same columns"
                 )
             pending = None  # one batch is held back: its last row may be the unterminated one
             for raw in reader:
+                if header != names:
+                    raw = pa.RecordBatch.from_arrays(raw.columns, names)
                 if raw.num_rows:
                     if pending is not None and (batch := self._typed_rows(pending)).num_rows:
                         yield batch

@@ -2,7 +2,8 @@
 
 pyarrow's CSV reader does the parsing (quoted fields with commas, doubled quotes and newlines,
 UTF-8 checks); this module only decides what bytes it sees and which types it converts to.
-An empty cell is a missing value (null), and nothing else is: "NA" or "null" stay strings.
+An empty cell is a missing value (null), and so is a missing-value marker of its column
+(`markers`: `NA`, `NULL`, ... in number columns, or those `--null_values` names).
 """
 
 from __future__ import annotations
@@ -21,8 +22,10 @@ from beam_jobs.core.errors import DataError
 from beam_jobs.formats.csv import unraisable
 from beam_jobs.formats.csv.dialect import Dialect, looks_like_data, skip_lines
 from beam_jobs.formats.csv.inference import infer_column
+from beam_jobs.formats.csv.markers import column_markers
 from beam_jobs.formats.csv.record_starts import record_starts
 from beam_jobs.formats.lines.pieces import refuse_wide_text
+from beam_jobs.schema.type_notes import TypeNote, log_notes
 from tfdata_reader.manifest import FeatureSpec
 
 __all__ = [
@@ -32,6 +35,7 @@ __all__ = [
     "convert_options",
     "header_not_decodable",
     "infer_features",
+    "name_columns",
     "parse_sample",
 ]
 
@@ -45,11 +49,34 @@ class CsvSample:
     """The head of one CSV file, cut at a record boundary."""
 
     path: str
-    column_names: list[str]
+    column_names: list[str]  # as the features are named (`name_columns`)
     table: pa.Table  # the sampled rows, with pyarrow's own type inference
     data: bytes  # the sampled bytes past any skipped lines, ending at a record boundary
     dialect: Dialect
     texts: pa.Table  # the sampled rows as written: every column as text, null when empty
+    header: tuple[str, ...] = ()  # the names as the header line writes them
+
+
+def name_columns(header: Sequence[str]) -> list[str]:
+    """The column names of a header line as features take them: a blank name (R's row names,
+    a spreadsheet's unnamed column) becomes `column_N` (N from 1), and a name seen before
+    gets `_2`, `_3`... (pandas calls them `Unnamed: 0` and `a.1`), never a name the header
+    already has."""
+    taken = set(header)
+    names: list[str] = []
+    seen: dict[str, int] = {}
+    for position, name in enumerate(header, start=1):
+        if not name.strip():
+            candidate = f"column_{position}"
+        else:
+            seen[name] = seen.get(name, 0) + 1
+            candidate = name if seen[name] == 1 else f"{name}_{seen[name]}"
+        if candidate != name:
+            while candidate in taken:
+                candidate += "_"
+        taken.add(candidate)
+        names.append(candidate)
+    return names
 
 
 def _skip_malformed(row: pcsv.InvalidRow) -> str:
@@ -151,7 +178,11 @@ def parse_sample(path: str, head: bytes, is_whole_file: bool, dialect: Dialect) 
         raise DataError(f"{path}: bytes 0-{end}: {e}") from e
     except UnicodeDecodeError as e:  # pyarrow decodes the header's names as UTF-8
         raise header_not_decodable(path, dialect.encoding, e) from None
-    return CsvSample(path, table.column_names, table, head[:end], dialect, texts)
+    header = tuple(table.column_names)
+    names = name_columns(header) if dialect.has_header else list(header)
+    if names != list(header):
+        table, texts = table.rename_columns(names), texts.rename_columns(names)
+    return CsvSample(path, names, table, head[:end], dialect, texts, header)
 
 
 # pyarrow's error for a malformed row it could not hand to the invalid-row handler (it decodes
@@ -198,18 +229,25 @@ _MAX_UNDECODABLE = 100  # such rows left out of one sample before giving up
 def _check_names(sample: CsvSample) -> None:
     """Column names must be distinct and not empty: a DataError naming the file otherwise."""
     names = sample.column_names
-    where = "--column_names" if sample.dialect.column_names else f"{sample.path}: the header"
-    empty = [i + 1 for i, n in enumerate(names) if not n.strip()]
-    if empty:
+    given = sample.dialect.column_names
+    empty = [i + 1 for i, n in enumerate(given) if not n.strip()]
+    twice = sorted({n for n in given if given.count(n) > 1})
+    if empty or twice:
         raise DataError(
-            f"{where} has empty column names (column {', '.join(map(str, empty))}); name them, "
-            "or pass --column_names (and --skip_header_lines 1 to skip the header)"
+            f"--column_names has {'empty names' if empty else 'names given more than once'} "
+            f"({', '.join(map(str, empty)) if empty else ', '.join(map(repr, twice))}); "
+            "name every column once"
         )
-    twice = sorted({n for n in names if names.count(n) > 1})
-    if twice:
-        raise DataError(
-            f"{where} names columns more than once: {', '.join(repr(n) for n in twice)}; "
-            "rename them, or pass --column_names (and --skip_header_lines 1 to skip the header)"
+    renamed = [
+        f"column {i} ({'no name' if not raw.strip() else repr(raw) + ' again'}) is {name!r}"
+        for i, (raw, name) in enumerate(zip(sample.header, names, strict=True), start=1)
+        if raw != name
+    ]
+    if renamed:
+        _log.warning(
+            "%s: the header's %s: the names --columns, --rename and --schema take",
+            sample.path,
+            "; ".join(renamed),
         )
     given = sample.dialect.column_names
     if (
@@ -230,6 +268,16 @@ def _check_names(sample: CsvSample) -> None:
             sample.path,
             (sample.dialect.delimiter or ",").join(names),
         )
+
+
+def _overridden(feature: FeatureSpec, given: tuple[str, ...] | None) -> FeatureSpec:
+    """A `--schema` feature of a CSV column: one value per record; without markers of its
+    own, those of a column of its type (`markers.column_markers`)."""
+    markers = feature.null_values
+    if markers is None:
+        found = column_markers(feature.dtype, given)
+        markers = list(found) if found or given is not None else None
+    return dataclasses.replace(feature, shape=[], null_values=markers)
 
 
 def _first_row(texts: pa.Table) -> list[str]:
@@ -253,35 +301,29 @@ def infer_features(
     for sample in samples[1:]:
         if sample.column_names != names:
             raise DataError(
-                f"{sample.path}: header {sample.column_names} differs from {names} in "
-                f"{samples[0].path}; all inputs of one conversion need the same columns"
+                f"{sample.path}: header {list(sample.header)} differs from "
+                f"{list(samples[0].header)} in {samples[0].path}; all inputs of one conversion "
+                "need the same columns"
             )
     by_name = {f.name: f for f in overrides}
     unknown = sorted(set(by_name) - set(names))
     if unknown:
         raise DataError(f"--schema names columns {unknown} that the CSV header {names} lacks")
     features: list[FeatureSpec] = []
-    warned: list[str] = []
+    notes: list[TypeNote] = []
+    given = samples[0].dialect.null_values
     for name in names:
         if name in by_name:
-            features.append(dataclasses.replace(by_name[name], shape=[]))
+            features.append(_overridden(by_name[name], given))
             continue
         columns = [s.texts.column(name) for s in samples]
         nullable = any(c.null_count for c in columns)
         chunks = [chunk for column in columns for chunk in column.chunks]
         texts = pa.chunked_array(chunks, type=pa.string()).combine_chunks().drop_null()
-        guess = infer_column(name, texts)
-        warned.extend(w for w in guess.warnings if w not in warned)
-        features.append(FeatureSpec(name, guess.dtype, [], nullable))
-    for warning in warned[:_WARNINGS_SHOWN]:
-        _log.warning("%s", warning)
-    if len(warned) > _WARNINGS_SHOWN:
-        _log.warning(
-            "... and %d more warnings about column types (`tfrecord-etl inspect --input` "
-            "shows the types chosen)",
-            len(warned) - _WARNINGS_SHOWN,
-        )
+        guess = infer_column(name, texts, given)
+        notes.extend(guess.notes)
+        markers = None if guess.null_values is None else list(guess.null_values)
+        nullable = nullable or guess.markers_seen > 0
+        features.append(FeatureSpec(name, guess.dtype, [], nullable, null_values=markers))
+    log_notes(notes, _log)
     return features
-
-
-_WARNINGS_SHOWN = 5  # inference warnings logged one by one; a wide file would print dozens
