@@ -11,6 +11,7 @@ from collections.abc import Iterator
 from apache_beam.io.filesystems import FileSystems
 
 from beam_jobs.core.errors import DataError
+from beam_jobs.core.paths import stored_path
 
 __all__ = ["Covered", "InputFile", "Piece", "Stamp", "reading_input", "stamp_of"]
 
@@ -38,6 +39,7 @@ class Stamp:
 def stamp_of(path: str) -> Stamp:
     """The file's stamp as its file system reports it now; OSError (or Beam's IO error) when
     it is gone."""
+    path = stored_path(path)  # a ZIP member: its archive's
     found = FileSystems.get_filesystem(path).metadata(path)
     return Stamp(found.size_in_bytes, found.last_updated_in_seconds)
 
@@ -89,7 +91,7 @@ def _checked(path: str, stamp: Stamp | None, error: BaseException | None = None)
     try:
         now = stamp_of(path)
     except Exception as e:  # OSError, or Beam's BeamIOError for a path that is not there
-        if FileSystems.exists(path):
+        if FileSystems.exists(stored_path(path)):
             raise  # a storage error, for the runner to retry
         cause = error or e
         raise DataError(

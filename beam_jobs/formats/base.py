@@ -101,6 +101,8 @@ class InputFormat(abc.ABC):
 
     name: ClassVar[str] = ""
     extensions: ClassVar[tuple[str, ...]] = ()
+    # Whether a ZIP archive's members are inputs of this format (formats read as streams).
+    reads_archives: ClassVar[bool] = False
 
     kept: frozenset[str] | None = None
     max_record_bytes: int = DEFAULT_MAX_RECORD_BYTES

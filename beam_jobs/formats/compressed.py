@@ -22,8 +22,18 @@ from apache_beam.io.filesystems import FileSystems
 
 from beam_jobs.core.errors import DataError
 from beam_jobs.core.inputs import InputFile
+from beam_jobs.core.paths import split_member
+from beam_jobs.formats.zip_members import member_size, open_member
 
-__all__ = ["COMPRESSED_SUFFIXES", "Codec", "Head", "compression_of", "open_input", "read_head"]
+__all__ = [
+    "COMPRESSED_SUFFIXES",
+    "CONTAINER_SUFFIXES",
+    "Codec",
+    "Head",
+    "compression_of",
+    "open_input",
+    "read_head",
+]
 
 
 class Codec(str, enum.Enum):
@@ -32,6 +42,7 @@ class Codec(str, enum.Enum):
     GZIP = "gzip"
     BZIP2 = "bzip2"
     ZSTD = "zstd"
+    ZIP = "zip"  # a member of a ZIP archive (`zip_members`), named archive.zip!member
 
     def __str__(self) -> str:
         return self.value
@@ -42,6 +53,8 @@ _STEP_OUTPUT = 4 << 20  # largest output of one decompression step (zlib, bzip2)
 # zstd's decompressor cannot bound one step's output, so it is fed one block at a time: a
 # block's content is at most 128 KiB, however small the block is stored (an RLE block: 1 byte).
 _RAW_READ = dict.fromkeys(Codec, 1 << 20)
+# What `guess_format` and the CSV dialect strip from a name to find its format.
+CONTAINER_SUFFIXES = (*COMPRESSED_SUFFIXES, ".zip")
 _ZSTD_MAGIC = 0xFD2FB528
 _ZSTD_SKIPPABLE = range(0x184D2A50, 0x184D2A60)
 _BUFFER = 1 << 20
@@ -49,7 +62,10 @@ _HEAD_RAW_READ = 64 << 10
 
 
 def compression_of(path: str) -> Codec | None:
-    """'gzip', 'bzip2' or 'zstd' from the file name's suffix; None for an uncompressed file."""
+    """'gzip', 'bzip2' or 'zstd' from the file name's suffix, 'zip' for a ZIP archive's member;
+    None for an uncompressed file."""
+    if split_member(path):
+        return Codec.ZIP
     for suffix, kind in COMPRESSED_SUFFIXES.items():
         if path.lower().endswith(suffix):
             return kind
@@ -279,6 +295,8 @@ def open_input(path: str, compression: Codec | None = None) -> BinaryIO:
     """
     if compression is None:
         return FileSystems.open(path, compression_type=CompressionTypes.UNCOMPRESSED)
+    if compression == Codec.ZIP:
+        return open_member(path, _BUFFER)
     return io.BufferedReader(_DecompressedFile(path, compression), buffer_size=_BUFFER)
 
 
@@ -300,6 +318,13 @@ def read_head(f: InputFile, num_bytes: int, compression: Codec | None = None) ->
         with open_input(f.path) as stream:
             stored = stream.read(num_bytes)
         return Head(stored, 1.0, len(stored) >= f.size)
+    if compression == Codec.ZIP:
+        with open_member(f.path, _BUFFER) as stream:
+            content = stream.read(num_bytes + 1)
+            whole = len(content) <= num_bytes
+            # The member's stored bytes spread evenly over its content: a fair ratio.
+            ratio = f.size / max(1, len(content) if whole else member_size(stream))
+        return Head(content[:num_bytes], ratio, whole)
     # Small stored reads, so that the ratio is measured on about the bytes the head took.
     raw = _DecompressedFile(f.path, compression, raw_read=_HEAD_RAW_READ)
     try:

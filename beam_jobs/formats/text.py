@@ -29,6 +29,7 @@ class TextFormat(InputFormat):
 
     name = "text"
     extensions = (".txt", ".text")
+    reads_archives = True
 
     encoding: str = "utf-8"
 

@@ -60,7 +60,7 @@ def _markers(feature: FeatureSpec) -> str:
     if not markers:
         return "-"
     if markers == column_markers(feature.dtype, None):
-        return "pandas' defaults (NA, NULL, ...)"
+        return "pandas' defaults (NA, N/A, NULL, null, None, #N/A, <NA>, ...)"
     return ", ".join(markers)
 
 
@@ -168,12 +168,12 @@ def null_markers_note(manifest: Manifest) -> list[str]:
     by_name = {f.name: f for f in manifest.features}
     shown = ", ".join(f"{k} ({n:,})" for k, n in list(found.items())[:10])
     more = f", and {len(found) - 10} more" if len(found) > 10 else ""
-    markers = sorted({m for k in found if k in by_name for m in by_name[k].null_values or []})
+    described = {_markers(by_name[k]) for k in found if k in by_name}
+    markers = described.pop() if len(described) == 1 else "those of each feature"
     return [
-        f"warning: {sum(found.values()):,} cells held a missing-value marker and are missing "
-        f"values: {shown}{more} (markers: {', '.join(markers[:8])}"
-        f"{', ...' if len(markers) > 8 else ''}; `inspect --schema` lists them per feature, "
-        "--null_values sets them)"
+        f"warning: {sum(found.values()):,} cells held a missing-value marker and were read as "
+        f"missing values: {shown}{more} (markers: {markers}; `inspect --schema` lists them per "
+        "feature, --null_values sets them)"
     ]
 
 

@@ -24,6 +24,7 @@ from beam_jobs.core.splits import Split
 from beam_jobs.core.tasks import PlannedShard, WriteTask
 from beam_jobs.formats.base import InputFormat
 from beam_jobs.formats.registry import FORMATS
+from beam_jobs.formats.zip_members import is_archive, list_members
 from beam_jobs.plan.inputs import list_inputs
 from beam_jobs.plan.measure import measure
 from beam_jobs.plan.shards import (
@@ -132,6 +133,18 @@ def _check_label(config: ConvertConfig, features: Sequence[FeatureSpec]) -> None
         )
 
 
+def _opened(files: Sequence[InputFile], kind: type[InputFormat]) -> list[InputFile]:
+    """The inputs with each ZIP archive replaced by its members (`zip_members`)."""
+    archives = [f.path for f in files if is_archive(f.path)]
+    if archives and not kind.reads_archives:
+        readers = ", ".join(n for n, f in FORMATS.items() if f.reads_archives)
+        raise UsageError(
+            f"{archives[0]}: a ZIP archive; its members are read as {readers} inputs, not "
+            f"{kind.name}: unzip it first"
+        )
+    return [m for f in files for m in (list_members(f) if is_archive(f.path) else [f])]
+
+
 def _refuse_empty(files: Sequence[InputFile], input_format: type[InputFormat]) -> None:
     empty = [f.path for f in files if f.size == 0]
     if empty and input_format.name != "images":  # an empty image is dead-lettered instead
@@ -150,7 +163,7 @@ def make_plan(config: ConvertConfig) -> ConversionPlan:
       DataError: for an empty input file or a sampled file that is not of the format.
     """
     kind = FORMATS[config.format]
-    files = kind.select(list_inputs(config.inputs, exclude=config.output or None))
+    files = kind.select(_opened(list_inputs(config.inputs, exclude=config.output or None), kind))
     _refuse_empty(files, kind)
     input_format = kind.prepare(files, config.read_settings())
     sharding = config.sharding

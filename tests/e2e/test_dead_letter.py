@@ -52,7 +52,8 @@ def test_good_rows_are_converted_and_bad_rows_dead_lettered(dirty_csv, tmp_path)
     letters = _dead_letters(out, manifest.dead_letter)
     assert sorted((d["reason"], d.get("raw"), json.dumps(d.get("cells"))) for d in letters) == [
         (
-            "column 'name' (bytes): Invalid UTF8 payload",
+            "column 'name' (bytes): not UTF-8 text; pass --encoding with the file's encoding "
+            "(from these bytes, charset-normalizer guesses cp1250, cp1251, cp1252)",
             None,
             json.dumps({"id": "5003", "score": "3.5", "name": {"base64": "/yBiYWQgdXRmLTg="}}),
         ),
@@ -112,7 +113,8 @@ def test_cli_exit_code_and_summary(dirty_csv, tmp_path, capsys):
         f"  {dirty_csv}:204: expected 3 columns, got 2",
         f"  {dirty_csv}:305: column 'score' (float32): Failed to parse string: 'not a number' "
         "as a scalar of type double",
-        f"  {dirty_csv}:406: column 'name' (bytes): Invalid UTF8 payload",
+        f"  {dirty_csv}:406: column 'name' (bytes): not UTF-8 text; pass --encoding with the "
+        "file's encoding (from these bytes, charset-normalizer guesses cp1250, cp1251, cp1252)",
     ]
     assert main(base) == 1
     error = capsys.readouterr().err.splitlines()

@@ -5,6 +5,7 @@ import pytest
 from beam_jobs.core.bad_rows import BadRow
 from beam_jobs.core.errors import DataError
 from beam_jobs.formats.csv.dialect import Dialect
+from beam_jobs.formats.csv.markers import column_markers
 from beam_jobs.formats.csv.ranges import CsvSource, read_range
 from beam_jobs.formats.csv.source import infer_features, parse_sample
 from tfdata_reader.manifest import FeatureSpec
@@ -29,13 +30,14 @@ def test_parse_sample_cuts_at_the_last_complete_record():
 
 def test_infer_features():
     sample = parse_sample("a.csv", HEAD, is_whole_file=True, dialect=DIALECT)
+    ints, floats = list(column_markers("int64", None)), list(column_markers("float32", None))
     assert infer_features([sample]) == [
-        FeatureSpec("i", "int64", [], False),
-        FeatureSpec("f", "float32", [], True),
-        FeatureSpec("s", "bytes", [], False),
-        FeatureSpec("mixed", "float32", [], False),
+        FeatureSpec("i", "int64", [], False, null_values=ints),
+        FeatureSpec("f", "float32", [], True, null_values=floats),
+        FeatureSpec("s", "bytes", [], False),  # its 'NA' is text
+        FeatureSpec("mixed", "float32", [], False, null_values=floats),
         FeatureSpec("empty", "bytes", [], True),
-        FeatureSpec("flag", "int64", [], False),
+        FeatureSpec("flag", "int64", [], False, null_values=ints),
         FeatureSpec("ts", "bytes", [], False),
     ]
 
@@ -127,7 +129,8 @@ def test_read_range_sets_aside_malformed_rows_and_bad_utf8():
             "byte_offset": 10,
             "byte_range": [0, 22],
             "row_in_range": 0,
-            "reason": "column 'b' (bytes): Invalid UTF8 payload",
+            "reason": "column 'b' (bytes): not UTF-8 text; pass --encoding with the file's "
+            "encoding (from these bytes, charset-normalizer guesses cp1251, cp1252, cp1254)",
             "cells": {"a": "2", "b": {"base64": "//4="}},
         },
         {

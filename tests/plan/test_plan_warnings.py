@@ -64,6 +64,7 @@ def test_a_plan_whose_sampled_rows_all_fail_says_why_and_which_flags(tmp_path, c
     out = _dry_run(capsys, "--input", str(path), "--output", str(tmp_path / "o"))
     assert (
         "warning: the plan estimates 0 records: none of the sampled rows converts (2 bad rows, "
-        f"e.g. {path}: column 'name' (bytes): Invalid UTF8 payload; "
+        f"e.g. {path}: column 'name' (bytes): not UTF-8 text; pass --encoding with the file's "
+        "encoding (from these bytes, charset-normalizer guesses cp1252, cp1251, cp1253); "
     ) in out
     assert "check --encoding, --delimiter, --column_names and --schema" in out

@@ -23,7 +23,7 @@ from collections.abc import Iterator
 
 from beam_jobs.core import flags
 from beam_jobs.core.errors import UsageError
-from beam_jobs.formats.compressed import COMPRESSED_SUFFIXES
+from beam_jobs.formats.compressed import CONTAINER_SUFFIXES
 from beam_jobs.formats.csv.markers import accept_markers, parse_markers
 
 __all__ = [
@@ -176,7 +176,7 @@ def detect_delimiter(path: str, head: bytes) -> str:
       head: the file's first bytes from its header line (or its data, without one).
     """
     name = posixpath.basename(path).lower()
-    for suffix in COMPRESSED_SUFFIXES:
+    for suffix in CONTAINER_SUFFIXES:
         name = name.removesuffix(suffix)
     named = "\t" if name.endswith(".tsv") else ","
     complete = head[: head.rfind(b"\n") + 1] or head  # no record cut short by the head's end

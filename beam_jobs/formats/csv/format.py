@@ -53,6 +53,7 @@ class CsvFormat(InputFormat):
 
     name = "csv"
     extensions = (".csv", ".tsv")
+    reads_archives = True
 
     dialect: Dialect = Dialect(",")
     detected: bool = False

@@ -21,6 +21,7 @@ from beam_jobs.core.bad_rows import BadRow, as_text
 from beam_jobs.core.errors import DataError
 from beam_jobs.formats.csv.bad_rows import place_bad_rows
 from beam_jobs.formats.csv.dialect import Dialect
+from beam_jobs.formats.csv.encoding_hint import not_utf8
 from beam_jobs.formats.csv.inference import BOOLEAN, NUMBER, schema_hint
 from beam_jobs.formats.csv.markers import readable_as, without_markers
 from beam_jobs.formats.csv.record_starts import FILE_START, QuoteScanner, nonempty_record_starts
@@ -212,6 +213,7 @@ def _bad_rows(column: pa.Array, feature: FeatureSpec) -> dict[int, str]:
                 for index, value in zip(indices, values, strict=True)
             }
     bad = {}
+    undecodable: dict[int, bytes] = {}
     for index, value in enumerate(column.to_pylist()):
         if value is None:
             continue
@@ -219,6 +221,13 @@ def _bad_rows(column: pa.Array, feature: FeatureSpec) -> dict[int, str]:
             _convert(pa.array([value], pa.binary()), feature)
         except pa.ArrowInvalid as e:
             bad[index] = f"column {feature.name!r} ({feature.dtype}): {e}"
+            if "Invalid UTF8" in str(e):
+                undecodable[index] = value
+    if undecodable:
+        reason = (
+            f"column {feature.name!r} ({feature.dtype}): {not_utf8(list(undecodable.values()))}"
+        )
+        bad.update(dict.fromkeys(undecodable, reason))
     return bad
 
 

@@ -1,4 +1,5 @@
-"""`--format jsonl`: one JSON object per line.
+"""`--format jsonl`: one JSON object per line, or a `.json` file holding one JSON array of
+objects (read as if each element were a line: `arrays`).
 
 Nested objects are flattened into dotted names (`{"a": {"b": 1}}` -> `a.b`), lists of numbers or
 strings become variable-length features, and a missing key is a missing value. Chunks of lines
@@ -9,6 +10,7 @@ are counted in the piece's report.
 from __future__ import annotations
 
 import collections
+import concurrent.futures
 import dataclasses
 import json
 import re
@@ -18,10 +20,12 @@ from typing import Any
 import pyarrow as pa
 
 from beam_jobs.codec.examples import is_list
+from beam_jobs.core.bad_rows import BadRow
 from beam_jobs.core.errors import DataError
 from beam_jobs.core.inputs import InputFile, Piece
 from beam_jobs.formats.base import InputFormat, OnBadRow, PieceReport, Sample
-from beam_jobs.formats.compressed import compression_of, read_head
+from beam_jobs.formats.compressed import compression_of, open_input, read_head
+from beam_jobs.formats.jsonl.arrays import array_lines, open_as_lines, starts_an_array
 from beam_jobs.formats.jsonl.chunks import line_problem, parse_chunk, read_chunk
 from beam_jobs.formats.lines.cut_counts import Counting
 from beam_jobs.formats.lines.pieces import piece_chunks, refuse_wide_text, sample_head
@@ -43,14 +47,33 @@ def _sample_rows(lines: bytes) -> list[dict]:
     return rows
 
 
-def _refuse_an_array(path: str, head: bytes) -> None:
-    """A `.json` file holding one JSON array (the most common JSON file) is not JSON lines:
-    said plainly, instead of a dead letter per line."""
-    if head.lstrip(b"\xef\xbb\xbf \t\r\n").startswith(b"["):
-        raise DataError(
-            f"{path}: holds a JSON array (it starts with '['), not JSON lines (one object per "
-            f"line); convert it first, e.g. jq -c '.[]' {path} > records.jsonl"
-        )
+_PEEK_BYTES = 4096  # of a file's content, to tell a JSON array from JSON lines
+_PEEK_THREADS = 16  # files peeked at once (there may be many, on GCS)
+
+
+def _is_array(path: str) -> bool:
+    """Whether the file is one JSON array (`arrays`): its content starts with `[`."""
+    with open_input(path, compression_of(path)) as f:
+        return starts_an_array(f.read(_PEEK_BYTES))
+
+
+class _ElementLines:
+    """Dead letters of a JSON array with their element's position as `line` (the stream's
+    line), found from the chunk each came from."""
+
+    def __init__(self, on_bad_row: OnBadRow) -> None:
+        self._on_bad_row = on_bad_row
+        self.chunk, self.offset, self.lines_before = b"", 0, 0
+
+    def next_chunk(self, offset: int, chunk: bytes) -> None:
+        self.lines_before += self.chunk.count(b"\n")
+        self.chunk, self.offset = chunk, offset
+
+    def __call__(self, row: BadRow) -> None:
+        if row.offset is not None:
+            line = self.lines_before + self.chunk[: row.offset - self.offset].count(b"\n") + 1
+            row = dataclasses.replace(row, offset=None, line=line)
+        self._on_bad_row(row)
 
 
 _DATE_ONLY = re.compile(r"\d{4}-\d{2}-\d{2}")
@@ -91,15 +114,25 @@ def _with_dates(
 class JsonLinesFormat(InputFormat):
     name = "jsonl"
     extensions = (".jsonl", ".ndjson", ".json")
+    reads_archives = True
 
     def counting(self) -> Counting:
         return Counting(quotes=False)  # newlines only: the line numbers of bad lines
 
+    def with_cuts(self, files: Sequence[InputFile], target_shard_bytes: int) -> list[InputFile]:
+        """A JSON array is read whole, from its start, like a compressed file."""
+        files = super().with_cuts(files, target_shard_bytes)
+        cut = [f for f in files if f.cuts is None]
+        with concurrent.futures.ThreadPoolExecutor(_PEEK_THREADS) as pool:
+            arrays = {f.path for f, array in zip(cut, pool.map(_is_array, [f.path for f in cut]),
+                                                 strict=True) if array}  # fmt: skip
+        return [dataclasses.replace(f, cuts=()) if f.path in arrays else f for f in files]
+
     def sample(self, f: InputFile, sample_bytes: int) -> Sample:
-        lines, input_bytes = sample_head(f, sample_bytes)
-        head = lines or read_head(f, 4096, compression_of(f.path)).content
-        refuse_wide_text(f.path, head)
-        _refuse_an_array(f.path, head)
+        peek = read_head(f, _PEEK_BYTES, compression_of(f.path)).content
+        refuse_wide_text(f.path, peek)
+        array = starts_an_array(peek)
+        lines, input_bytes = sample_head(f, sample_bytes, array_lines if array else None)
         if f.size and not lines.strip():
             raise DataError(
                 f"{f.path}: no complete line in the first {sample_bytes} bytes; is it JSON lines?"
@@ -148,11 +181,14 @@ class JsonLinesFormat(InputFormat):
         ignored: collections.Counter = collections.Counter()
         rounded: collections.Counter = collections.Counter()
         converted = self.converted(features)
-        for offset, chunk in piece_chunks(piece, self.max_record_bytes):
-            if offset == 0:  # a file the plan did not sample
-                _refuse_an_array(piece.path, chunk)
+        array = piece.start == 0 and piece.end >= piece.file_size and _is_array(piece.path)
+        elements = _ElementLines(on_bad_row) if array else None
+        chunks = piece_chunks(piece, self.max_record_bytes, open_as_lines if array else None)
+        for offset, chunk in chunks:
+            if elements is not None:
+                elements.next_chunk(offset, chunk)
             yield from read_chunk(
-                chunk, offset, piece.path, converted, on_bad_row, ignored, rounded
+                chunk, offset, piece.path, converted, elements or on_bad_row, ignored, rounded
             )
         # Keys --columns leaves out are no surprise: only the others are reported.
         kept = {k: n for k, n in ignored.items() if self.kept is None or k in self.kept}

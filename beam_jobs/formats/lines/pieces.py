@@ -4,7 +4,8 @@ whole by its one piece), and of a sampled head."""
 from __future__ import annotations
 
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from typing import BinaryIO
 
 from beam_jobs.core.errors import DataError
 from beam_jobs.core.inputs import InputFile, Piece
@@ -21,23 +22,35 @@ def complete_lines(head: bytes, is_whole_file: bool) -> bytes:
     return head if is_whole_file else head[: head.rfind(b"\n") + 1]
 
 
-def sample_head(f: InputFile, sample_bytes: int) -> tuple[bytes, float]:
-    """A file's first whole lines and the stored input bytes they stand for."""
+def sample_head(
+    f: InputFile, sample_bytes: int, as_lines: Callable[[bytes], bytes] | None = None
+) -> tuple[bytes, float]:
+    """A file's first whole lines and the stored input bytes they stand for; `as_lines` turns
+    the head's content into lines first (a JSON array's elements)."""
     head = read_head(f, sample_bytes, compression_of(f.path))
-    lines = complete_lines(head.content, head.is_whole_file)
-    return lines, len(lines) * head.stored_per_byte
+    content = as_lines(head.content) if as_lines else head.content
+    lines = complete_lines(content, head.is_whole_file)
+    share = len(head.content) / max(1, len(content))  # content bytes per line byte
+    return lines, len(lines) * share * head.stored_per_byte
 
 
-def piece_chunks(piece: Piece, max_record_bytes: int) -> Iterator[tuple[int, bytes]]:
-    """The line chunks a piece owns; a compressed file is read whole by its one piece.
+def piece_chunks(
+    piece: Piece,
+    max_record_bytes: int,
+    as_lines: Callable[[BinaryIO], BinaryIO] | None = None,
+) -> Iterator[tuple[int, bytes]]:
+    """The line chunks a piece owns; a compressed file is read whole by its one piece, and so
+    is one read through `as_lines` (a stream of its lines: a JSON array's elements).
 
     Raises:
       DataError: for a line over twice `max_record_bytes` (a shorter one over it is a dead
         letter when encoded), before more of it is held in memory.
     """
     compression = compression_of(piece.path)
-    start, end = (0, sys.maxsize) if compression else (piece.start, piece.end)
-    with open_input(piece.path, compression) as f:  # damage: DataError from the decompressor
+    whole = compression or as_lines
+    start, end = (0, sys.maxsize) if whole else (piece.start, piece.end)
+    with open_input(piece.path, compression) as stored:  # damage: DataError, decompressing
+        f = as_lines(stored) if as_lines else stored
         try:
             yield from line_chunks(f, start, end, max_line_bytes=2 * max_record_bytes)
         except LineTooLong as e:

@@ -1,0 +1,133 @@
+"""Inputs inside containers: ZIP archives (each member an input, `archive.zip!member`) and
+`.json` files holding one JSON array of objects. Oracles: Python's zipfile, csv and json."""
+
+from __future__ import annotations
+
+import csv
+import gzip
+import io
+import json
+import random
+import zipfile
+
+import pytest
+from support.datasets import convert, read_all
+
+from beam_jobs.core.errors import DataError, UsageError
+from beam_jobs.formats.jsonl.arrays import _Scanner, array_lines
+
+
+def _dead(out):
+    folder = out / "dead_letter"
+    if not folder.exists():
+        return []
+    return [json.loads(x) for f in sorted(folder.iterdir()) for x in f.read_text().splitlines()]
+
+
+def _csv(rows):
+    buffer = io.StringIO()
+    csv.writer(buffer, lineterminator="\n").writerows(rows)
+    return buffer.getvalue()
+
+
+def test_each_member_of_a_zip_archive_is_an_input(tmp_path):
+    archive = tmp_path / "data.zip"
+    first = [["id", "name"], *([i, f"n{i}"] for i in range(3000))]
+    second = [["id", "name"], [5000, 'say "hi",\nthere'], ["oops", "x"], [5001, "y"]]
+    with zipfile.ZipFile(archive, "w", zipfile.ZIP_DEFLATED) as z:
+        z.writestr("part/a.csv", _csv(first))
+        z.writestr("part/b.csv", _csv(second))
+        z.writestr("part/", "")  # a folder entry
+        z.writestr("__MACOSX/part/._a.csv", "junk")  # macOS's resource fork
+    out = tmp_path / "out"
+    manifest = convert([str(archive)], out, "--max_bad_fraction=0.01")
+    assert [f["path"] for f in manifest.inputs["files"]] == [
+        f"{archive}!part/a.csv",
+        f"{archive}!part/b.csv",
+    ]
+    got = sorted((r["id"], r["name"].decode()) for r in read_all(out))
+    expected = [(i, f"n{i}") for i in range(3000)] + [(5000, 'say "hi",\nthere'), (5001, "y")]
+    assert got == sorted(expected)
+    [dead] = _dead(out)
+    assert (dead["file"], dead["line"], dead["cells"]["id"]) == (
+        f"{archive}!part/b.csv",
+        4,  # the quoted field's newline counts: the row starts on line 4
+        "oops",
+    )
+
+
+def test_a_damaged_zip_member_is_a_data_error_naming_it(tmp_path):
+    archive = tmp_path / "d.zip"
+    with zipfile.ZipFile(archive, "w", zipfile.ZIP_STORED) as z:
+        z.writestr("a.csv", "id\n" + "".join(f"{i}\n" for i in range(5000)))
+    data = bytearray(archive.read_bytes())
+    data[20_000] ^= 0x01  # a digit changed: the member's CRC-32 no longer matches
+    archive.write_bytes(bytes(data))
+    with pytest.raises(DataError, match=rf"^{archive}!a.csv: the ZIP member is damaged .*CRC"):
+        convert([str(archive)], tmp_path / "out")
+
+
+def test_a_zip_archive_for_a_format_that_is_not_read_as_a_stream_is_refused(tmp_path):
+    archive = tmp_path / "p.zip"
+    with zipfile.ZipFile(archive, "w") as z:
+        z.writestr("a.parquet", b"PAR1")
+    with pytest.raises(UsageError, match=r"a ZIP archive; its members are read as csv, jsonl"):
+        convert([str(archive)], tmp_path / "out", "--format=parquet")
+
+
+def test_a_file_that_is_no_zip_archive_is_a_data_error(tmp_path):
+    path = tmp_path / "fake.csv.zip"
+    path.write_text("id\n1\n")
+    with pytest.raises(DataError, match=rf"^{path}: not a ZIP archive"):
+        convert([str(path)], tmp_path / "out")
+
+
+def _records(n, seed=3):
+    rng = random.Random(seed)
+    tricky = ["a,b", 'say "]}"', "back\\slash\\", "[{", "line\nbreak", "é ü 漢"]
+    return [
+        {"id": i, "v": rng.random(), "s": rng.choice(tricky) + str(i), "tags": [i, i + 1]}
+        for i in range(n)
+    ]
+
+
+@pytest.mark.parametrize("indent", [None, 2])
+@pytest.mark.parametrize("gz", [False, True])
+def test_a_json_array_is_read_as_records(tmp_path, indent, gz):
+    records = _records(20_000)  # about 2 MB: several of the scanner's 1 MiB steps
+    text = json.dumps(records, indent=indent, ensure_ascii=False).encode()
+    path = tmp_path / ("a.json.gz" if gz else "a.json")
+    path.write_bytes(gzip.compress(text) if gz else text)
+    out = tmp_path / "out"
+    manifest = convert([str(path)], out, "--sample_bytes=64KiB", "--target_shard_bytes=256KiB")
+    assert manifest.total_records == 20_000 and manifest.counts["bad_records"] == 0
+    got = sorted(read_all(out), key=lambda r: r["id"])
+    assert [(r["id"], r["s"].decode(), r["tags"]) for r in got] == [
+        (r["id"], r["s"], r["tags"]) for r in records
+    ]
+
+
+def test_a_bad_element_of_a_json_array_is_a_dead_letter_at_its_position(tmp_path):
+    records = [{"id": i} for i in range(3000)]
+    records[1234] = {"id": "twelve"}
+    records[2000] = 7  # no object
+    path = tmp_path / "a.json"
+    path.write_text(json.dumps(records, indent=1))
+    out = tmp_path / "out"
+    manifest = convert([str(path)], out, "--max_bad_fraction=0.01")
+    assert manifest.total_records == 2998
+    assert [(d["line"], d["raw"].strip()) for d in _dead(out)] == [
+        (1235, '{\n  "id": "twelve"\n }'.replace("\n", " ")),
+        (2001, "7"),
+    ]
+
+
+def test_the_array_scanner_gives_the_same_lines_whatever_the_steps():
+    text = json.dumps(_records(300), indent=2).encode()
+    whole = array_lines(text)
+    assert [json.loads(line) for line in whole.splitlines() if line.strip()] == _records(300)
+    for step in (1, 2, 3, 7, 64, 1000):
+        scanner = _Scanner()
+        assert b"".join(scanner.feed(text[i : i + step]) for i in range(0, len(text), step)) == (
+            whole
+        ), step
