@@ -91,8 +91,7 @@ def _records(n, seed=3):
     ]
 
 
-@pytest.mark.parametrize("indent", [None, 2])
-@pytest.mark.parametrize("gz", [False, True])
+@pytest.mark.parametrize("indent, gz", [(2, False), (None, True)])
 def test_a_json_array_is_read_as_records(tmp_path, indent, gz):
     records = _records(20_000)  # about 2 MB: several of the scanner's 1 MiB steps
     text = json.dumps(records, indent=indent, ensure_ascii=False).encode()

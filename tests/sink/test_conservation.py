@@ -93,7 +93,9 @@ def test_a_million_rows_from_one_bundle_through_write_shards_lose_nothing(tmp_pa
     import json
 
     n = 1_000_000
-    for attempt in range(3):
+    # Without beam_jobs' fix of Beam 2.77's local runner, half of such runs lose rows
+    # (docs/beam-local-runner-data-loss.md): two runs catch it three times in four.
+    for attempt in range(2):
         out = tmp_path / f"out{attempt}"
         with beam.Pipeline(options=PipelineOptions([*THREADS, "--direct_num_workers=2"])) as p:
             rows = p | beam.Create([n]) | beam.ParDo(_Explode())
