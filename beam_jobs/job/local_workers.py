@@ -35,6 +35,11 @@ _started: weakref.WeakSet[subprocess.Popen] = weakref.WeakSet()
 _quiet = False  # `quiet`: the workers' own output is not shown
 
 
+def is_quiet() -> bool:
+    """Whether worker processes' own output is dropped (`quiet`)."""
+    return _quiet
+
+
 def quiet(on: bool = True) -> None:
     """Leaves out what worker processes print themselves (the command line does so without
     --verbose): a failing step's traceback, which the launcher reports in one line, printed

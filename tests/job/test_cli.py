@@ -251,3 +251,39 @@ def test_a_workers_error_is_said_once_without_the_workers_tracebacks(tmp_path, c
     assert "Traceback" not in "\n".join(err), err
     said = [line for line in err if line.startswith("error: ")]
     assert len(said) == 1 and "1,000 of 3,000 records" in said[0]
+
+
+def test_the_python_api_raises_a_caught_error_without_printing_beam_logs(tmp_path):
+    """A caller's `except TooManyBadRecords` runs before anything is printed (verbose=True
+    shows Beam's own logs again)."""
+    bad = tmp_path / "bad.csv"
+    bad.write_text("id,v\n" + "".join(f"{i},{i}\n" for i in range(100)) + "1,2,3\n" * 5)
+    script = (
+        "import sys, beam_jobs\n"
+        "try:\n"
+        f"    beam_jobs.convert(input={str(bad)!r}, output=sys.argv[1],"
+        " verbose=sys.argv[2] == 'v', pipeline_options={'direct_num_workers': 1})\n"
+        "except beam_jobs.TooManyBadRecords as e:\n"
+        "    print('caught', str(e).split(' could')[0])\n"
+    )
+    quiet = subprocess.run(
+        [sys.executable, "-c", script, str(tmp_path / "o1"), "q"], capture_output=True, text=True
+    )
+    assert (quiet.stdout, quiet.stderr) == ("caught 5 of 105 records (4.762%)\n", "")
+    loud = subprocess.run(
+        [sys.executable, "-c", script, str(tmp_path / "o2"), "v"], capture_output=True, text=True
+    )
+    assert loud.stdout == quiet.stdout and "Traceback" in loud.stderr
+
+
+def test_diff_prints_its_answer_without_tensorflow_start_up_lines(converted):
+    out, _ = converted
+    env = {k: v for k, v in os.environ.items() if k != "TF_CPP_MIN_LOG_LEVEL"}
+    result = subprocess.run(
+        [sys.executable, "-m", "beam_jobs", "diff", str(out), str(out)],
+        capture_output=True,
+        text=True,
+        env=env,
+    )
+    assert result.stderr == ""  # TensorFlow is imported, its notices left out
+    assert result.returncode == 0 and result.stdout.startswith("same fingerprint")
