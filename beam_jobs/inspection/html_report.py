@@ -22,6 +22,7 @@ from beam_jobs.core.errors import ManifestError
 from beam_jobs.core.units import format_size
 from beam_jobs.inspection.stats_table import load_statistics
 from beam_jobs.publish.output_dir import load_manifest
+from beam_jobs.stats.proto import DISTINCT_EXACT, TOP_VALUES_EXACT, is_exact
 from tfdata_reader.manifest import Manifest
 
 __all__ = [
@@ -284,16 +285,18 @@ def _feature(feature: statistics_pb2.FeatureNameStatistics, records: int) -> str
     elif which == "string_stats":
         s = feature.string_stats
         lines.append(
-            f'<div class="muted">~{s.unique:,} distinct, average length {s.avg_length:.1f} '
-            "bytes</div>"
+            f'<div class="muted">{_about(feature, DISTINCT_EXACT)}{s.unique:,} distinct, '
+            f"average length {s.avg_length:.1f} bytes</div>"
         )
         if s.top_values:
-            lines.append(_top_values([(t.value, t.frequency) for t in s.top_values]))
+            exact = is_exact(feature, TOP_VALUES_EXACT)
+            lines.append(_top_values([(t.value, t.frequency) for t in s.top_values], exact))
     elif which == "bytes_stats":
         b = feature.bytes_stats
         lines.append(
-            f'<div class="muted">~{b.unique:,} distinct, {b.min_num_bytes:,.0f} to '
-            f"{b.max_num_bytes:,.0f} bytes, average {b.avg_num_bytes:,.1f}</div>"
+            f'<div class="muted">{_about(feature, DISTINCT_EXACT)}{b.unique:,} distinct, '
+            f"{b.min_num_bytes:,.0f} to {b.max_num_bytes:,.0f} bytes, "
+            f"average {b.avg_num_bytes:,.1f}</div>"
         )
     lines.append("</div>")
     return "".join(lines)
@@ -324,8 +327,14 @@ def _histogram(histogram: statistics_pb2.Histogram) -> str:
     )
 
 
-def _top_values(values: list[tuple[str, float]]) -> str:
+def _about(feature: statistics_pb2.FeatureNameStatistics, name: str) -> str:
+    """'~' before a count that is an estimate."""
+    return "" if is_exact(feature, name) else "~"
+
+
+def _top_values(values: list[tuple[str, float]], exact: bool) -> str:
     top = max(count for _, count in values) or 1.0
+    about = "" if exact else "~"  # the sketch's counts: estimates
     row, width = 17, 300
     rows = []
     for i, (value, count) in enumerate(values):
@@ -333,9 +342,9 @@ def _top_values(values: list[tuple[str, float]]) -> str:
         rows.append(
             f'<text x="0" y="{i * row + 12}" font-size="11">{_e(_shorten(value, 18))}</text>'
             f'<rect x="120" y="{i * row + 2}" width="{w:.2f}" height="{row - 5}" '
-            f'fill="#72b7b2"><title>{_e(value)}: {count:,.0f}</title></rect>'
+            f'fill="#72b7b2"><title>{_e(value)}: {about}{count:,.0f}</title></rect>'
             f'<text x="{124 + w:.2f}" y="{i * row + 12}" font-size="11" '
-            f'fill="#6b7385">{count:,.0f}</text>'
+            f'fill="#6b7385">{about}{count:,.0f}</text>'
         )
     height = row * len(values)
     return (

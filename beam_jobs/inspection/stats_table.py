@@ -9,7 +9,7 @@ from tensorflow_metadata.proto.v0 import statistics_pb2
 
 from beam_jobs.core.errors import ManifestError
 from beam_jobs.inspection.report import format_table
-from beam_jobs.stats.proto import STATISTICS_NAME
+from beam_jobs.stats.proto import DISTINCT_EXACT, STATISTICS_NAME, TOP_VALUES_EXACT, is_exact
 
 __all__ = ["load_statistics", "statistics_table"]
 
@@ -99,15 +99,20 @@ def _row(feature: statistics_pb2.FeatureNameStatistics) -> tuple[str, ...]:
     if which == "string_stats":
         s = feature.string_stats
         top = s.top_values[0] if s.top_values else None
-        shown = f"{_short(top.value)} ({top.frequency:,.0f})" if top else "-"
-        return (*head, "-", "-", "-", "-", "-", f"~{s.unique:,}", shown)
+        about = "" if is_exact(feature, TOP_VALUES_EXACT) else "~"
+        shown = f"{_short(top.value)} ({about}{top.frequency:,.0f})" if top else "-"
+        return (*head, "-", "-", "-", "-", "-", _distinct(feature, s.unique), shown)
     if which == "bytes_stats":
         b = feature.bytes_stats
         return (
             *head, f"{b.min_num_bytes:,.0f} B", f"{b.max_num_bytes:,.0f} B",
-            f"{b.avg_num_bytes:,.1f} B", "-", "-", f"~{b.unique:,}", "-",
+            f"{b.avg_num_bytes:,.1f} B", "-", "-", _distinct(feature, b.unique), "-",
         )  # fmt: skip
     return (*head, "-", "-", "-", "-", "-", "-", "-")
+
+
+def _distinct(feature: statistics_pb2.FeatureNameStatistics, unique: int) -> str:
+    return f"{'' if is_exact(feature, DISTINCT_EXACT) else '~'}{unique:,}"
 
 
 def _short(text: str, limit: int = 24) -> str:

@@ -5,10 +5,13 @@ counts per record from the list offsets; for numbers the count, mean and squared
 (merged with Chan's formula, which stays exact where sums of squares would cancel), min, max,
 zeros and NaNs, all exact, and a uniform sample of fixed size (bottom-k: the values with the
 smallest random keys) that a finished shard turns into its quantile edges; for bytes the
-lengths, a distinct-count sketch (KMV) and a top-k sketch (Misra-Gries), the sketches from
-tfx-bsl. Shards' quantile edges are merged in tfx-bsl's quantile sketch at publishing. An
-accumulator holds its sketches live while a writer updates it, and serialized when pickled, as
-it travels from writers to publishing.
+lengths, every value's exact count while a feature has at most EXACT_DISTINCT distinct values
+(Arrow's value_counts per batch, folded with a group-by), then a distinct-count sketch (KMV)
+and a top-k sketch (Misra-Gries) seeded with those counts, the sketches from tfx-bsl: top
+values and distinct counts are exact where they can be, and said to be estimates where not.
+Shards' quantile edges are merged in tfx-bsl's quantile sketch at publishing. An accumulator
+holds its sketches live while a writer updates it, and serialized when pickled, as it travels
+from writers to publishing.
 
 Random keys and samples are drawn by a generator each accumulator seeds alike, and merging is
 in a fixed order: the same conversion publishes the same statistics bytes.
@@ -54,6 +57,10 @@ _MG_DELTA_FIELD = 4
 LONG_VALUE = 256  # bytes: longer values are one placeholder in the top values
 LONG_PLACEHOLDER = "__LONG_VALUE__"
 FINISHED_BUCKETS = 100
+# Distinct bytes values counted exactly (each value's count kept, long values as the
+# placeholder); past it, the Misra-Gries sketch takes over, its counts estimates. A category,
+# a code, a carrier or a plane's tail number stays under it; an id or free text does not.
+EXACT_DISTINCT = 10_000
 
 
 @dataclasses.dataclass
@@ -88,10 +95,17 @@ class FeatureStats:
     distinct: Any = None  # tfx-bsl KmvSketch
     top: Any = None  # tfx-bsl MisraGriesSketch
     top_weight: float = 0.0  # 0: `top` got every value; else the largest weight of a sampled one
+    # While `exact`: every value's count (a table of `values`, `counts`), and the value counts of
+    # batches not folded into it yet; `top` stays None until the values are too many.
+    exact: bool = True
+    counts: Any = None
+    pending: list = dataclasses.field(default_factory=list)
+    pending_rows: int = 0
     sampler: Any = None  # np.random.Generator, seeded alike in every accumulator
     edges: Any = None  # after `finish`: np.ndarray of the quantile sketch's 101 edges
 
     def __getstate__(self) -> dict:
+        self._fold_counts()
         state = dict(self.__dict__)
         for name in ("distinct", "top"):
             if state[name] is not None:
@@ -225,15 +239,11 @@ class FeatureStats:
         self.max_length = max(self.max_length, extremes["max"].as_py())
         if self.distinct is None:
             self.distinct = sketches.KmvSketch(KMV_SLOTS)
-            # Values past 256 bytes are counted as one placeholder: the sketch keeps whole
-            # values, and long ones (documents, images) would make every shard's sketch large.
-            self.top = sketches.MisraGriesSketch(
-                TOP_K_BUCKETS,
-                large_string_threshold=LONG_VALUE,
-                large_string_placeholder=LONG_PLACEHOLDER,
-            )
             self.sampler = np.random.default_rng(0)
         self.distinct.AddValues(values)
+        if self.exact:
+            self._count(values)
+            return
         if not self.top_weight and self.distinct.Estimate() > MANY_DISTINCT:
             self.top_weight = 1.0  # from now on, a sample (the same batches decide it alike)
         if self.top_weight:
@@ -242,6 +252,55 @@ class FeatureStats:
             self.top.AddValues(sample, pa.array(np.full(len(sample), weight, np.float32)))
         else:
             self.top.AddValues(values)
+
+    def _count(self, values: pa.Array) -> None:
+        """Adds a batch's value counts (values past LONG_VALUE bytes as the placeholder: the
+        counts keep whole values, and long ones would make every shard's statistics large)."""
+        values = values.cast(pa.large_binary())
+        if self.max_length > LONG_VALUE:
+            long = pc.greater(pc.binary_length(values), LONG_VALUE)
+            values = pc.if_else(long, pa.scalar(LONG_PLACEHOLDER.encode(), pa.large_binary()),
+                                values)  # fmt: skip
+        found = pc.value_counts(values)
+        self.pending.append(pa.table({"values": found.field(0), "counts": found.field(1)}))
+        self.pending_rows += len(found)
+        if self.pending_rows > EXACT_DISTINCT:
+            self._fold_counts()
+
+    def _fold_counts(self) -> None:
+        """Folds the pending batches' counts into `counts`; past EXACT_DISTINCT values, the
+        counts seed the sketches instead."""
+        if not self.pending:
+            return
+        parts = list(self.pending)
+        if self.counts is not None:
+            parts.insert(0, self.counts)
+        merged = pa.concat_tables(parts).group_by("values").aggregate([("counts", "sum")])
+        self.counts = merged.rename_columns({"counts_sum": "counts"})
+        self.pending, self.pending_rows = [], 0
+        if self.counts.num_rows > EXACT_DISTINCT:
+            self._to_sketch()
+
+    def _to_sketch(self) -> None:
+        """From exact counts to the top-k sketch, seeded with them (in value order: the same
+        counts give the same sketch)."""
+        from tfx_bsl import sketches
+
+        self._fold_counts()
+        counts = self.counts
+        self.exact, self.counts = False, None
+        # Values past 256 bytes are counted as one placeholder: the sketch keeps whole
+        # values, and long ones (documents, images) would make every shard's sketch large.
+        self.top = sketches.MisraGriesSketch(
+            TOP_K_BUCKETS,
+            large_string_threshold=LONG_VALUE,
+            large_string_placeholder=LONG_PLACEHOLDER,
+        )
+        if counts is not None and counts.num_rows:
+            counts = counts.sort_by("values")
+            weights = pc.cast(counts.column("counts"), pa.float32()).combine_chunks()
+            values = counts.column("values").combine_chunks().cast(pa.binary())
+            self.top.AddValues(values, weights)
 
     def finish(self) -> None:
         """Ends a shard's updates: its sample (at most 256 KiB with its keys) becomes the 101
@@ -277,6 +336,8 @@ class FeatureStats:
         self.min_length = _pick(min, self.min_length, other.min_length)
         self.max_length = max(self.max_length, other.max_length)
         self.top_weight = max(self.top_weight, other.top_weight)
+        if self.dtype == "bytes":
+            self._merge_counts(other)
         for name in ("quantiles", "distinct", "top"):
             theirs = getattr(other, name)
             if theirs is None:
@@ -285,6 +346,21 @@ class FeatureStats:
                 setattr(self, name, theirs)
             else:
                 getattr(self, name).Merge(theirs)
+
+    def _merge_counts(self, other: FeatureStats) -> None:
+        """Exact counts add up while both are exact and few enough; else both are sketches,
+        which the caller merges."""
+        if self.exact and other.exact:
+            other._fold_counts()
+            if other.counts is not None:
+                self.pending.append(other.counts)
+                self.pending_rows += other.counts.num_rows
+            self._fold_counts()
+            return
+        if self.exact:
+            self._to_sketch()
+        if other.exact:
+            other._to_sketch()
 
     def _fold_into_sketch(self) -> None:
         """Its sample (finished into edges first) or its edges, as shares of the sketch."""
@@ -349,8 +425,17 @@ class FeatureStats:
         """The `k` most frequent bytes values with a count each surely reached: exact while
         the feature has at most 100 distinct values, else at most the true count by the
         sketch's error (values not surely seen more often than that error are left out).
-        For a feature with many distinct values (`top_exact` false), counts estimated from a
-        sample instead, for values the sample holds more than once."""
+        Exact (`top_exact`) while the feature has at most EXACT_DISTINCT distinct values; past
+        them, counts estimated by the sketch (from a sample of each batch, for values the
+        sample holds more than once, once there are many)."""
+        if self.exact:
+            self._fold_counts()
+            if self.counts is None:
+                return []
+            pairs = zip(self.counts.column("values").to_pylist(),
+                        self.counts.column("counts").to_pylist(), strict=True)  # fmt: skip
+            ranked = sorted(((count, value) for value, count in pairs), key=_by_count)
+            return [(value, count) for count, value in ranked[:k]]
         if self.top is None:
             return []
         estimate = self.top.Estimate()  # upper bounds: lower bound + the sketch's delta
@@ -366,11 +451,21 @@ class FeatureStats:
 
     @property
     def top_exact(self) -> bool:
-        """Whether `top_values` counted every value (else a sample of each batch)."""
-        return not self.top_weight
+        """Whether `top_values` counted every value exactly (else the sketch's estimates)."""
+        return self.exact
 
     def distinct_estimate(self) -> int:
+        """The distinct values: exact while they are counted (`distinct_exact`), else KMV's
+        estimate (exact below KMV_SLOTS as well)."""
+        if self.exact:
+            self._fold_counts()
+            return self.counts.num_rows if self.counts is not None else 0
         return int(self.distinct.Estimate()) if self.distinct is not None else 0
+
+    @property
+    def distinct_exact(self) -> bool:
+        """Whether `distinct_estimate` is exact."""
+        return self.exact or (self.distinct is not None and self.distinct.Estimate() < KMV_SLOTS)
 
 
 def _sample(values: Any, sampler: np.random.Generator) -> tuple[Any, float]:

@@ -20,9 +20,12 @@ from tfdata_reader.manifest import FeatureSpec
 
 __all__ = [
     "ALL_EXAMPLES",
+    "DISTINCT_EXACT",
     "STATISTICS_NAME",
+    "TOP_VALUES_EXACT",
     "dataset_statistics",
     "equal_width",
+    "is_exact",
     "statistics_list",
 ]
 
@@ -30,6 +33,10 @@ STATISTICS_NAME = "statistics.pb"
 ALL_EXAMPLES = "All Examples"
 HISTOGRAM_BUCKETS = 10
 TOP_VALUES = 10
+# Custom statistics of a text or bytes feature: 1 when its distinct count (its top values'
+# counts) are exact, 0 when estimates.
+DISTINCT_EXACT = "tfrecord_etl.distinct_exact"
+TOP_VALUES_EXACT = "tfrecord_etl.top_values_exact"
 _FINE_BUCKETS = 100  # quantile buckets the equal-width histogram is estimated from
 
 _TYPES = {
@@ -71,10 +78,13 @@ def _feature(
         return result
     top = stats.top_values(TOP_VALUES)
     texts = [_text(value) for value, _ in top]
+    # Which counts are exact: TFDV's proto has no word for it, so custom statistics say it.
+    result.custom_stats.add(name=DISTINCT_EXACT, num=float(stats.distinct_exact))
     if stats.binary or None in texts:  # binary (images, say): lengths and a distinct count
         result.type = statistics_pb2.FeatureNameStatistics.BYTES
         result.bytes_stats.CopyFrom(_bytes(stats, common))
         return result
+    result.custom_stats.add(name=TOP_VALUES_EXACT, num=float(stats.top_exact))
     result.type = statistics_pb2.FeatureNameStatistics.STRING
     strings = result.string_stats
     strings.common_stats.CopyFrom(common)
@@ -86,6 +96,12 @@ def _feature(
             low_rank=rank, high_rank=rank, label=text, sample_count=count
         )
     return result
+
+
+def is_exact(feature: statistics_pb2.FeatureNameStatistics, name: str) -> bool:
+    """Whether a custom statistic (`DISTINCT_EXACT`, `TOP_VALUES_EXACT`) says exact; a file
+    written before they were is taken as estimates."""
+    return any(c.name == name and c.num == 1.0 for c in feature.custom_stats)
 
 
 def _text(value: bytes) -> str | None:

