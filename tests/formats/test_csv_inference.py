@@ -219,3 +219,28 @@ def test_inspect_schema_reproduces_the_markers(tmp_path, capsys):
     again = convert([str(path)], tmp_path / "again", f"--schema={schema}")
     assert again.features == first.features
     assert sorted(map(str, read_all(tmp_path / "again"))) == sorted(map(str, read_all(out)))
+
+
+def test_types_come_from_stretches_through_the_file_not_its_head_alone(tmp_path):
+    """Past the head a whole-number column gets fractions and an empty one gets numbers: the
+    stretches sampled through the file type them, so no value is a dead letter or text."""
+    path = tmp_path / "late.csv"
+    n = 60_000
+    rows = [
+        f'{i},{i % 90},{"" if i < n // 2 else i % 7},"name {i}"'
+        if i < n * 3 // 4
+        else f'{i},{i % 90 + 0.5},{i % 7},"name {i}"'
+        for i in range(n)
+    ]
+    path.write_text("id,amount,late,name\n" + "\n".join(rows) + "\n")
+    out = tmp_path / "out"
+    manifest = convert([str(path)], out, "--sample_bytes=64KiB", "--num_shards=2")
+    assert [(f.name, f.dtype) for f in manifest.features] == [
+        ("id", "int64"),
+        ("amount", "float32"),
+        ("late", "int64"),
+        ("name", "bytes"),
+    ]
+    assert manifest.counts["bad_records"] == 0
+    got = {r["id"]: (r["amount"], r["late"]) for r in read_all(out)}
+    assert got[10] == (10.0, []) and got[n - 1] == ((n - 1) % 90 + 0.5, [(n - 1) % 7])

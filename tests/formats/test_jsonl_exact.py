@@ -177,18 +177,16 @@ def test_mistyped_lines_among_lists_and_nulls_are_dead_letters(bad_every):
 
 
 @pytest.mark.parametrize("sampled", [True, False])
-def test_a_json_array_file_is_refused_saying_it_is_an_array(tmp_path, sampled):
-    from beam_jobs.core.errors import DataError
-
+def test_a_json_array_among_json_lines_files_is_read_as_records(tmp_path, sampled):
     folder = tmp_path / "in"
     folder.mkdir()
     array = folder / ("a.json" if sampled else "z.json")  # 12 files: not all are sampled
-    array.write_text('[\n  {"id": 1},\n  {"id": 2}\n]\n')
+    array.write_text('[\n  {"id": 100},\n  {"id": 101}\n]\n')
     for i in range(11):
         (folder / f"f{i:02d}.json").write_text(json.dumps({"id": i}) + "\n")
-    with pytest.raises(DataError) as e:
-        convert([str(folder)], tmp_path / "out", "--format=jsonl")
-    assert str(e.value).startswith(f"{array}: holds a JSON array (it starts with '['), not JSON")
+    out = tmp_path / "out"
+    convert([str(folder)], out, "--format=jsonl")
+    assert sorted(r["id"] for r in read_all(out)) == [*range(11), 100, 101]
 
 
 @pytest.mark.parametrize("source", ["jsonl", "parquet"])

@@ -15,7 +15,7 @@ def test_twenty_digit_ids_are_text_not_rounded_floats(tmp_path, caplog):
     path.write_text("id,n\n" + "".join(f"{v},{i}\n" for i, v in enumerate(ids)))
     manifest = convert([str(path)], tmp_path / "out")
     assert manifest.feature("id").dtype == "bytes"
-    assert "has integers beyond the int64 range" in caplog.text
+    assert "integers beyond the int64 range: read as text (bytes)" in caplog.text
     got = sorted(r["id"].decode() for r in read_all(tmp_path / "out"))
     assert got == sorted(r["id"] for r in expected_rows([str(path)]))
 

@@ -12,6 +12,7 @@ from support.datasets import convert, read_all
 from tensorflow_metadata.proto.v0 import schema_pb2
 
 from beam_jobs.core.errors import UsageError
+from beam_jobs.formats.csv.markers import column_markers
 from beam_jobs.schema.tfmd import schema_from_pbtxt, schema_pbtxt
 from tfdata_reader.manifest import FeatureSpec
 
@@ -116,11 +117,15 @@ def test_a_tfdv_schema_drives_a_conversion(tmp_path):
     manifest = convert(
         [str(tmp_path / "in.csv")], tmp_path / "out", f"--schema={tmp_path / 'schema.pbtxt'}"
     )
+    # Number columns get the CSV's default missing-value markers, given types or inferred.
+    ints, floats = list(column_markers("int64", None)), list(column_markers("float32", None))
     assert list(manifest.features) == [
         FeatureSpec("zip", "bytes", [], False),
-        FeatureSpec("visits", "float32", [], True),  # presence without min_fraction 1: optional
-        FeatureSpec("day", "int64", [], True, "date32[day]"),  # a CSV column: one value
-        FeatureSpec("old", "int64", [], False),  # deprecated there: inferred
+        # presence without min_fraction 1: optional
+        FeatureSpec("visits", "float32", [], True, null_values=floats),
+        # a CSV column: one value
+        FeatureSpec("day", "int64", [], True, "date32[day]", null_values=ints),
+        FeatureSpec("old", "int64", [], False, null_values=ints),  # deprecated there: inferred
     ]
     rows = sorted(read_all(tmp_path / "out"), key=lambda r: r["zip"])
     assert [r["zip"] for r in rows[:2]] == [b"00000", b"00001"]  # leading zeros kept

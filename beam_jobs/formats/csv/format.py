@@ -25,11 +25,33 @@ from beam_jobs.formats.compressed import compression_of, open_input, read_head
 from beam_jobs.formats.csv import record_starts
 from beam_jobs.formats.csv.dialect import Dialect, detect_delimiter, skip_lines
 from beam_jobs.formats.csv.ranges import CsvSource, read_range
-from beam_jobs.formats.csv.source import infer_features, parse_sample
+from beam_jobs.formats.csv.source import (
+    CsvSample,
+    infer_features,
+    lines_are_records,
+    parse_sample,
+    parse_stretch,
+)
 from beam_jobs.formats.lines.cut_counts import Counting, CutCounts
 from tfdata_reader.manifest import FeatureSpec
 
 __all__ = ["CsvFormat"]
+
+
+_STRETCHES = 4  # stretches of a large file sampled besides its head
+
+
+def _stretches(f: InputFile, sample: CsvSample, sample_bytes: int, size: int) -> list[pa.Table]:
+    """The records of stretches of `size` bytes spread evenly through the file past its head
+    (an eighth of --sample_bytes, at least 64 KiB), as written."""
+    found = []
+    with open_input(f.path) as stream:
+        for k in range(1, _STRETCHES + 1):
+            stream.seek(sample_bytes + (f.size - sample_bytes - size) * k // _STRETCHES)
+            table = parse_stretch(stream.read(size), sample)
+            if table is not None:
+                found.append(table)
+    return found
 
 
 def _data_start(f: BinaryIO, path: str, lines: int) -> int:
@@ -78,8 +100,18 @@ class CsvFormat(InputFormat):
         return CsvSource(path, tuple(features), self.dialect, self.kept, self.max_record_bytes)
 
     def sample(self, f: InputFile, sample_bytes: int) -> Sample:
-        head = read_head(f, sample_bytes, compression_of(f.path))
+        compression = compression_of(f.path)
+        head = read_head(f, sample_bytes, compression)
         parsed = parse_sample(f.path, head.content, head.is_whole_file, self.dialect)
+        stretch = max(64 << 10, sample_bytes // 8)
+        if (
+            compression is None
+            and f.size > 2 * (sample_bytes + stretch)
+            and (lines_are_records(parsed))
+        ):
+            # Types from the whole file, not its head alone: stretches spread through it.
+            stretches = [parsed.texts, *_stretches(f, parsed, sample_bytes, stretch)]
+            parsed = dataclasses.replace(parsed, texts=pa.concat_tables(stretches))
         return Sample(f.path, parsed.table, len(parsed.data) * head.stored_per_byte, data=parsed)
 
     def infer_features(

@@ -37,6 +37,7 @@ __all__ = [
     "infer_features",
     "name_columns",
     "parse_sample",
+    "parse_stretch",
 ]
 
 unraisable.install()  # pyarrow's message about rows the readers handle themselves
@@ -183,6 +184,37 @@ def parse_sample(path: str, head: bytes, is_whole_file: bool, dialect: Dialect) 
     if names != list(header):
         table, texts = table.rename_columns(names), texts.rename_columns(names)
     return CsvSample(path, names, table, head[:end], dialect, texts, header)
+
+
+def lines_are_records(sample: CsvSample) -> bool:
+    """Whether every record of the sampled head is one line (no quoted field holds a line
+    break): then a stretch cut at line ends elsewhere in the file is cut at records."""
+    records = record_starts(sample.data, delimiter=sample.dialect.delimiter or ",")
+    return len(records) == sample.data.count(b"\n")
+
+
+def parse_stretch(data: bytes, sample: CsvSample) -> pa.Table | None:
+    """The records as written (text, null when empty) of bytes from the middle of a file whose
+    records are lines (`lines_are_records`): cut to whole lines, read with the sample's
+    columns; None when pyarrow cannot read them (rows with the wrong number of fields are left
+    out, as in the head: the writers dead-letter them)."""
+    start, end = data.find(b"\n") + 1, data.rfind(b"\n") + 1
+    if not 0 < start < end:
+        return None
+    dialect = sample.dialect
+    names = list(sample.header) or sample.column_names
+    try:
+        table = pcsv.read_csv(
+            io.BytesIO(data[start:end]),
+            read_options=pcsv.ReadOptions(
+                use_threads=False, column_names=names, encoding=dialect.encoding
+            ),
+            parse_options=_parse_options(dialect.delimiter or ",", len(names) == 1),
+            convert_options=convert_options(dict.fromkeys(names, pa.string())),
+        )
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError, UnicodeDecodeError):
+        return None
+    return table.rename_columns(sample.column_names)
 
 
 # pyarrow's error for a malformed row it could not hand to the invalid-row handler (it decodes
