@@ -4,9 +4,9 @@ The earlier code is checked out into a git worktree under WORKDIR (made once, ke
 `convert` as separate processes (the whole process timed, imports included) from the same
 venv, in turns (ABBA), on the same generated inputs: narrow rows (11 columns, 2M rows), narrow
 with GZIP and with --splits, wide rows (26 columns, 24 of them floats), 1,000 small files, and a
-column with 3% values that are no integers past the sampled head (dead letters). Prints each
-case's best time of each side, their ratio, and whether both sides published the same
-fingerprint (the same shard bytes) in every run.
+column with 3% values that are no integers (nor missing-value markers) past the sampled head
+(dead letters). Prints each case's best time of each side, their ratio, and whether both sides
+published the same fingerprint (the same shard bytes) in every run.
 
     python benchmarks/compare.py --base 2148947 [--runs 3] [--workdir bench_data/compare]
 """
@@ -53,7 +53,7 @@ def _inputs(work: pathlib.Path) -> dict[str, tuple[str, list[str]]]:
         values = rng.integers(0, 1000, n).astype(str).astype(object)
         bad = rng.random(n) < 0.03
         bad[:20_000] = False  # the sampled head is clean: the column is int64
-        values[bad] = "n/a"
+        values[bad] = "unknown"  # no integer, and no missing-value marker (`n/a` would be)
         table = pa.table({"id": np.arange(n), "v": values.astype(str), "w": rng.normal(size=n)})
         (work / "dirty").mkdir()
         pcsv.write_csv(table, str(work / "dirty" / "dirty.csv"))

@@ -311,9 +311,12 @@ class Manifest:
         """The dataset's identity: a SHA-256 over what its records are and how they are stored
         (features, label, splits, compression, and each shard's name without its generation
         tag, records, size and crc32c), with no times, paths or options. Two datasets with the
-        same fingerprint hold the same bytes."""
+        same fingerprint hold the same bytes. A feature's `null_values` say how its input was
+        read, not what its records hold: they are left out."""
         canonical = {
-            "features": [f.to_json() for f in self.features],
+            "features": [
+                {k: v for k, v in f.to_json().items() if k != "null_values"} for f in self.features
+            ],
             "label": self.label,
             "label_vocabulary": self.label_vocabulary,
             "splits": self.splits,

@@ -26,7 +26,7 @@ import weakref
 
 from beam_jobs.job import interrupt
 
-__all__ = ["apply", "quiet", "stop_all"]
+__all__ = ["apply", "is_quiet", "quiet", "stop_all"]
 
 
 _started: weakref.WeakSet[subprocess.Popen] = weakref.WeakSet()

@@ -113,7 +113,7 @@ def test_the_manifests_options_keep_their_keys():
     config = ConvertConfig.from_flags({"input": "a.csv", "output": "o", "run_date": "2026-01-02"})
     assert list(config.to_json()) == [
         "inputs", "output", "format", "delimiter", "column_names", "skip_header_lines",
-        "encoding", "schema", "labels", "splits", "split_key", "columns", "renames",
+        "encoding", "null_values", "schema", "labels", "splits", "split_key", "columns", "renames",
         "label", "target_shard_bytes", "num_shards", "compression", "compression_level",
         "shard_prefix", "max_bad_fraction", "sample_bytes", "max_record_bytes",
     ]  # fmt: skip

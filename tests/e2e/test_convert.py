@@ -19,6 +19,7 @@ from support.datasets import convert, expected_rows
 
 from beam_jobs.codec.framing import count_records
 from beam_jobs.core.errors import DataError, UsageError
+from beam_jobs.formats.csv.markers import column_markers
 from beam_jobs.inspection.verify import verify
 from beam_jobs.publish.companions import COMPANION_NAMES
 from tfdata_reader import make_dataset
@@ -26,6 +27,9 @@ from tfdata_reader.dataset import parse_spec
 from tfdata_reader.manifest import FeatureSpec
 
 TARGET = 64 * 1024
+
+# A CSV's number columns read pandas' missing-value markers as missing (`markers`).
+INTS, FLOATS = list(column_markers("int64", None)), list(column_markers("float32", None))
 
 
 def _expected_value(text: str, dtype: str):
@@ -100,15 +104,15 @@ def test_manifest_describes_the_output(converted, sample_csv):
         data = (out / shard.path).read_bytes()
         assert shard.crc32c == f"{google_crc32c.value(data):08x}"
     assert manifest.features == [
-        FeatureSpec("id", "int64", [], False),
-        FeatureSpec("label", "int64", [], False),
-        FeatureSpec("x0", "float32", [], False),
-        FeatureSpec("x1", "float32", [], False),
-        FeatureSpec("x2", "float32", [], False),
-        FeatureSpec("x3", "float32", [], False),
+        FeatureSpec("id", "int64", [], False, null_values=INTS),
+        FeatureSpec("label", "int64", [], False, null_values=INTS),
+        FeatureSpec("x0", "float32", [], False, null_values=FLOATS),
+        FeatureSpec("x1", "float32", [], False, null_values=FLOATS),
+        FeatureSpec("x2", "float32", [], False, null_values=FLOATS),
+        FeatureSpec("x3", "float32", [], False, null_values=FLOATS),
         FeatureSpec("city", "bytes", [], False),
         FeatureSpec("note", "bytes", [], True),
-        FeatureSpec("score", "float32", [], True),
+        FeatureSpec("score", "float32", [], True, null_values=FLOATS),
     ]
     assert manifest.total_records == 12_000
     assert manifest.compression == "none"
@@ -220,7 +224,9 @@ def test_schema_overrides_inferred_types(sample_csv, tmp_path):
     out = tmp_path / "out"
     manifest = convert(sample_csv[:1], out, f"--schema={schema}", "--num_shards=1")
     assert manifest.feature("id") == FeatureSpec("id", "bytes", [], False)
-    assert manifest.feature("label") == FeatureSpec("label", "float32", [], False)
+    assert manifest.feature("label") == FeatureSpec(
+        "label", "float32", [], False, null_values=FLOATS
+    )
     batch = next(iter(make_dataset(str(out), 3, shuffle=False)))
     assert batch["id"].numpy().tolist() == [b"0", b"1", b"2"]
     assert batch["label"].dtype == tf.float32

@@ -35,6 +35,7 @@ __all__ = [
     "convert_options",
     "header_not_decodable",
     "infer_features",
+    "lines_are_records",
     "name_columns",
     "parse_sample",
     "parse_stretch",
