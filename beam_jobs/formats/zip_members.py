@@ -12,6 +12,7 @@ from __future__ import annotations
 import io
 import posixpath
 import zipfile
+import zlib
 from typing import Any
 
 from apache_beam.io.filesystem import CompressionTypes
@@ -21,7 +22,18 @@ from beam_jobs.core.errors import DataError
 from beam_jobs.core.inputs import InputFile
 from beam_jobs.core.paths import split_member
 
-__all__ = ["is_archive", "list_members", "member_names", "member_size", "open_member"]
+# The suffixes `compressed` decompresses (named here: that module builds on this one; a test
+# holds the two lists together).
+PACKED_SUFFIXES = (".gz", ".bz2", ".zst")
+
+__all__ = [
+    "PACKED_SUFFIXES",
+    "is_archive",
+    "list_members",
+    "member_names",
+    "member_size",
+    "open_member",
+]
 
 
 def is_archive(path: str) -> bool:
@@ -56,7 +68,24 @@ def list_members(archive: InputFile) -> list[InputFile]:
             infos = zipfile.ZipFile(f).infolist()
     except zipfile.BadZipFile as e:
         raise DataError(f"{archive.path}: not a ZIP archive ({e})") from None
-    members = [
+    wanted = [info for info in infos if _wanted(info)]
+    if not wanted:
+        raise DataError(f"{archive.path}: the ZIP archive holds no file")
+    names = [info.filename for info in wanted]
+    twice = sorted({n for n in names if names.count(n) > 1})
+    if twice:
+        # zipfile opens the last of them by name: the others could never be read.
+        raise DataError(
+            f"{archive.path}: the ZIP archive holds more than one member named "
+            f"{', '.join(map(repr, twice))}; rebuild it with one of each"
+        )
+    packed = [n for n in names if n.lower().endswith(PACKED_SUFFIXES)]
+    if packed:
+        raise DataError(
+            f"{archive.path}!{packed[0]}: a compressed file inside a ZIP archive is not read; "
+            "unzip the archive first"
+        )
+    return [
         InputFile(
             f"{archive.path}!{info.filename}",
             info.compress_size,
@@ -64,12 +93,13 @@ def list_members(archive: InputFile) -> list[InputFile]:
             archive.modified,
             archive.stamp,
         )
-        for info in infos
-        if _wanted(info)
+        for info in wanted
     ]
-    if not members:
-        raise DataError(f"{archive.path}: the ZIP archive holds no file")
-    return members
+
+
+# What zipfile raises for a member it cannot open, and for one damaged past its header.
+_UNREADABLE = (zipfile.BadZipFile, KeyError, RuntimeError, NotImplementedError, zlib.error)
+_DAMAGED = (zipfile.BadZipFile, EOFError, OSError, zlib.error)
 
 
 class _Member(io.RawIOBase):
@@ -83,7 +113,7 @@ class _Member(io.RawIOBase):
             self._zip = zipfile.ZipFile(self._raw)
             info = self._zip.getinfo(member)
             self._member = self._zip.open(info)
-        except (zipfile.BadZipFile, KeyError) as e:
+        except _UNREADABLE as e:  # encrypted (RuntimeError), Deflate64 (NotImplementedError)
             self._raw.close()
             raise DataError(f"{path}: cannot be read from its archive ({e})") from None
         self.size = info.file_size  # the member's content bytes, as the archive records them
@@ -103,7 +133,7 @@ class _Member(io.RawIOBase):
     def readinto(self, buffer: Any) -> int:
         try:
             data = self._member.read(len(buffer))
-        except (zipfile.BadZipFile, EOFError, OSError) as e:  # a bad CRC-32, a cut archive
+        except _DAMAGED as e:  # a bad CRC-32, a cut archive, a broken DEFLATE stream
             raise DataError(f"{self._path}: the ZIP member is damaged ({e})") from None
         buffer[: len(data)] = data
         return len(data)

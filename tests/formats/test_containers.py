@@ -130,3 +130,54 @@ def test_the_array_scanner_gives_the_same_lines_whatever_the_steps():
         assert b"".join(scanner.feed(text[i : i + step]) for i in range(0, len(text), step)) == (
             whole
         ), step
+
+
+def test_zip_members_know_the_compressed_suffixes():
+    from beam_jobs.formats.compressed import COMPRESSED_SUFFIXES
+    from beam_jobs.formats.zip_members import PACKED_SUFFIXES
+
+    assert sorted(PACKED_SUFFIXES) == sorted(COMPRESSED_SUFFIXES)
+
+
+def _zip_with(tmp_path, entries, method=zipfile.ZIP_DEFLATED):
+    archive = tmp_path / "z.zip"
+    with zipfile.ZipFile(archive, "w", method) as z:
+        for name, data in entries:
+            z.writestr(name, data)
+    return archive
+
+
+def test_two_members_of_one_name_are_refused_not_read_as_one_twice(tmp_path):
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # zipfile warns of the duplicate name
+        archive = _zip_with(tmp_path, [("a.csv", "x,y\n1,first\n"), ("a.csv", "x,y\n3,second\n")])
+    with pytest.raises(DataError, match=rf"^{archive}: the ZIP archive holds more than one member"):
+        convert([str(archive)], tmp_path / "out")
+
+
+def test_a_compressed_member_is_refused_naming_it(tmp_path):
+    archive = _zip_with(tmp_path, [("d.csv.gz", gzip.compress(b"x\n1\n"))])
+    with pytest.raises(DataError, match=rf"^{archive}!d.csv.gz: a compressed file inside a ZIP"):
+        convert([str(archive)], tmp_path / "out", "--format=csv")
+
+
+def test_a_broken_deflate_stream_or_an_encrypted_member_is_a_data_error(tmp_path):
+    body = "".join(f"{i},{i * 7 % 13}\n" for i in range(20_000))
+    archive = _zip_with(tmp_path, [("d.csv", "id,v\n" + body)])
+    data = bytearray(archive.read_bytes())
+    start = 30 + len("d.csv")  # the member's data follows its local header
+    data[start + 40 : start + 60] = bytes(20)  # early in the DEFLATE stream
+    archive.write_bytes(bytes(data))
+    with pytest.raises(DataError, match=rf"^{archive}!d.csv: "):
+        convert([str(archive)], tmp_path / "out")
+    encrypted = bytearray(_zip_with(tmp_path, [("e.csv", "id\n1\n")]).read_bytes())
+    encrypted[6] |= 0x01  # the local header's "encrypted" flag
+    central = encrypted.rfind(b"PK\x01\x02")
+    encrypted[central + 8] |= 0x01  # and the central directory's
+    (tmp_path / "e.zip").write_bytes(bytes(encrypted))
+    with pytest.raises(
+        DataError, match=r"e.zip!e.csv: cannot be read from its archive .*encrypted"
+    ):
+        convert([str(tmp_path / "e.zip")], tmp_path / "out2", "--format=csv")
