@@ -15,7 +15,7 @@ import os
 import re
 from collections.abc import Callable, Sequence
 
-from tfdata_reader.manifest import FeatureSpec, Manifest, ManifestError
+from tfdata_reader.manifest import MANIFEST_NAME, FeatureSpec, Manifest, ManifestError
 
 __all__ = [
     "GLOB_CHARACTERS",
@@ -36,12 +36,19 @@ def is_several(path: str | Sequence[str]) -> bool:
 
 
 def location(path: str) -> str:
-    """Where a dataset folder is: a local path resolved (`./p1`, `../x/p1` and a symbolic link
-    to p1 are p1), a remote one with its slashes tidied (`gs://b//ds/` is `gs://b/ds`)."""
+    """Where a dataset's manifest is, which is what the dataset is: a folder stands for its
+    `manifest.json`; a local path is resolved (`./p1`, `../x/p1`, `file:///.../p1` and a
+    symbolic link to p1 are p1), a remote one has its slashes tidied (`gs://b//ds/` is
+    `gs://b/ds`)."""
+    path = path.rstrip("/")
+    if not path.endswith(".json"):
+        path = f"{path}/{MANIFEST_NAME}"
+    if path.startswith("file://"):
+        path = path[len("file://") :]
     if "://" not in path:
         return os.path.realpath(path)
     scheme, rest = path.split("://", 1)
-    return f"{scheme}://{re.sub('/+', '/', rest).rstrip('/')}"
+    return f"{scheme}://{re.sub('/+', '/', rest)}"
 
 
 def partition_paths(path: str | Sequence[str], glob: Callable[[str], list[str]]) -> list[str]:

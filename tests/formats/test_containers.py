@@ -181,3 +181,38 @@ def test_a_broken_deflate_stream_or_an_encrypted_member_is_a_data_error(tmp_path
         DataError, match=r"e.zip!e.csv: cannot be read from its archive .*encrypted"
     ):
         convert([str(tmp_path / "e.zip")], tmp_path / "out2", "--format=csv")
+
+
+@pytest.mark.parametrize(
+    "text, message",
+    [
+        ('[{"a": 1},\n {"a": 2},\n', r"the JSON array does not close \(no '\]' at its end\)"),
+        ('[{"a": 1}]\n[{"a": 2}]\n', r"text after the JSON array's closing '\]' \(at byte 11\)"),
+        ('[{"a": 1}] x', r"text after the JSON array's closing '\]' \(at byte 11\)"),
+    ],
+)
+def test_a_json_array_cut_short_or_followed_by_more_is_a_data_error(tmp_path, text, message):
+    path = tmp_path / "a.json"
+    path.write_text(text)
+    with pytest.raises(DataError, match=rf"^{path}: {message}"):
+        convert([str(path)], tmp_path / "out")
+
+
+def test_a_null_element_or_line_is_a_dead_letter_not_an_empty_record(tmp_path):
+    inputs = [("a.json", '[{"a": 1}, null, {"a": 2}]'), ("b.jsonl", '{"a": 1}\nnull\n{"a": 2}\n')]
+    for i, (name, text) in enumerate(inputs):
+        (tmp_path / name).write_text(text)
+        out = tmp_path / f"out{i}"
+        manifest = convert([str(tmp_path / name)], out, "--max_bad_fraction=0.5")
+        assert sorted(r["a"] for r in read_all(out)) == [1, 2]
+        assert [(d["line"], d["reason"]) for d in _dead(out)] == [(2, "not a JSON object: null")]
+        assert manifest.counts["records_read"] == 3
+
+
+def test_a_first_element_past_the_sample_says_so(tmp_path):
+    path = tmp_path / "big.json"
+    path.write_text(json.dumps([{"a": "x" * 10_000}, {"a": "y"}]))
+    with pytest.raises(
+        DataError, match=r"no complete element of its JSON array in the first 4,096"
+    ):
+        convert([str(path)], tmp_path / "out", "--sample_bytes=4KiB")

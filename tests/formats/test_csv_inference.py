@@ -244,3 +244,19 @@ def test_types_come_from_stretches_through_the_file_not_its_head_alone(tmp_path)
     assert manifest.counts["bad_records"] == 0
     got = {r["id"]: (r["amount"], r["late"]) for r in read_all(out)}
     assert got[10] == (10.0, []) and got[n - 1] == ((n - 1) % 90 + 0.5, [(n - 1) % 7])
+
+
+def test_bytes_that_are_not_utf8_in_a_number_column_are_a_dead_letter_naming_encoding(tmp_path):
+    path = tmp_path / "deg.csv"
+    rows = [f"{i},{i}".encode() for i in range(400)]
+    rows[49] = b"49,7\xb0"  # a Latin-1 degree sign, in the sampled head
+    path.write_bytes(b"id,n\n" + b"\n".join(rows) + b"\n")
+    out = tmp_path / "out"
+    manifest = convert([str(path)], out, "--max_bad_fraction=0.01")
+    assert manifest.feature("n").dtype == "int64"
+    [letter] = [json.loads(x) for f in manifest.dead_letter for x in (out / f).open()]
+    assert letter["line"] == 51
+    assert letter["reason"].startswith(
+        "column 'n' (int64): Failed to parse string: '7\ufffd' as a scalar of type int64: "
+        "not UTF-8 text; pass --encoding with the file's encoding"
+    )

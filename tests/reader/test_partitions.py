@@ -155,7 +155,7 @@ def test_one_dataset_named_several_ways_is_read_once(days, monkeypatch, tmp_path
     (tmp_path / "link").symlink_to(first)
     monkeypatch.chdir(days)
     named = [str(first), "2026-11-01/ds", "./2026-11-01//ds/", "../" + days.name + "/2026-11-01/ds"]
-    named.append(str(tmp_path / "link"))
+    named += [str(tmp_path / "link"), f"{first}/manifest.json", f"file://{first}"]
     ids = [i for batch in make_dataset(named, 5000, shuffle=False) for i in batch["id"].numpy()]
     assert sorted(ids) == list(_DAYS["2026-11-01"])
 
@@ -164,5 +164,7 @@ def test_a_dataset_location_is_resolved_and_tidied(tmp_path, monkeypatch):
     from tfdata_reader.partitions import location
 
     monkeypatch.chdir(tmp_path)
-    assert location("a/../b/") == str(tmp_path / "b")
-    assert location("gs://bucket//ds/2026/") == "gs://bucket/ds/2026"
+    manifest = str(tmp_path / "b" / "manifest.json")
+    assert location("a/../b/") == location("b/manifest.json") == manifest
+    assert location(f"file://{tmp_path}/b") == manifest
+    assert location("gs://bucket//ds/2026/") == "gs://bucket/ds/2026/manifest.json"

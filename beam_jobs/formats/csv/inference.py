@@ -69,7 +69,9 @@ def schema_hint(name: str, dtype: str) -> str:
 
 
 def _examples(values: pa.Array, limit: int = 3) -> str:
-    return ", ".join(repr(v) for v in pc.unique(values).slice(0, limit).to_pylist())
+    # As bytes first: a sampled value need not be UTF-8 (its row is a dead letter later).
+    found = pc.unique(values).slice(0, limit).cast(pa.binary()).to_pylist()
+    return ", ".join(repr(v.decode("utf-8", "replace")) for v in found)
 
 
 def _significant_digits(values: pa.Array) -> pa.Array:

@@ -193,6 +193,14 @@ def _unreadable(feature: FeatureSpec, value: str) -> str:
     return f"{prefix}: Failed to parse string: '{value}' as a scalar of type {parse_type}"
 
 
+def _is_utf8(value: bytes) -> bool:
+    try:
+        value.decode("utf-8")
+    except UnicodeDecodeError:
+        return False
+    return True
+
+
 def _bad_rows(column: pa.Array, feature: FeatureSpec) -> dict[int, str]:
     """{row index: reason} for the values of a column that failed to convert: found in one
     vectorized pass when the column's type has a pattern, value by value otherwise (or when a
@@ -208,10 +216,15 @@ def _bad_rows(column: pa.Array, feature: FeatureSpec) -> dict[int, str]:
         else:
             indices = pc.indices_nonzero(unreadable).to_pylist()
             values = column.take(pa.array(indices, pa.int64())).to_pylist()
-            return {
+            found = {
                 index: _unreadable(feature, value.decode("utf-8", "replace"))
                 for index, value in zip(indices, values, strict=True)
             }
+            texts = {i: v for i, v in zip(indices, values, strict=True) if not _is_utf8(v)}
+            if texts:  # say what reads them, not only that they are no numbers
+                hint = not_utf8(list(texts.values()))
+                found.update((i, f"{found[i]}: {hint}") for i in texts)
+            return found
     bad = {}
     undecodable: dict[int, bytes] = {}
     for index, value in enumerate(column.to_pylist()):

@@ -19,12 +19,15 @@ from typing import Any, BinaryIO
 
 import numpy as np
 
+from beam_jobs.core.errors import DataError
+
 __all__ = ["ArrayLines", "array_lines", "open_as_lines", "starts_an_array"]
 
 _STEP = 1 << 20
 _QUOTE, _BACKSLASH, _COMMA = ord('"'), ord("\\"), ord(",")
 _OPEN, _CLOSE = (ord("["), ord("{")), (ord("]"), ord("}"))
 _NEWLINE, _RETURN, _SPACE = ord("\n"), ord("\r"), ord(" ")
+_BLANK = np.frombuffer(b" \t\r\n", dtype=np.uint8)
 _BOM = b"\xef\xbb\xbf"
 
 
@@ -42,8 +45,14 @@ class _Scanner:
         self.backslashes = 0  # backslashes that ended the last step (inside a string)
         self.depth = 0
         self.ended = False  # the outer array closed
+        self.consumed = 0  # bytes fed so far
 
     def feed(self, data: bytes) -> bytes:
+        """The JSON lines of the next bytes of the array.
+
+        Raises:
+          ValueError: for anything but white space after the array's closing bracket.
+        """
         if not data:
             return b""
         raw = np.frombuffer(data, dtype=np.uint8)
@@ -78,6 +87,13 @@ class _Scanner:
         opening = (step == 1) & (depth_before == 0)
         closing = (step == -1) & (depth_after == 0)
         out[closing] = _NEWLINE  # the last element's line end
+        ends = np.flatnonzero(closing)
+        after = (ends[0] + 1) if len(ends) else (0 if self.ended else n)
+        extra = np.flatnonzero(~np.isin(raw[after:], _BLANK))
+        if len(extra):
+            at = self.consumed + after + int(extra[0])
+            raise ValueError(f"text after the JSON array's closing ']' (at byte {at:,})")
+        self.consumed += n
         keep = ~opening & ~((depth_before == 0) & (depth_after == 0) & (out == _SPACE))
         self.in_string = bool(parity[-1])
         tail = n - 1 - (last_other[-1] if last_other[-1] >= 0 else -1)
@@ -92,17 +108,18 @@ def array_lines(content: bytes) -> bytes:
     return _Scanner().feed(content.removeprefix(_BOM))
 
 
-def open_as_lines(stream: BinaryIO) -> BinaryIO:
-    """A JSON array's content stream as a buffered stream of its JSON lines."""
-    return io.BufferedReader(ArrayLines(stream), buffer_size=_STEP)
+def open_as_lines(stream: BinaryIO, path: str) -> BinaryIO:
+    """A JSON array's content stream (of the file `path`) as a buffered stream of its JSON
+    lines."""
+    return io.BufferedReader(ArrayLines(stream, path), buffer_size=_STEP)
 
 
 class ArrayLines(io.RawIOBase):
     """A JSON array file's content (a binary stream), read as JSON lines (see the module doc).
     It is read from its start, forwards only."""
 
-    def __init__(self, stream: BinaryIO) -> None:
-        self._stream = stream
+    def __init__(self, stream: BinaryIO, path: str) -> None:
+        self._stream, self._path = stream, path
         self._scanner = _Scanner()
         self._pending = b""
         self._position = 0
@@ -126,10 +143,18 @@ class ArrayLines(io.RawIOBase):
         while not self._pending:
             data = self._stream.read(_STEP)
             if not data:
+                if not self._scanner.ended:
+                    raise DataError(
+                        f"{self._path}: the JSON array does not close (no ']' at its end): is "
+                        "the file cut short?"
+                    )
                 return 0
             if self._first:
                 data, self._first = data.removeprefix(_BOM), False
-            self._pending = self._scanner.feed(data)
+            try:
+                self._pending = self._scanner.feed(data)
+            except ValueError as e:
+                raise DataError(f"{self._path}: {e}") from None
         taken = self._pending[: len(buffer)]
         self._pending = self._pending[len(taken) :]
         buffer[: len(taken)] = taken

@@ -201,7 +201,12 @@ def _trusted_whole(lines: _ChunkLines) -> bool:
         lines.chunk.decode("utf-8")
     except UnicodeDecodeError:
         return False
+    if b"null" in lines.chunk and _NULL_LINE.search(lines.chunk):
+        return False  # pyarrow reads a line `null` as a record of missing values
     return not deep_lines(lines.chunk, _PARSER_DEPTH, (lines.starts, lines.ends))
+
+
+_NULL_LINE = re.compile(rb"(?m)^[ \t]*null[ \t\r]*$")
 
 
 def _parse_whole(lines: _ChunkLines, spec: _ParseSpec) -> tuple[pa.Table, pa.Table]:
@@ -251,7 +256,8 @@ def line_problem(text: bytes) -> str | None:
     except ValueError as e:
         return f"invalid JSON: {e}"
     if not isinstance(value, dict):
-        return f"not a JSON object: a JSON {type(value).__name__}"
+        kind = "null" if value is None else f"a JSON {type(value).__name__}"
+        return f"not a JSON object: {kind}"
     return None
 
 
@@ -455,6 +461,8 @@ def _parser_safe(line: bytes) -> bool:
         line.decode("utf-8")
     except UnicodeDecodeError:
         return False
+    if line.strip(b" \t\r") == b"null":
+        return False  # pyarrow would read it as a record of missing values
     return len(line) < 2 * _PARSER_DEPTH or nesting_depth(line) < _PARSER_DEPTH
 
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 import collections
 import concurrent.futures
 import dataclasses
+import functools
 import json
 import re
 from collections.abc import Generator, Iterator, Sequence
@@ -132,10 +133,20 @@ class JsonLinesFormat(InputFormat):
         peek = read_head(f, _PEEK_BYTES, compression_of(f.path)).content
         refuse_wide_text(f.path, peek)
         array = starts_an_array(peek)
-        lines, input_bytes = sample_head(f, sample_bytes, array_lines if array else None)
+
+        def elements(content: bytes) -> bytes:
+            try:
+                return array_lines(content)
+            except ValueError as e:  # text after the array's end
+                raise DataError(f"{f.path}: {e}") from None
+
+        lines, input_bytes = sample_head(f, sample_bytes, elements if array else None)
         if f.size and not lines.strip():
+            what = "element of its JSON array" if array else "line"
             raise DataError(
-                f"{f.path}: no complete line in the first {sample_bytes} bytes; is it JSON lines?"
+                f"{f.path}: no complete {what} in the first {sample_bytes:,} bytes; is it "
+                f"{'a JSON array of objects' if array else 'JSON lines'}? (--sample_bytes "
+                "reads more)"
             )
         rows = _sample_rows(lines)
         return Sample(f.path, pa.table({}), input_bytes, data=(lines, rows))
@@ -183,7 +194,8 @@ class JsonLinesFormat(InputFormat):
         converted = self.converted(features)
         array = piece.start == 0 and piece.end >= piece.file_size and _is_array(piece.path)
         elements = _ElementLines(on_bad_row) if array else None
-        chunks = piece_chunks(piece, self.max_record_bytes, open_as_lines if array else None)
+        as_lines = functools.partial(open_as_lines, path=piece.path) if array else None
+        chunks = piece_chunks(piece, self.max_record_bytes, as_lines)
         for offset, chunk in chunks:
             if elements is not None:
                 elements.next_chunk(offset, chunk)
