@@ -87,8 +87,10 @@ def _convert(tree: pathlib.Path, work: pathlib.Path, case: str, pattern: str, fl
     env = dict(os.environ, PYTHONPATH=str(tree), TF_CPP_MIN_LOG_LEVEL="2")
     argv = [sys.executable, "-m", "beam_jobs", "convert", "--input", str(work / pattern)]
     start = time.perf_counter()
+    # From the tree's own folder: `python -m` puts the working folder first on sys.path, before
+    # PYTHONPATH, so run from this checkout both sides would run this checkout's code.
     done = subprocess.run([*argv, "--output", str(out), *flags], env=env, capture_output=True,
-                          text=True)  # fmt: skip
+                          text=True, cwd=tree)  # fmt: skip
     seconds = time.perf_counter() - start
     if done.returncode:
         raise SystemExit(f"{tree.name} {case}: exit {done.returncode}\n{done.stderr[-3000:]}")

@@ -28,7 +28,6 @@ from beam_jobs.formats.csv.ranges import CsvSource, read_range
 from beam_jobs.formats.csv.source import (
     CsvSample,
     infer_features,
-    lines_are_records,
     parse_sample,
     parse_stretch,
 )
@@ -107,7 +106,7 @@ class CsvFormat(InputFormat):
         if (
             compression is None
             and f.size > 2 * (sample_bytes + stretch)
-            and (lines_are_records(parsed))
+            and parsed.lines_are_records
         ):
             # Types from the whole file, not its head alone: stretches spread through it.
             stretches = [parsed.texts, *_stretches(f, parsed, sample_bytes, stretch)]

@@ -28,7 +28,7 @@ import json
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from beam_jobs.formats.csv.markers import DEFAULT_MARKERS, column_markers
+from beam_jobs.formats.csv.markers import DEFAULT_MARKERS, column_markers, readable_as
 from beam_jobs.schema.precision import FLOAT32_ROUNDING
 from beam_jobs.schema.type_notes import TypeNote
 
@@ -50,6 +50,7 @@ NUMBER = r"(?i)^\s*[+-]?((\d+\.?\d*|\.\d+)(e[+-]?\d+)?|inf|infinity|nan)\s*$"
 BOOLEAN = r"(?i)^\s*(true|false)\s*$"
 _LEADING_ZERO = r"^\s*[+-]?0\d"
 _FLOAT32_DIGITS = 7
+_DIGITS_LOOKED_AT = 10_000  # values whose significant digits the float32 note counts
 
 
 @dataclasses.dataclass(frozen=True)
@@ -87,10 +88,8 @@ def infer_column(name: str, texts: pa.Array, given: tuple[str, ...] | None = Non
     """The type of a column from its sampled non-empty values, as written (strings), and its
     missing-value markers (`markers`): those `--null_values` gave (`given`), or, when not
     given, pandas' default markers in a column whose other values are numbers."""
-    candidates = given if given is not None else DEFAULT_MARKERS
+    candidates = given if given is not None else _NOT_NUMBERS
     is_marker = pc.is_in(texts, value_set=pa.array(candidates, pa.string()))
-    if given is None:  # `NaN` is a float's value: a number when typing the column
-        is_marker = pc.and_(is_marker, pc.invert(pc.match_substring_regex(texts, NUMBER)))
     typed = _infer_values(name, texts.filter(pc.invert(is_marker)))
     markers = column_markers(typed.dtype, given)
     seen = texts.filter(pc.is_in(texts, value_set=pa.array(markers, pa.string())))
@@ -123,6 +122,10 @@ def infer_column(name: str, texts: pa.Array, given: tuple[str, ...] | None = Non
         null_values=markers if markers or given is not None else None,
         markers_seen=len(seen),
     )
+
+
+# pandas' markers that are no number: `NaN` is a float's value when typing a column.
+_NOT_NUMBERS = tuple(m for m in DEFAULT_MARKERS if not readable_as(m, "float32"))
 
 
 def _counted(values: pa.Array, total: int) -> str:
@@ -187,7 +190,9 @@ def _infer_values(name: str, texts: pa.Array) -> ColumnType:
             )
         )
     if dtype == "float32":
-        long = numbers.filter(pc.greater(_significant_digits(numbers), _FLOAT32_DIGITS))
+        # An info line: a look at the first values shows it (three regexes over all cost).
+        looked_at = numbers.slice(0, _DIGITS_LOOKED_AT)
+        long = looked_at.filter(pc.greater(_significant_digits(looked_at), _FLOAT32_DIGITS))
         if len(long):
             notes.append(TypeNote(FLOAT32_ROUNDING, name, f"e.g. {_examples(long)}", False))
     return ColumnType(dtype, tuple(notes))

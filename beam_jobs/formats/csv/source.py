@@ -35,7 +35,6 @@ __all__ = [
     "convert_options",
     "header_not_decodable",
     "infer_features",
-    "lines_are_records",
     "name_columns",
     "parse_sample",
     "parse_stretch",
@@ -57,6 +56,9 @@ class CsvSample:
     dialect: Dialect
     texts: pa.Table  # the sampled rows as written: every column as text, null when empty
     header: tuple[str, ...] = ()  # the names as the header line writes them
+    # Every record is one line (no quoted field holds a line break): then a stretch cut at line
+    # ends elsewhere in the file is cut at records.
+    lines_are_records: bool = False
 
 
 def name_columns(header: Sequence[str]) -> list[str]:
@@ -184,19 +186,14 @@ def parse_sample(path: str, head: bytes, is_whole_file: bool, dialect: Dialect) 
     names = name_columns(header) if dialect.has_header else list(header)
     if names != list(header):
         table, texts = table.rename_columns(names), texts.rename_columns(names)
-    return CsvSample(path, names, table, head[:end], dialect, texts, header)
-
-
-def lines_are_records(sample: CsvSample) -> bool:
-    """Whether every record of the sampled head is one line (no quoted field holds a line
-    break): then a stretch cut at line ends elsewhere in the file is cut at records."""
-    records = record_starts(sample.data, delimiter=sample.dialect.delimiter or ",")
-    return len(records) == sample.data.count(b"\n")
+    records = int(np.count_nonzero(starts <= end))
+    one_line_each = records == head[:end].count(b"\n")
+    return CsvSample(path, names, table, head[:end], dialect, texts, header, one_line_each)
 
 
 def parse_stretch(data: bytes, sample: CsvSample) -> pa.Table | None:
     """The records as written (text, null when empty) of bytes from the middle of a file whose
-    records are lines (`lines_are_records`): cut to whole lines, read with the sample's
+    records are lines (`CsvSample.lines_are_records`): cut to whole lines, read with the sample's
     columns; None when pyarrow cannot read them (rows with the wrong number of fields are left
     out, as in the head: the writers dead-letter them)."""
     start, end = data.find(b"\n") + 1, data.rfind(b"\n") + 1
