@@ -7,7 +7,11 @@ import argparse
 
 import numpy as np
 
-from tfdata_reader import make_dataset, read_manifest
+from tfdata_reader.quiet import import_tensorflow_quietly
+
+import_tensorflow_quietly()  # TensorFlow without its C++ start-up notices (oneDNN, CUDA)
+
+from tfdata_reader import make_dataset, read_manifest  # noqa: E402
 
 
 def main() -> None:

@@ -12,9 +12,13 @@ from __future__ import annotations
 import argparse
 import math
 
-import tensorflow as tf
+from tfdata_reader.quiet import import_tensorflow_quietly
 
-from tfdata_reader import distribute, read_manifest
+import_tensorflow_quietly()  # TensorFlow without its C++ start-up notices (oneDNN, CUDA)
+
+import tensorflow as tf  # noqa: E402
+
+from tfdata_reader import distribute, read_manifest  # noqa: E402
 
 NUMERIC = ["x0", "x1", "x2", "x3"]
 
@@ -63,7 +67,7 @@ def main() -> None:
     )
     with strategy.scope():
         model = build_model()
-    history = model.fit(dataset, epochs=1, steps_per_epoch=args.steps, verbose=2)
+    history = model.fit(dataset, epochs=1, steps_per_epoch=args.steps, verbose=2, shuffle=False)
     loss = history.history["loss"][-1]
     print(
         f"trained {args.steps} steps on {strategy.num_replicas_in_sync} replicas from "
