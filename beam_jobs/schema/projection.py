@@ -100,7 +100,7 @@ class Projection:
         by_name = {f.name: f for f in features}
         kept = list(self.columns) or [f.name for f in features]
         renames = dict(self.renames)
-        unknown = [n for n in [*kept, *renames] if n not in by_name]
+        unknown = list(dict.fromkeys(n for n in [*kept, *renames] if n not in by_name))
         if unknown:
             raise UsageError(
                 f"--columns/--rename name columns the input does not have: {unknown}; "
