@@ -148,8 +148,14 @@ def _create_new(path: str, lease: Lease) -> bool:
     if _is_gcs(path):
         from google.api_core.exceptions import PreconditionFailed
 
+        blob = _gcs_blob(path)
+        # Cloud Storage refuses a second create by its precondition; an emulator that ignores
+        # preconditions would let a later run overwrite a live lease after the first run's
+        # read-back: looking first leaves only the moment between the look and the write.
+        if blob.exists():
+            return False
         try:
-            _gcs_blob(path).upload_from_string(data, if_generation_match=0)
+            blob.upload_from_string(data, if_generation_match=0)
         except PreconditionFailed:
             return False
         return True
