@@ -29,13 +29,11 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from beam_jobs.formats.csv.markers import DEFAULT_MARKERS, column_markers, readable_as
+from beam_jobs.formats.csv.numbers import BOOLEAN, INTEGER, NUMBER
 from beam_jobs.schema.precision import FLOAT32_ROUNDING
 from beam_jobs.schema.type_notes import TypeNote
 
 __all__ = [
-    "BOOLEAN",
-    "INTEGER",
-    "NUMBER",
     "NUMERIC_SHARE",
     "ColumnType",
     "infer_column",
@@ -44,10 +42,6 @@ __all__ = [
 
 NUMERIC_SHARE = 0.99  # of the sampled non-empty values, for a column to be a number column
 _SOME_NUMBERS = 0.5  # below NUMERIC_SHARE but a majority: text, with a warning
-# What the writers parse (`ranges.parse_numbers`): spaces around a value are allowed.
-INTEGER = r"^\s*[+-]?\d+\s*$"
-NUMBER = r"(?i)^\s*[+-]?((\d+\.?\d*|\.\d+)(e[+-]?\d+)?|inf|infinity|nan)\s*$"
-BOOLEAN = r"(?i)^\s*(true|false)\s*$"
 _LEADING_ZERO = r"^\s*[+-]?0\d"
 _FLOAT32_DIGITS = 7
 _DIGITS_LOOKED_AT = 10_000  # values whose significant digits the float32 note counts

@@ -13,12 +13,11 @@ so that `inspect --schema` reproduces them, and the cells they turned missing ar
 
 from __future__ import annotations
 
-import re
-
 import pyarrow as pa
 import pyarrow.compute as pc
 
 from beam_jobs.core.errors import UsageError
+from beam_jobs.formats.csv.numbers import reads_as
 
 __all__ = [
     "DEFAULT_MARKERS",
@@ -75,17 +74,10 @@ def accept_markers(value: object) -> tuple[str, ...]:
     raise TypeError(f"takes a list of texts, got {type(value).__name__} {value!r}")
 
 
-# What a number column's parse takes (`ranges`): a marker that parses stays a number there.
-_READABLE = {
-    "int64": re.compile(r"\s*[+-]?\d+\s*|(?i:\s*(true|false)\s*)"),
-    "float32": re.compile(r"(?i)\s*[+-]?((\d+\.?\d*|\.\d+)(e[+-]?\d+)?|inf|infinity|nan)\s*"),
-}
-
-
 def readable_as(marker: str, dtype: str) -> bool:
-    """Whether `marker` is itself a value of `dtype` (`-999` of int64, `NaN` of float32)."""
-    pattern = _READABLE.get(dtype)
-    return pattern is not None and pattern.fullmatch(marker) is not None
+    """Whether `marker` is itself a value of `dtype` (`-999` of int64, `NaN` of float32): a
+    number column's parse would read it as that number."""
+    return reads_as(marker, dtype)
 
 
 def column_markers(dtype: str, given: tuple[str, ...] | None) -> tuple[str, ...]:

@@ -22,8 +22,9 @@ from beam_jobs.core.errors import DataError
 from beam_jobs.formats.csv.bad_rows import place_bad_rows
 from beam_jobs.formats.csv.dialect import Dialect
 from beam_jobs.formats.csv.encoding_hint import not_utf8
-from beam_jobs.formats.csv.inference import BOOLEAN, NUMBER, schema_hint
+from beam_jobs.formats.csv.inference import schema_hint
 from beam_jobs.formats.csv.markers import readable_as, without_markers
+from beam_jobs.formats.csv.numbers import BOOLEAN, NUMBER
 from beam_jobs.formats.csv.record_starts import FILE_START, QuoteScanner, nonempty_record_starts
 from beam_jobs.formats.csv.source import (
     UNHANDLED_ROW,
