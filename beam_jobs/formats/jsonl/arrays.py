@@ -40,7 +40,8 @@ def starts_an_array(head: bytes) -> bool:
 class _Scanner:
     """The JSON-lines bytes of an array's content, fed step by step (state carried over)."""
 
-    def __init__(self) -> None:
+    def __init__(self, path: str = "") -> None:
+        self.path = path  # the file, for errors
         self.in_string = False
         self.backslashes = 0  # backslashes that ended the last step (inside a string)
         self.depth = 0
@@ -51,7 +52,8 @@ class _Scanner:
         """The JSON lines of the next bytes of the array.
 
         Raises:
-          ValueError: for anything but white space after the array's closing bracket.
+          DataError: naming the file, for anything but white space after the array's closing
+            bracket.
         """
         if not data:
             return b""
@@ -92,7 +94,9 @@ class _Scanner:
         extra = np.flatnonzero(~np.isin(raw[after:], _BLANK))
         if len(extra):
             at = self.consumed + after + int(extra[0])
-            raise ValueError(f"text after the JSON array's closing ']' (at byte {at:,})")
+            raise DataError(
+                f"{self.path}: text after the JSON array's closing ']' (at byte {at:,})"
+            )
         self.consumed += n
         keep = ~opening & ~((depth_before == 0) & (depth_after == 0) & (out == _SPACE))
         self.in_string = bool(parity[-1])
@@ -103,9 +107,9 @@ class _Scanner:
         return out[keep].tobytes()
 
 
-def array_lines(content: bytes) -> bytes:
+def array_lines(content: bytes, path: str = "") -> bytes:
     """The JSON lines of an array's content (its head: the last line may be incomplete)."""
-    return _Scanner().feed(content.removeprefix(_BOM))
+    return _Scanner(path).feed(content.removeprefix(_BOM))
 
 
 def open_as_lines(stream: BinaryIO, path: str) -> BinaryIO:
@@ -120,7 +124,7 @@ class ArrayLines(io.RawIOBase):
 
     def __init__(self, stream: BinaryIO, path: str) -> None:
         self._stream, self._path = stream, path
-        self._scanner = _Scanner()
+        self._scanner = _Scanner(path)
         self._pending = b""
         self._position = 0
         self._first = True
@@ -151,10 +155,7 @@ class ArrayLines(io.RawIOBase):
                 return 0
             if self._first:
                 data, self._first = data.removeprefix(_BOM), False
-            try:
-                self._pending = self._scanner.feed(data)
-            except ValueError as e:
-                raise DataError(f"{self._path}: {e}") from None
+            self._pending = self._scanner.feed(data)
         taken = self._pending[: len(buffer)]
         self._pending = self._pending[len(taken) :]
         buffer[: len(taken)] = taken

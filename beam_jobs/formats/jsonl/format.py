@@ -133,14 +133,8 @@ class JsonLinesFormat(InputFormat):
         peek = read_head(f, _PEEK_BYTES, compression_of(f.path)).content
         refuse_wide_text(f.path, peek)
         array = starts_an_array(peek)
-
-        def elements(content: bytes) -> bytes:
-            try:
-                return array_lines(content)
-            except ValueError as e:  # text after the array's end
-                raise DataError(f"{f.path}: {e}") from None
-
-        lines, input_bytes = sample_head(f, sample_bytes, elements if array else None)
+        elements = functools.partial(array_lines, path=f.path) if array else None
+        lines, input_bytes = sample_head(f, sample_bytes, elements)
         if f.size and not lines.strip():
             what = "element of its JSON array" if array else "line"
             raise DataError(
