@@ -274,12 +274,8 @@ class WriteShardFn(beam.DoFn):
     def _rounded(self, output: _Output, reports: list[PieceReport]) -> dict[str, int]:
         """Whole numbers float32 changed: counted here for columns read as doubles (CSV), and
         by the formats that conform their values themselves (under their input names)."""
-        found = collections.Counter(output.rounded)
-        renames = dict(self._spec.projection.renames)
-        for report in reports:
-            for name, count in report.rounded_integers.items():
-                found[renames.get(name, name)] += count
-        return {name: count for name, count in sorted(found.items()) if count}
+        found = sum_counts([output.rounded, self._renamed(r.rounded_integers for r in reports)])
+        return {name: count for name, count in found.items() if count}
 
     def _read(
         self, piece: Piece, on_bad_row: OnBadRow, context: Any, reports: list[PieceReport]
