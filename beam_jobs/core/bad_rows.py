@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import base64
 import dataclasses
+import functools
 import re
 
 __all__ = [
@@ -46,6 +47,14 @@ class BadRow:
         # A reason quotes the value at fault; the content holds it whole.
         object.__setattr__(self, "reason", short_reason(self.reason))
 
+    def placed(self, offset: int | None = None, line: int | None = None) -> BadRow:
+        """This row with its `offset` and `line` set (the reason is already short): a copy made
+        without `dataclasses.replace`, whose field-by-field rebuild costs a dirty file's
+        thousands of bad rows more than reading them."""
+        row = object.__new__(BadRow)
+        row.__dict__.update(self.__dict__, offset=offset, line=line)
+        return row
+
     def to_json(self) -> dict:
         return {
             "file": self.path,
@@ -61,6 +70,7 @@ class BadRow:
 _LONG_WORD = re.compile(rf"\S{{{LONG_WORD + 1},}}")
 
 
+@functools.lru_cache(maxsize=1024)  # a dirty column's bad rows repeat a few reasons
 def short_reason(reason: str) -> str:
     """A reason with every word longer than LONG_WORD characters (a 300-digit number, a long
     value quoted) cut short, its length said."""

@@ -209,6 +209,20 @@ def test_a_null_element_or_line_is_a_dead_letter_not_an_empty_record(tmp_path):
         assert manifest.counts["records_read"] == 3
 
 
+def test_every_bad_element_of_a_json_array_is_a_dead_letter_at_its_position(tmp_path):
+    path = tmp_path / "a.json"
+    path.write_text('[{"a": 1}, null, {"a": 2},\n [1], "x", {"a": 3}, null]')
+    out = tmp_path / "out"
+    convert([str(path)], out, "--max_bad_fraction=0.9")
+    assert sorted(r["a"] for r in read_all(out)) == [1, 2, 3]
+    assert [(d["line"], d["reason"]) for d in _dead(out)] == [
+        (2, "not a JSON object: null"),
+        (4, "not a JSON object: an array"),
+        (5, "not a JSON object: a string"),
+        (7, "not a JSON object: null"),
+    ]
+
+
 def test_a_first_element_past_the_sample_says_so(tmp_path):
     path = tmp_path / "big.json"
     path.write_text(json.dumps([{"a": "x" * 10_000}, {"a": "y"}]))

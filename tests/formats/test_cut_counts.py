@@ -20,6 +20,9 @@ def test_newlines_before_every_offset_with_every_chunking():
         chunks = [DATA[i : i + size] for i in range(0, len(DATA), size)]
         assert count_lines_to(iter(chunks), offsets) == expected, size
         assert count_lines_to(iter(chunks), [3, 11, 17]) == [0, 2, 4], size
+        # Offsets past the stream's end count all of its newlines; none asked, none given.
+        assert count_lines_to(iter(chunks), [17, 99, 100]) == [4, 6, 6], size
+        assert count_lines_to(iter(chunks), []) == [], size
 
 
 def test_counts_before_cuts_are_running_sums_of_segments(tmp_path):

@@ -103,7 +103,7 @@ def test_jsonl_bad_lines_go_to_the_dead_letter(tmp_path):
         bad += [json.loads(line) for line in (tmp_path / "out" / name).read_text().splitlines()]
     by_start = {b["byte_range"][0]: b for b in bad}
     starts = {i: data.index(lines[i].encode()) if i != 40 else None for i in (10, 20, 30)}
-    assert by_start[starts[10]]["reason"] == "not a JSON object: a JSON list"
+    assert by_start[starts[10]]["reason"] == "not a JSON object: an array"
     assert by_start[starts[10]]["raw"] == "[1, 2]"
     assert by_start[starts[20]]["reason"].startswith("invalid JSON: Expecting value")
     assert by_start[starts[30]]["reason"] == (

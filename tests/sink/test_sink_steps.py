@@ -3,6 +3,7 @@ piece (`TestPipeline` + `assert_that`), with exact expected values."""
 
 from __future__ import annotations
 
+import json
 import pathlib
 
 import apache_beam as beam
@@ -55,8 +56,11 @@ def test_the_shard_writer_writes_each_planned_piece_exactly(tmp_path):
                 pathlib.Path(w.temp_path).stat().st_size,
                 _crc(w.temp_path),
             )
-        dead = pathlib.Path(written[0].dead_letter_temp_path).read_text()
-        assert '"line": 9' in dead and "column 'id' (int64)" in dead
+        dead = pathlib.Path(written[0].dead_letter_temp_path).read_text().splitlines()
+        assert [(row["line"], row["cells"]) for row in map(json.loads, dead)] == [
+            (9, {"id": "seven", "name": "n7"})
+        ]
+        assert json.loads(dead[0])["reason"].startswith("column 'id' (int64)")
 
     with test_pipeline.TestPipeline(options=LOCAL) as p:
         written = p | beam.Create(shards) | beam.ParDo(writer, context=counts)

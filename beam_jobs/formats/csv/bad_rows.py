@@ -7,7 +7,6 @@ index among the well-formed rows; both become the offset where the row starts in
 from __future__ import annotations
 
 import bisect
-import dataclasses
 
 import numpy as np
 
@@ -49,5 +48,5 @@ def place_bad_rows(
     result = []
     for index, bad in sorted(placed, key=lambda p: (p[0] is None, p[0] or 0)):
         offset = int(starts[index]) if index is not None and index < len(starts) else None
-        result.append(dataclasses.replace(bad, offset=offset))
+        result.append(bad.placed(offset, bad.line))
     return result

@@ -13,6 +13,7 @@ from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import BinaryIO
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.csv as pcsv
@@ -24,7 +25,7 @@ from beam_jobs.formats.csv.dialect import Dialect
 from beam_jobs.formats.csv.encoding_hint import not_utf8
 from beam_jobs.formats.csv.inference import schema_hint
 from beam_jobs.formats.csv.markers import readable_as, without_markers
-from beam_jobs.formats.csv.numbers import BOOLEAN, NUMBER
+from beam_jobs.formats.csv.numbers import BOOLEAN, NUMBER, reads_as
 from beam_jobs.formats.csv.record_starts import FILE_START, QuoteScanner, nonempty_record_starts
 from beam_jobs.formats.csv.source import (
     UNHANDLED_ROW,
@@ -132,10 +133,20 @@ class _Window(io.RawIOBase):
         return len(data)
 
 
-def _cells(batch: pa.RecordBatch, index: int) -> dict:
-    return {
-        "cells": {name: as_text(batch.column(name)[index].as_py()) for name in batch.schema.names}
-    }
+def _cells(batch: pa.RecordBatch, indices: Sequence[int]) -> list[dict]:
+    """The dead-letter content of the rows at `indices`: their cells by column, as text."""
+    taken = batch.take(pa.array(indices, pa.int64()))
+    names = batch.schema.names
+    columns = [_texts(column) for column in taken.columns]
+    return [{"cells": dict(zip(names, row, strict=True))} for row in zip(*columns, strict=True)]
+
+
+def _texts(column: pa.Array) -> list:
+    """A binary column's values as text (`as_text`), cast whole when it is all UTF-8."""
+    try:
+        return column.cast(pa.string()).to_pylist()
+    except pa.ArrowInvalid:
+        return [as_text(value) for value in column.to_pylist()]
 
 
 def _normalized(text: pa.Array, dtype: str) -> pa.Array:
@@ -147,6 +158,17 @@ def _normalized(text: pa.Array, dtype: str) -> pa.Array:
         text = pc.replace_substring_regex(text, r"(?i)^true$", "1")
         text = pc.replace_substring_regex(text, r"(?i)^false$", "0")
     return text
+
+
+_FAILED_VALUE = re.compile(r"^Failed to parse string: '(.*)' as a scalar of type", re.DOTALL)
+
+
+def _may_normalize(error: pa.ArrowInvalid, dtype: str) -> bool:
+    """Whether normalizing a column (trimming, `+1`, true/false) could make its cast pass: not
+    when the value the cast stopped at is no number even so (`unknown`), which spares a dirty
+    column four passes over its text."""
+    failed = _FAILED_VALUE.match(str(error))
+    return failed is None or reads_as(failed.group(1), dtype)
 
 
 def _convert(column: pa.Array, feature: FeatureSpec) -> pa.Array:
@@ -162,7 +184,9 @@ def _convert(column: pa.Array, feature: FeatureSpec) -> pa.Array:
     text = column.view(pa.string())
     try:
         parsed = pc.cast(text, _PARSE_TYPES[dtype])
-    except pa.ArrowInvalid:
+    except pa.ArrowInvalid as e:
+        if not _may_normalize(e, dtype):
+            raise
         parsed = pc.cast(_normalized(text, dtype), _PARSE_TYPES[dtype])
     if dtype == "int64" and pc.any(pc.match_substring_regex(text, _ALTERED_INTEGER)).as_py():
         # Arrow reads '0x1F' as 31 and '01000' as 1000: a code's zeros (or a hex value) would
@@ -202,30 +226,40 @@ def _is_utf8(value: bytes) -> bool:
     return True
 
 
-def _bad_rows(column: pa.Array, feature: FeatureSpec) -> dict[int, str]:
-    """{row index: reason} for the values of a column that failed to convert: found in one
-    vectorized pass when the column's type has a pattern, value by value otherwise (or when a
-    value that looks right still fails: an integer beyond int64, a float beyond float32)."""
+@dataclasses.dataclass(frozen=True)
+class _Failed:
+    """A column that did not convert whole: its bad rows, and its good rows converted."""
+
+    bad: dict[int, str]  # row index -> reason
+    values: pa.Array  # the converted values of the rows not in `bad`
+    good: np.ndarray  # bool by row: not in `bad`
+
+
+def _bad_rows(column: pa.Array, feature: FeatureSpec) -> _Failed:
+    """The values of a column that failed to convert, found in one vectorized pass when the
+    column's type has a pattern, value by value otherwise (or when a value that looks right
+    still fails: an integer beyond int64, a float beyond float32)."""
     pattern = None if feature.logical_type else _READABLE.get(feature.dtype)
     if pattern is not None:
         text = column.view(pa.string())
-        unreadable = pc.invert(pc.fill_null(pc.match_substring_regex(text, pattern), True))
+        # A missing value (null) converts to a missing value: it is good.
+        good = pc.fill_null(pc.match_substring_regex(text, pattern), True)
+        good = good.to_numpy(zero_copy_only=False)
         try:
-            _convert(column.filter(pc.invert(unreadable)), feature)
+            values = _convert(column.filter(good), feature)
         except pa.ArrowInvalid:
             pass  # some values that look like numbers are out of range: look at each
         else:
-            indices = pc.indices_nonzero(unreadable).to_pylist()
-            values = column.take(pa.array(indices, pa.int64())).to_pylist()
-            found = {
-                index: _unreadable(feature, value.decode("utf-8", "replace"))
-                for index, value in zip(indices, values, strict=True)
-            }
-            texts = {i: v for i, v in zip(indices, values, strict=True) if not _is_utf8(v)}
+            indices = np.flatnonzero(~good)
+            found = column.take(pa.array(indices, pa.int64())).to_pylist()
+            # A dirty column repeats its bad values ('unknown', '?'): one reason for each.
+            reasons = {v: _unreadable(feature, v.decode("utf-8", "replace")) for v in set(found)}
+            texts = {v for v in reasons if not _is_utf8(v)}
             if texts:  # say what reads them, not only that they are no numbers
-                hint = not_utf8(list(texts.values()))
-                found.update((i, f"{found[i]}: {hint}") for i in texts)
-            return found
+                hint = not_utf8([v for v in found if v in texts])
+                reasons.update((v, f"{reasons[v]}: {hint}") for v in texts)
+            bad = {i: reasons[v] for i, v in zip(indices.tolist(), found, strict=True)}
+            return _Failed(bad, values, good)
     bad = {}
     undecodable: dict[int, bytes] = {}
     for index, value in enumerate(column.to_pylist()):
@@ -242,7 +276,14 @@ def _bad_rows(column: pa.Array, feature: FeatureSpec) -> dict[int, str]:
             f"column {feature.name!r} ({feature.dtype}): {not_utf8(list(undecodable.values()))}"
         )
         bad.update(dict.fromkeys(undecodable, reason))
-    return bad
+    good = np.ones(len(column), dtype=bool)
+    good[list(bad)] = False
+    return _Failed(bad, _convert(column.filter(good), feature), good)
+
+
+def _part(failed: _Failed, keep: np.ndarray) -> pa.Array:
+    """A failed column's converted values of the rows kept (all of them among its good rows)."""
+    return failed.values.filter(keep[failed.good])
 
 
 def _typed_batch(
@@ -253,36 +294,44 @@ def _typed_batch(
     by column.
 
     The whole column is converted at once; only a column that fails is looked at again, to
-    find the rows at fault.
+    find the rows at fault, and its good rows are converted once.
     """
     bad: dict[int, str] = {}
     converted: dict[str, pa.Array] = {}
-    cleaned: dict[str, pa.Array] = {}  # columns whose markers were made null
+    failed: dict[str, _Failed] = {}
     for feature in features:
         column = batch.column(feature.name)
         markers = tuple(feature.null_values or ())
         if markers and _markers_first(feature):
-            column = cleaned[feature.name] = _count_markers(column, feature, markers, found)
+            column = _count_markers(column, feature, markers, found)
         try:
             converted[feature.name] = _convert(column, feature)
             continue
         except pa.ArrowInvalid:
-            if markers and feature.name not in cleaned:
+            if markers and not _markers_first(feature):
                 # A clean column never gets here: markers are looked for only when it fails.
-                column = cleaned[feature.name] = _count_markers(column, feature, markers, found)
-                try:
-                    converted[feature.name] = _convert(column, feature)
-                    continue
-                except pa.ArrowInvalid:
-                    pass
-        for index, reason in _bad_rows(column, feature).items():
+                column, count = without_markers(column, markers)
+                if count:
+                    found[feature.name] += count
+                    try:
+                        converted[feature.name] = _convert(column, feature)
+                        continue
+                    except pa.ArrowInvalid:
+                        pass
+        failed[feature.name] = _bad_rows(column, feature)
+        for index, reason in failed[feature.name].bad.items():
             bad.setdefault(index, reason)
     names = [f.name for f in features]
     if not bad:
         return pa.RecordBatch.from_arrays([converted[n] for n in names], names), bad
-    keep = pa.array([i not in bad for i in range(batch.num_rows)])
+    keep = np.ones(batch.num_rows, dtype=bool)
+    keep[list(bad)] = False
+    # Every column is converted once: a failed column's good rows were, and keep a part of them.
     columns = [
-        _convert(cleaned.get(f.name, batch.column(f.name)).filter(keep), f) for f in features
+        converted[n].filter(keep)
+        if n in converted
+        else failed[n].values.filter(keep[failed[n].good])
+        for n in names
     ]
     return pa.RecordBatch.from_arrays(columns, names), bad
 
@@ -486,10 +535,12 @@ class _RangeReader:
 
     def _typed_rows(self, raw: pa.RecordBatch) -> pa.RecordBatch:
         batch, bad = _typed_batch(raw, self._converted_features, self.markers)
-        for index, reason in sorted(bad.items()):
-            row = self._rows_before + index
-            self._typed.append(
-                BadRow(self._path, self._start, self._end, reason, row, _cells(raw, index))
+        if bad:
+            indices = sorted(bad)
+            path, start, end, before = self._path, self._start, self._end, self._rows_before
+            self._typed.extend(
+                BadRow(path, start, end, bad[index], before + index, content)
+                for index, content in zip(indices, _cells(raw, indices), strict=True)
             )
         self._rows_before += raw.num_rows
         return batch
@@ -588,7 +639,7 @@ class _RangeReader:
         last = pending.num_rows - 1
         row = self._rows_before + last
         self._typed.append(
-            BadRow(self._path, self._start, self._end, reason, row, _cells(pending, last))
+            BadRow(self._path, self._start, self._end, reason, row, _cells(pending, [last])[0])
         )
         return pending.slice(0, last)
 

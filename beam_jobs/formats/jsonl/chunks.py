@@ -236,6 +236,17 @@ def _finite(text: str) -> float:
     return value
 
 
+# What a line that is not an object holds, in JSON's words.
+_JSON_KINDS = {
+    type(None): "null",
+    list: "an array",
+    str: "a string",
+    int: "a number",
+    float: "a number",
+    bool: "true or false",
+}
+
+
 def line_problem(text: bytes) -> str | None:
     """Why one line cannot be a record, as Python's json module sees it (None: it can)."""
     try:
@@ -256,8 +267,7 @@ def line_problem(text: bytes) -> str | None:
     except ValueError as e:
         return f"invalid JSON: {e}"
     if not isinstance(value, dict):
-        kind = "null" if value is None else f"a JSON {type(value).__name__}"
-        return f"not a JSON object: {kind}"
+        return f"not a JSON object: {_JSON_KINDS.get(type(value), 'a JSON value')}"
     return None
 
 

@@ -65,15 +65,23 @@ class _ElementLines:
     def __init__(self, on_bad_row: OnBadRow) -> None:
         self._on_bad_row = on_bad_row
         self.chunk, self.offset, self.lines_before = b"", 0, 0
+        self._counted = (0, 0)  # (position in the chunk, its newlines before it): bad rows come
+        # in order, so each counts on from the one before, not from the chunk's start
 
     def next_chunk(self, offset: int, chunk: bytes) -> None:
         self.lines_before += self.chunk.count(b"\n")
         self.chunk, self.offset = chunk, offset
+        self._counted = (0, 0)
 
     def __call__(self, row: BadRow) -> None:
         if row.offset is not None:
-            line = self.lines_before + self.chunk[: row.offset - self.offset].count(b"\n") + 1
-            row = dataclasses.replace(row, offset=None, line=line)
+            position, newlines = self._counted
+            at = row.offset - self.offset
+            if at < position:
+                position, newlines = 0, 0
+            newlines += self.chunk.count(b"\n", position, at)
+            self._counted = (at, newlines)
+            row = row.placed(None, self.lines_before + newlines + 1)
         self._on_bad_row(row)
 
 

@@ -7,7 +7,6 @@ counted by reading the piece once more up to its last bad row, only when it had 
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Sequence
 
 from beam_jobs.core.bad_rows import BadRow
@@ -41,6 +40,6 @@ def with_line_numbers(
             found = count_lines_to(chunks, [o - piece.start for o in offsets])
         lines.update(((piece.path, o), before + n + 1) for o, n in zip(offsets, found, strict=True))
     return [
-        dataclasses.replace(r, line=lines[(r.path, r.offset)]) if (r.path, r.offset) in lines else r
+        r.placed(r.offset, lines[(r.path, r.offset)]) if (r.path, r.offset) in lines else r
         for r in rows
     ]
