@@ -67,7 +67,10 @@ def _convert(argv: list[str]) -> int:
         with interruptible():
             # Imported here: Beam and TensorFlow take seconds to import, and a Ctrl-C or
             # SIGTERM meanwhile must end the run as cleanly as one later on.
-            from beam_jobs.job.launcher import run
+            from beam_jobs.job.collector import long_lived_imports
+
+            with long_lived_imports():
+                from beam_jobs.job.launcher import run
 
             result = run(argv)
     except Interrupted as e:

@@ -21,6 +21,7 @@ A feature with no values (a null) is present with an empty list, as tfx-bsl writ
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Sequence
 
 import numpy as np
@@ -84,6 +85,12 @@ class _Rows:
         self._takes.append(np.arange(matrix.shape[1]) < lengths[:, None])
         return self
 
+    def block(self, matrix: np.ndarray, lengths: np.ndarray) -> _Rows:
+        """Each row's first `lengths` bytes of its row of `matrix`."""
+        self._blocks.append(matrix)
+        self._takes.append(np.arange(matrix.shape[1]) < lengths[:, None])
+        return self
+
     def byte(self, value: int, present: np.ndarray) -> _Rows:
         self._blocks.append(np.full((self._n, 1), value, dtype=np.uint8))
         self._takes.append(present[:, None])
@@ -143,8 +150,14 @@ def _entry(
     """One feature's map entry for every row as its header and its list content, and the
     entry's byte length."""
     n = len(offsets) - 1
-    payload, size = _payload(offsets, values, dtype)
-    packed = (np.diff(offsets) > 0) if dtype != "bytes" else np.zeros(n, dtype=bool)
+    if dtype == "bytes" and n and _is_scalar(offsets):
+        # One value a row: its BytesList's 0a varint(len) goes in the header, as a packed
+        # list's does, and the value itself is the payload (no framing pass, no list join).
+        payload = values.cast(pa.large_binary())
+        size, packed = _lengths(payload), np.ones(n, dtype=bool)
+    else:
+        payload, size = _payload(offsets, values, dtype)
+        packed = (np.diff(offsets) > 0) if dtype != "bytes" else np.zeros(n, dtype=bool)
     list_len = np.where(packed, 1 + varint_lengths(size) + size, size)
     feature_len = 1 + varint_lengths(list_len) + list_len
     key_part = b"\x0a" + _varint_bytes(len(key)) + key + b"\x12"
@@ -165,8 +178,95 @@ def _entry(
 
 
 def _varint_bytes(value: int) -> bytes:
-    matrix, lengths = varints(np.array([value], dtype=np.uint64))
-    return matrix[0, : lengths[0]].tobytes()
+    """One non-negative value's varint (a length or a size: plain Python is the faster)."""
+    out = bytearray()
+    while value >= 0x80:
+        out.append((value & 0x7F) | 0x80)
+        value >>= 7
+    out.append(value)
+    return bytes(out)
+
+
+def _is_scalar(offsets: np.ndarray) -> bool:
+    """Every row holds exactly one value (no nulls, no lists)."""
+    return bool(offsets[-1] == len(offsets) - 1 and (np.diff(offsets) == 1).all())
+
+
+@functools.lru_cache(maxsize=4096)
+def _float_prefix(key: bytes) -> bytes:
+    """The bytes before the value of a one-float entry: all of them fixed by the key."""
+    key_part = b"\x0a" + _varint_bytes(len(key)) + key + b"\x12"
+    list_len = 2 + 4  # 0a 04 and the float
+    feature_len = 2 + list_len  # 12 06 and the list
+    entry_len = len(key_part) + len(_varint_bytes(feature_len)) + feature_len
+    return (
+        b"\x0a" + _varint_bytes(entry_len) + key_part + _varint_bytes(feature_len)
+        + b"\x12" + _varint_bytes(list_len) + b"\x0a\x04"
+    )  # fmt: skip
+
+
+def _float_block(keys: Sequence[bytes], values: Sequence[pa.Array], n: int) -> tuple[pa.Array, int]:
+    """The entries of consecutive one-float-per-row features, for every row: the same width in
+    every row, so they are written into one byte matrix (no per-row lengths, no masks)."""
+    template, offsets = b"", []
+    for key in keys:
+        template += _float_prefix(key)
+        offsets.append(len(template))
+        template += bytes(4)
+    width = len(template)
+    matrix = np.empty((n, width), dtype=np.uint8)
+    matrix[:] = np.frombuffer(template, dtype=np.uint8)  # every row's prefixes at once
+    # The floats go in through a record view of the rows: one strided copy per feature.
+    names = [f"v{i}" for i in range(len(keys))]
+    layout = np.dtype({"names": names, "formats": ["<f4"] * len(keys), "offsets": offsets,
+                       "itemsize": width})  # fmt: skip
+    records = matrix.view(layout).reshape(n)
+    for name, column in zip(names, values, strict=True):
+        records[name] = column.to_numpy(zero_copy_only=False)
+    return _binary(matrix.reshape(-1), np.full(n, width, dtype=np.int64)), width
+
+
+@functools.lru_cache(maxsize=4096)
+def _int_prefixes(key: bytes) -> tuple[np.ndarray, np.ndarray]:
+    """The ten prefixes of a one-integer entry (by its varint's size) as rows of a byte table,
+    and their widths."""
+    prefixes = [_int_prefix(key, size) for size in range(1, _MAX_VARINT + 1)]
+    widths = np.array([len(prefix) for prefix in prefixes], dtype=np.int64)
+    table = np.zeros((_MAX_VARINT, int(widths.max())), dtype=np.uint8)
+    for i, prefix in enumerate(prefixes):
+        table[i, : len(prefix)] = np.frombuffer(prefix, dtype=np.uint8)
+    return table, widths
+
+
+def _int_prefix(key: bytes, size: int) -> bytes:
+    """The bytes before the value of a one-integer entry whose varint takes `size` bytes."""
+    key_part = b"\x0a" + _varint_bytes(len(key)) + key + b"\x12"
+    list_len = 2 + size  # 0a, the size, the varint
+    feature_len = 2 + list_len  # 1a, the list's length, the list
+    entry_len = len(key_part) + len(_varint_bytes(feature_len)) + feature_len
+    return (
+        b"\x0a" + _varint_bytes(entry_len) + key_part + _varint_bytes(feature_len)
+        + b"\x1a" + _varint_bytes(list_len) + b"\x0a" + bytes([size])
+    )  # fmt: skip
+
+
+def _int_block(
+    keys: Sequence[bytes], values: Sequence[pa.Array], n: int
+) -> tuple[pa.Array, np.ndarray]:
+    """The entries of consecutive one-integer-per-row features, for every row, and their byte
+    lengths: each entry is one of ten prefixes (by its varint's size) and the varint, gathered
+    for all the features at once."""
+    rows = _Rows(n)
+    total = np.zeros(n, dtype=np.int64)
+    for key, column in zip(keys, values, strict=True):
+        ints = np.asarray(column.to_numpy(zero_copy_only=False), dtype=np.int64)
+        matrix, sizes = varints(ints)
+        table, widths = _int_prefixes(key)
+        prefix_widths = widths[sizes - 1]
+        rows.block(table[sizes - 1], prefix_widths)
+        rows.block(matrix, sizes)
+        total += prefix_widths + sizes
+    return rows.array(), total
 
 
 def encode_examples(
@@ -185,10 +285,34 @@ def encode_examples(
       num_rows: the number of Examples (what `columns` have, if any).
     """
     parts, total = [], np.zeros(num_rows, dtype=np.int64)
+    # Consecutive features with one value in every row are written together: floats as one
+    # fixed-width block, integers as one gather; any other feature entry by entry.
+    run: list[tuple[bytes, pa.Array]] = []
+    run_dtype = None
+
+    def end_run() -> None:
+        nonlocal total
+        if run:
+            keys, values = [k for k, _ in run], [v for _, v in run]
+            block, width = (_float_block if run_dtype == "float32" else _int_block)(
+                keys, values, num_rows
+            )
+            parts.append(block)
+            total += width
+            run.clear()
+
     for name, dtype, (offsets, values) in zip(names, dtypes, columns, strict=True):
+        if dtype != "bytes" and num_rows and _is_scalar(offsets):
+            if dtype != run_dtype:
+                end_run()
+                run_dtype = dtype
+            run.append((name.encode(), values))
+            continue
+        end_run()
         header, payload, size = _entry(name.encode(), dtype, offsets, values)
         parts += [header, payload]
         total += size
+    end_run()
     header = _Rows(num_rows).constant(b"\x0a").varint(total).array()
     # One pass of Arrow's C++ kernel copies every row's pieces into place.
     return pc.binary_join_element_wise(header, *parts, _EMPTY)

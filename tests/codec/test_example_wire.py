@@ -151,3 +151,26 @@ def test_varints_match_protobuf(value, expected):
     matrix, lengths = varints(np.array([value], dtype=np.uint64))
     assert matrix[0, : lengths[0]].tobytes() == expected == _VarintBytes(value)
     assert varint_lengths(np.array([value], dtype=np.uint64)).tolist() == [len(expected)]
+
+
+def test_features_with_one_value_a_row_match_protobuf_whatever_the_lengths():
+    # Consecutive float (or int) features with a value in every row are written as one block,
+    # and a text feature with one value a row frames it in its header; a 200-byte key needs
+    # two-byte length varints, and a null or a list ends a block.
+    rows = 5
+    floats = [float(i) - 2.5 for i in range(rows)]
+    columns = [
+        ("a", "float32", False, floats),
+        ("k" * 200, "float32", False, [math.inf, -0.0, math.nan, 1e-45, 3.4e38]),
+        ("é", "float32", False, floats),
+        ("n", "int64", False, [0, -1, 2**63 - 1, 127, 128]),
+        ("m", "int64", False, [-(2**63), 1, 300, 0, 5]),
+        ("s", "bytes", False, [b"", b"x" * 300, b"\x00", "é".encode(), b"y" * 127]),
+        ("b", "float32", False, floats),
+        ("gap", "float32", False, [1.0, None, 2.0, 3.0, 4.0]),
+        ("c", "float32", True, [[1.0]] * rows),
+        ("d", "float32", False, floats),
+    ]
+    features, batch = _batch(columns)
+    encoded = ExampleEncoder(features).encode(batch)
+    assert encoded == [_protobuf_example(columns, row) for row in range(rows)]
