@@ -161,14 +161,21 @@ def equal_width(
     if low == high:
         return [(low, high, float(total))]
     bounds = np.linspace(low, high, buckets + 1)
-    counts = np.zeros(buckets)
     share = total / (len(edges) - 1)
-    for a, b in itertools.pairwise(edges):
-        if a == b:  # a point: all of its share in the bucket that holds it
-            counts[min(int(np.searchsorted(bounds, a, side="right")) - 1, buckets - 1)] += share
-            continue
-        overlap = np.clip(np.minimum(bounds[1:], b) - np.maximum(bounds[:-1], a), 0, None)
-        counts += share * overlap / (b - a)
+    a, b = np.asarray(edges[:-1], dtype=np.float64), np.asarray(edges[1:], dtype=np.float64)
+    # Each quantile bucket's share by equal-width bucket, one row each, summed in order (as
+    # a loop over them would add them): a spread in proportion to the overlap, or a point's
+    # whole share in the bucket that holds it.
+    overlap = np.clip(
+        np.minimum(bounds[1:], b[:, None]) - np.maximum(bounds[:-1], a[:, None]), 0, None
+    )
+    point = a == b
+    with np.errstate(divide="ignore", invalid="ignore"):
+        rows = share * overlap / (b - a)[:, None]
+    rows[point] = 0.0
+    holder = np.minimum(np.searchsorted(bounds, a[point], side="right") - 1, buckets - 1)
+    rows[np.flatnonzero(point), holder] = share
+    counts = np.add.reduce(rows, axis=0) if len(rows) else np.zeros(buckets)
     return [(float(bounds[i]), float(bounds[i + 1]), float(counts[i])) for i in range(buckets)]
 
 

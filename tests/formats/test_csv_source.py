@@ -162,3 +162,9 @@ def test_bad_rows_get_exact_offsets_past_blank_lines_quoted_newlines_and_other_b
 def test_read_range_rejects_a_different_header():
     with pytest.raises(DataError, match=r"in/a.csv: header \['a', 'c'\] differs from"):
         _read(b"a,c\n1,x\n")
+
+
+def test_rows_of_many_columns_are_parsed_in_larger_blocks():
+    from beam_jobs.formats.csv.ranges import block_bytes
+
+    assert [block_bytes(n) >> 20 for n in (1, 11, 26, 100, 128, 5000)] == [1, 1, 3, 12, 16, 16]

@@ -204,6 +204,24 @@ def test_a_shards_sample_is_bounded_and_its_edges_hold_their_rank():
     assert exact.quantile_edges(10)[1:-1] == list(want[1:-1])
 
 
+def test_a_small_features_sample_takes_its_size_and_a_pickled_one_samples_on_alike():
+    from beam_jobs.stats.accumulate import RESERVOIR
+
+    rng = np.random.default_rng(5)
+    batches = [rng.normal(size=300) for _ in range(70)]
+    small = FeatureStats("float32")
+    small.update(np.arange(301), pa.array(batches[0]))
+    assert len(small.sample) == 300  # not 2 * RESERVOIR buffers for 300 numbers
+    straight, travelled = FeatureStats("float32"), FeatureStats("float32")
+    for i, batch in enumerate(batches):
+        straight.update(np.arange(301), pa.array(batch))
+        travelled.update(np.arange(301), pa.array(batch))
+        if i % 9 == 0:  # as a shard's statistics travel between steps, then take more
+            travelled = pickle.loads(pickle.dumps(travelled))
+    assert straight.sampled == travelled.sampled and straight.sampled > RESERVOIR
+    assert straight.quantile_edges(10) == travelled.quantile_edges(10)
+
+
 def test_nan_infinity_and_empty_features():
     stats = _stats("float32", [[float("nan")], [], [float("inf"), 1.0], [0.0]])
     assert (stats.records, stats.missing, stats.values, stats.nans, stats.zeros) == (4, 1, 4, 1, 1)

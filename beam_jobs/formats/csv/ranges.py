@@ -40,6 +40,7 @@ from tfdata_reader.manifest import FeatureSpec
 __all__ = ["CsvSource", "read_range"]
 
 _BLOCK_SIZE = 1 << 20
+_MAX_BLOCK_SIZE = 16 << 20
 # Arrow types each Example dtype is converted from. Floats are parsed as float64 and rounded to
 # float32 afterwards, exactly as `float(text)` into a `tf.train.FloatList` would.
 _EXACT_INTEGER = r"^\s*[+-]?(0|[1-9]\d*)\s*$"  # no leading zero, not hexadecimal
@@ -76,6 +77,14 @@ class CsvSource:
     def blank_lines(self) -> bool:
         """Whether blank lines are records (`source.blank_lines_are_records`)."""
         return blank_lines_are_records(len(self.features))
+
+
+def block_bytes(columns: int) -> int:
+    """Bytes of CSV a batch is parsed from: 1 MiB, and more for rows of many columns (up to
+    16 MiB at 128 or more), whose every batch pays a fixed cost per column in each step
+    (casts, checks, encoding, statistics), so that a batch still holds thousands of values of
+    each column."""
+    return min(_MAX_BLOCK_SIZE, _BLOCK_SIZE * max(1, columns // 8))
 
 
 def _endless_line(f: BinaryIO, start: int, end: int, limit: int) -> int | None:
@@ -339,9 +348,15 @@ def _typed_batch(
 def _markers_first(feature: FeatureSpec) -> bool:
     """Whether markers must be made null before converting: a text column converts them as
     text, and a marker that is a number of its column's type (`-999`) as that number."""
-    if feature.dtype == "bytes" or feature.logical_type:
+    markers = tuple(feature.null_values or ())
+    return _markers_first_for(feature.dtype, bool(feature.logical_type), markers)
+
+
+@functools.lru_cache(maxsize=4096)  # asked for every column of every batch
+def _markers_first_for(dtype: str, logical: bool, markers: tuple[str, ...]) -> bool:
+    if dtype == "bytes" or logical:
         return True
-    return any(readable_as(m, feature.dtype) for m in feature.null_values or ())
+    return any(readable_as(m, dtype) for m in markers)
 
 
 def _count_markers(
@@ -427,7 +442,8 @@ def read_range(
     """
     path, max_record_bytes = source.path, source.max_record_bytes
     yielded = 0
-    for block_size in (_BLOCK_SIZE, max(_BLOCK_SIZE, 2 * max_record_bytes)):
+    base = block_bytes(len(source.features))
+    for block_size in (base, max(base, 2 * max_record_bytes)):
         reader = _RangeReader(f, source, start, end, block_size, first_line, header)
         try:
             for batch in reader.batches(skip=yielded):
