@@ -6,7 +6,7 @@ STAMP := $(VENV)/.installed
 DEMO_DIR ?= demo_data
 export TF_CPP_MIN_LOG_LEVEL ?= 2
 
-.PHONY: venv browser test test-fast demo bench bench-compare lint format docs realdata clean
+.PHONY: venv browser test test-fast demo bench bench-shapes bench-compare lint format docs realdata clean
 
 venv: $(STAMP)
 
@@ -67,6 +67,11 @@ clean:
 
 bench: $(STAMP)
 	$(BIN)/python benchmarks/run.py --workdir bench_data
+	$(BIN)/python benchmarks/compare.py --workdir bench_data/compare
+
+# This checkout alone on every shape of input (wide, many columns, dirty, many files, start-up)
+bench-shapes: $(STAMP)
+	$(BIN)/python benchmarks/compare.py --workdir bench_data/compare
 
 # This checkout against an earlier one, side by side: make bench-compare BASE=<git revision>
 bench-compare: $(STAMP)

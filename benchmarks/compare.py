@@ -1,14 +1,18 @@
-"""`make bench-compare BASE=<git revision>`: this checkout against an earlier one, side by side.
+"""`make bench-compare BASE=<git revision>`: this checkout against an earlier one, side by side;
+`make bench-shapes`: this checkout alone, on every shape of input.
 
 The earlier code is checked out into a git worktree under WORKDIR (made once, kept), and both run
 `convert` as separate processes (the whole process timed, imports included) from the same
 venv, in turns (ABBA), on the same generated inputs: narrow rows (11 columns, 2M rows), narrow
-with GZIP and with --splits, wide rows (26 columns, 24 of them floats), 1,000 small files, and a
-column with 3% values that are no integers (nor missing-value markers) past the sampled head
-(dead letters). Prints each case's best time of each side, their ratio, and whether both sides
-published the same fingerprint (the same shard bytes) in every run.
+with GZIP and with --splits, wide rows (26 columns, 24 of them floats) plain and with GZIP and
+--splits, 1,000 and 5,000 columns, 1,000 and 4,000 small files and the 4,000's rows in one file,
+a column with 3% values that are no integers (nor missing-value markers) past the sampled head
+(dead letters) and the same file clean, and 16 rows (start-up). Prints each case's best time
+of each side, their ratio, whether both sides published the same fingerprint (the same shard
+bytes) in every run, and each side's ratios between cases (dirty / clean, GZIP and splits /
+plain, many files / one file) and MB/s on many columns.
 
-    python benchmarks/compare.py --base 2148947 [--runs 3] [--workdir bench_data/compare]
+    python benchmarks/compare.py [--base 2148947] [--runs 3] [--workdir bench_data/compare]
 """
 
 from __future__ import annotations
@@ -57,20 +61,59 @@ def _inputs(work: pathlib.Path) -> dict[str, tuple[str, list[str]]]:
         table = pa.table({"id": np.arange(n), "v": values.astype(str), "w": rng.normal(size=n)})
         (work / "dirty").mkdir()
         pcsv.write_csv(table, str(work / "dirty" / "dirty.csv"))
+    if not (work / "clean").exists():  # the dirty file's twin with its bad values made good
+        text = pcsv.ConvertOptions(column_types={"v": pa.string()})
+        table = pcsv.read_csv(str(work / "dirty" / "dirty.csv"), convert_options=text)
+        v = table.column("v").to_numpy(zero_copy_only=False).astype(object)
+        v[v == "unknown"] = "7"
+        (work / "clean").mkdir()
+        clean = table.set_column(1, "v", pa.array(v, pa.string()))
+        pcsv.write_csv(clean, str(work / "clean" / "clean.csv"))
+    for columns, rows in ((1000, 10_000), (5000, 2_000)):
+        folder = work / f"columns{columns}"
+        if not folder.exists():
+            folder.mkdir()
+            table = pa.table({f"c{i}": rng.normal(size=rows).round(4) for i in range(columns)})
+            pcsv.write_csv(table, str(folder / "data.csv"))
+    if not (work / "many4000").exists():
+        for k in range(4000):
+            write_csv(work / "many4000" / f"part-{k:04d}.csv", 50, seed=k)
+        (work / "one").mkdir()
+        with open(work / "one" / "all.csv", "wb") as one:  # the same rows in one file
+            for k in range(4000):
+                data = (work / "many4000" / f"part-{k:04d}.csv").read_bytes()
+                one.write(data if k == 0 else data[data.index(b"\n") + 1 :])
+    if not (work / "tiny").exists():
+        write_csv(work / "tiny" / "tiny.csv", 16)
     schema = work / "dirty_schema.json"  # the column stays int64 (not text) whatever the sample
     schema.write_text(json.dumps({"features": [{"name": "v", "dtype": "int64"}]}))
     target = ["--target_shard_bytes", "64MiB"]
+    splits = ["--splits", "train=2,eval=1"]
+    dirty = [*target, "--max_bad_fraction", "0.1", "--schema", str(schema)]
     return {
         "narrow": ("narrow/*.csv", target),
         "narrow, GZIP": ("narrow/*.csv", [*target, "--compression", "gzip"]),
-        "narrow, --splits": ("narrow/*.csv", [*target, "--splits", "train=2,eval=1"]),
+        "narrow, --splits": ("narrow/*.csv", [*target, *splits]),
         "wide": ("wide/*.csv", target),
+        "wide, GZIP and --splits": ("wide/*.csv", [*target, "--compression", "gzip", *splits]),
+        "1,000 columns": ("columns1000/*.csv", target),
+        "5,000 columns": ("columns5000/*.csv", target),
         "1,000 small files": ("many/*.csv", target),
-        "3% dead letters": (
-            "dirty/*.csv",
-            [*target, "--max_bad_fraction", "0.1", "--schema", str(schema)],
-        ),
+        "4,000 small files": ("many4000/*.csv", target),
+        "their rows in one file": ("one/*.csv", target),
+        "3% dead letters": ("dirty/*.csv", dirty),
+        "the same file clean": ("clean/*.csv", dirty),
+        "16 rows": ("tiny/*.csv", target),
     }
+
+
+# Ratios between cases of one side (issue 32's goals), and input MB/s past the start-up.
+RATIOS = [
+    ("3% dead letters", "the same file clean", 1.3),
+    ("wide, GZIP and --splits", "wide", 1.3),
+    ("4,000 small files", "their rows in one file", 2.0),
+]
+THROUGHPUT = [("1,000 columns", "columns1000"), ("5,000 columns", "columns5000")]
 
 
 def _checkout(base: str, work: pathlib.Path) -> pathlib.Path:
@@ -98,9 +141,13 @@ def _convert(tree: pathlib.Path, work: pathlib.Path, case: str, pattern: str, fl
     return seconds, json.loads(done.stdout.splitlines()[-1]).get("fingerprint")
 
 
+def _input_bytes(work: pathlib.Path, folder: str) -> int:
+    return sum(p.stat().st_size for p in (work / folder).glob("*.csv"))
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--base", required=True, help="the earlier git revision")
+    parser.add_argument("--base", help="the earlier git revision (none: this checkout only)")
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--workdir", type=pathlib.Path, default=ROOT / "bench_data" / "compare")
     parser.add_argument("--case", action="append", help="only these cases")
@@ -108,25 +155,57 @@ def main() -> None:
     work = args.workdir.resolve()
     work.mkdir(parents=True, exist_ok=True)
     cases = _inputs(work)
-    trees = {"base": _checkout(args.base, work), "this": ROOT}
-    print(f"| case | {args.base}, best s | this checkout, best s | ratio | same shards |")
-    print("|---|---|---|---|---|")
+    trees = {"this": ROOT} | ({"base": _checkout(args.base, work)} if args.base else {})
+    best: dict[str, dict[str, float]] = {side: {} for side in trees}
+    if args.base:
+        print(f"| case | {args.base}, best s | this checkout, best s | ratio | same shards |")
+        print("|---|---|---|---|---|")
+    else:
+        print("| case | best s | runs, s |\n|---|---|---|")
     for case, (pattern, flags) in cases.items():
         if args.case and case not in args.case:
             continue
-        seconds: dict[str, list[float]] = {"base": [], "this": []}
+        seconds: dict[str, list[float]] = {side: [] for side in trees}
         prints: set[str | None] = set()
         for run in range(args.runs):
-            for side in ("base", "this") if run % 2 == 0 else ("this", "base"):
+            for side in sorted(trees) if run % 2 == 0 else sorted(trees, reverse=True):
                 took, fingerprint = _convert(trees[side], work, case, pattern, flags)
                 seconds[side].append(took)
                 prints.add(fingerprint)
-        base, this = min(seconds["base"]), min(seconds["this"])
+        for side in trees:
+            best[side][case] = min(seconds[side])
+        this = best["this"][case]
+        if not args.base:
+            runs = ", ".join(f"{t:.2f}" for t in seconds["this"])
+            print(f"| {case} | {this:.2f} | {runs} |", flush=True)
+            continue
+        base = best["base"][case]
         if None in prints:
             same = "not known (the earlier code prints no fingerprint)"
         else:
             same = "yes" if len(prints) == 1 else f"no ({len(prints)} fingerprints)"
         print(f"| {case} | {base:.2f} | {this:.2f} | {this / base:.2f}x | {same} |", flush=True)
+    _shape_lines(best, work)
+
+
+def _shape_lines(best: dict[str, dict[str, float]], work: pathlib.Path) -> None:
+    """Each side's ratios between cases and its MB/s on many columns, where measured."""
+    for side, times in best.items():
+        lines = []
+        for case, reference, goal in RATIOS:
+            if case in times and reference in times:
+                ratio = times[case] / times[reference]
+                lines.append(f"{case} / {reference}: {ratio:.2f}x (goal <= {goal}x)")
+        for case, folder in THROUGHPUT:
+            if case in times and "16 rows" in times:
+                mb = _input_bytes(work, folder) / 1e6
+                past = times[case] - times["16 rows"]
+                lines.append(f"{case}: {mb:.0f} MB, {mb / times[case]:.1f} MB/s whole, "
+                             f"{mb / past:.1f} MB/s past the 16-row start-up")  # fmt: skip
+        if "16 rows" in times:
+            lines.append(f"16 rows (start-up): {times['16 rows']:.2f} s")
+        if lines:
+            print(f"\n{side}:\n" + "\n".join(f"- {line}" for line in lines))
 
 
 if __name__ == "__main__":
