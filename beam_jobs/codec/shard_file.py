@@ -17,6 +17,8 @@ from beam_jobs.core.compression import DEFAULT_GZIP_LEVEL, Compression
 
 __all__ = ["ShardFileWriter", "SizeOnly"]
 
+_GZIP_CHUNK = 1 << 20  # bytes of the framed stream given to the compressor at a time
+
 
 class ShardFileWriter:
     """Writes framed records to a binary file, optionally GZIP, and measures the stored bytes.
@@ -35,6 +37,7 @@ class ShardFileWriter:
         self.bytes = 0
         self._crc = 0
         self._closed = False
+        self._pending = bytearray()  # framed bytes not yet compressed: less than a chunk
 
     @property
     def crc32c(self) -> str:
@@ -44,7 +47,19 @@ class ShardFileWriter:
     def write_records(self, records: list[bytes]) -> None:
         self.records += len(records)
         data = frame_records(records)
-        self._store(self._gzip.compress(data) if self._gzip else data)
+        if not self._gzip:
+            self._store(data)
+            return
+        # The compressor is fed whole chunks of the framed stream, whatever the batches: its
+        # output depends on where its input is cut, and so would a shard's bytes on how many
+        # rows a batch holds.
+        self._pending += data
+        whole = len(self._pending) - len(self._pending) % _GZIP_CHUNK
+        if whole:
+            with memoryview(self._pending) as view:
+                for start in range(0, whole, _GZIP_CHUNK):
+                    self._store(self._gzip.compress(view[start : start + _GZIP_CHUNK]))
+            del self._pending[:whole]
 
     def _store(self, data: bytes) -> None:
         if data:
@@ -57,7 +72,8 @@ class ShardFileWriter:
             return
         self._closed = True
         if self._gzip:
-            self._store(self._gzip.flush())
+            self._store(self._gzip.compress(bytes(self._pending)) + self._gzip.flush())
+            self._pending.clear()
         self._raw.close()
 
     def __enter__(self) -> ShardFileWriter:

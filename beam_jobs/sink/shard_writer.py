@@ -37,6 +37,7 @@ from beam_jobs.schema.precision import rounded_integers
 from beam_jobs.schema.projection import Projection
 from beam_jobs.schema.split_hash import assign_splits
 from beam_jobs.sink import progress
+from beam_jobs.sink.coalesce import Coalescer, Joined, piece_of_row
 from beam_jobs.sink.counters import counter
 from beam_jobs.sink.dead_letter import write_dead_letter
 from beam_jobs.sink.temp_folder import remove_empty_folders
@@ -57,10 +58,9 @@ class SplitRule:
     splits: tuple[Split, ...]
     key: str | None = None
 
-    def divide(self, batch: pa.RecordBatch) -> list[pa.RecordBatch]:
-        """The batch's rows of each split, in the splits' order (one hash per row)."""
-        which = assign_splits(batch, [s.weight for s in self.splits], self.key)
-        return [batch.filter(pa.array(which == i)) for i in range(len(self.splits))]
+    def which(self, batch: pa.RecordBatch) -> np.ndarray:
+        """Each row's split, as its index in `splits` (one hash per row)."""
+        return assign_splits(batch, [s.weight for s in self.splits], self.key)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -174,6 +174,7 @@ class WriteShardFn(beam.DoFn):
         labels: set[bytes] = set()
         tally = _Tally()
         reports: list[PieceReport] = []
+        coalescer = Coalescer()
         try:
             for piece in task.pieces:
                 for read in self._read(piece, tally.bad_row, context, reports):
@@ -184,9 +185,10 @@ class WriteShardFn(beam.DoFn):
                             pc.unique(batch.column(spec.text_label).drop_null()).to_pylist()
                         )
                         _check_label_count(len(labels))
-                    divided = spec.splits.divide(batch) if spec.splits else [batch]
-                    for output, rows in zip(outputs, divided, strict=True):
-                        self._write_batch(output, rows, piece, tally)
+                    for joined in coalescer.add(batch, piece):
+                        self._write_joined(outputs, joined, tally)
+            for joined in coalescer.flush():
+                self._write_joined(outputs, joined, tally)
         finally:
             for output in outputs:
                 output.writer.close()
@@ -210,13 +212,36 @@ class WriteShardFn(beam.DoFn):
             for i, output in enumerate(outputs)
         ]
 
+    def _write_joined(self, outputs: list[_Output], joined: Joined, tally: _Tally) -> None:
+        """Writes a (joined) batch's rows: all to the one output, or each to its split's."""
+        batch, sources = joined
+        if not self._spec.splits:
+            self._write_batch(outputs[0], batch, sources, None, tally)
+            return
+        which = self._spec.splits.which(batch)
+        for i, output in enumerate(outputs):
+            mine = which == i
+            rows = np.flatnonzero(mine)  # the split's rows, as rows of `batch`
+            self._write_batch(output, batch.filter(pa.array(mine)), sources, rows, tally)
+
     def _write_batch(
-        self, output: _Output, batch: pa.RecordBatch, piece: Piece, tally: _Tally
+        self,
+        output: _Output,
+        batch: pa.RecordBatch,
+        sources: tuple[tuple[Piece, int], ...],
+        origin: np.ndarray | None,
+        tally: _Tally,
     ) -> None:
+        """Encodes and writes a batch; `origin`: each row's row in the joined batch `sources`
+        describe (None: the same)."""
         columns = self._encoder.columns(batch)
         examples = self._encoder.encode_columns(columns, batch.num_rows)
         limit = self._spec.max_record_bytes
         if limit:
+
+            def piece(row: int) -> Piece:
+                return piece_of_row(sources, row if origin is None else int(origin[row]))
+
             kept, examples = self._set_aside_oversized(
                 batch, examples, piece, lambda row: tally.oversized_row(output, row), limit
             )
@@ -292,11 +317,12 @@ class WriteShardFn(beam.DoFn):
         self,
         batch: pa.RecordBatch,
         examples: list[bytes],
-        piece: Piece,
+        piece_of: Callable[[int], Piece],
         on_bad_row: Callable[[BadRow], None],
         limit: int,
     ) -> tuple[pa.RecordBatch, list[bytes]]:
-        """Moves records longer than `limit` (--max_record_bytes) to the dead letter."""
+        """Moves records longer than `limit` (--max_record_bytes) to the dead letter
+        (`piece_of`: the piece a row of `batch` came from)."""
         sizes = np.fromiter(map(len, examples), dtype=np.int64, count=len(examples))
         oversized = np.flatnonzero(sizes > limit)
         if not oversized.size:
@@ -304,6 +330,7 @@ class WriteShardFn(beam.DoFn):
         for index in oversized.tolist():
             reason = f"the encoded record has {sizes[index]} bytes, over --max_record_bytes {limit}"
             cells = {k: _short(v) for k, v in batch.slice(index, 1).to_pylist()[0].items()}
+            piece = piece_of(index)
             on_bad_row(BadRow(piece.path, piece.start, piece.end, reason, None, {"cells": cells}))
         keep = sizes <= limit
         return batch.filter(pa.array(keep)), [e for e, k in zip(examples, keep, strict=True) if k]

@@ -43,6 +43,27 @@ def test_shard_file_writer_measures_stored_bytes(compression):
     assert framed == frame_records(RECORDS)
 
 
+@pytest.mark.parametrize("level", [1, 6])
+def test_a_gzip_shards_bytes_do_not_depend_on_how_records_are_batched(level):
+    import random
+
+    rng = random.Random(4)
+    records = [rng.randbytes(rng.randrange(2000)) for _ in range(3000)]  # about 3 MB framed
+
+    def stored(cuts: list[int]) -> bytes:
+        raw = io.BytesIO()
+        raw.close = lambda: None
+        with ShardFileWriter(raw, "gzip", level) as w:
+            for a, b in zip([0, *cuts], [*cuts, len(records)], strict=True):
+                w.write_records(records[a:b])
+        return raw.getvalue()
+
+    one = stored([])
+    assert stored([1, 500, 501, 2999]) == one
+    assert stored(list(range(7, 3000, 7))) == one
+    assert gzip.decompress(one) == frame_records(records)
+
+
 def test_tensorflow_reads_our_gzip_shard(tmp_path):
     tf = pytest.importorskip("tensorflow")
     path = tmp_path / "x.tfrecord.gz"

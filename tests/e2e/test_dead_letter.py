@@ -154,6 +154,24 @@ def test_records_over_max_record_bytes_are_dead_lettered(tmp_path):
     assert ids == [i for i in range(20) if i != 7]
 
 
+@pytest.mark.parametrize("splits", [[], ["--splits=train=1,eval=1"]])
+def test_an_oversized_record_among_many_small_files_names_its_own_file(tmp_path, splits):
+    # Small files' batches are joined before encoding: the dead letter still names the file.
+    for k in range(6):
+        long = 300 if k == 4 else 0
+        rows = "".join(f"{10 * k + i},{'x' * (long if i == 2 else 5)}\n" for i in range(5))
+        (tmp_path / f"part-{k}.csv").write_text("id,text\n" + rows)
+    out = tmp_path / "out"
+    flags = ["--num_shards=1", "--max_record_bytes=200", "--max_bad_fraction=0.1", *splits]
+    manifest = convert([str(tmp_path / "part-*.csv")], out, *flags)
+    assert (manifest.total_records, manifest.counts["bad_records"]) == (29, 1)
+    [letter] = _dead_letters(out, manifest.dead_letter)
+    assert (letter["file"], letter["cells"]) == (
+        str(tmp_path / "part-4.csv"),
+        {"id": 42, "text": "x" * 300},
+    )
+
+
 def test_an_unterminated_quote_on_the_last_line_is_dead_lettered(tmp_path):
     path = tmp_path / "open_quote.csv"
     good = "".join(f"{i},text {i}\n" for i in range(300))
