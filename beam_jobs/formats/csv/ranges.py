@@ -37,7 +37,7 @@ from beam_jobs.formats.csv.source import (
 from beam_jobs.schema.conform import check_float32_range, temporal_integers
 from tfdata_reader.manifest import FeatureSpec
 
-__all__ = ["CsvSource", "read_range"]
+__all__ = ["CsvSource", "block_bytes", "read_range"]
 
 _BLOCK_SIZE = 1 << 20
 _MAX_BLOCK_SIZE = 16 << 20
