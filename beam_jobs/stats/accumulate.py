@@ -204,7 +204,7 @@ class FeatureStats:
     def _make_room(self, extra: int) -> None:
         """Buffers with room for `extra` more: cut back to the RESERVOIR smallest keys past
         twice that, and grown as needed below it (a feature of a few hundred numbers keeps a
-        few hundred: 5,000 such features took 2.6 GB at 2 * RESERVOIR each)."""
+        few hundred: 5,000 such features reserved 1.3 GB at 2 * RESERVOIR each)."""
         if self.sampled + extra > 2 * RESERVOIR:
             self._cut_sample()
         need = self.sampled + extra
