@@ -426,7 +426,7 @@ class FeatureStats:
             found = sketch.GetQuantiles(buckets).flatten().to_numpy(zero_copy_only=False)
         else:
             return []
-        inner = [min(max(float(v), low), high) for v in found]
+        inner = np.clip(np.asarray(found, dtype=np.float64), low, high).tolist()
         return [low, *inner[1:-1], high]  # the ends exact, whatever was sampled
 
     def top_values(self, k: int) -> list[tuple[bytes, int]]:
