@@ -81,9 +81,7 @@ class _Rows:
         matrix, lengths = varints(values)
         if present is not None:
             lengths = np.where(present, lengths, 0)
-        self._blocks.append(matrix)
-        self._takes.append(np.arange(matrix.shape[1]) < lengths[:, None])
-        return self
+        return self.block(matrix, lengths)
 
     def block(self, matrix: np.ndarray, lengths: np.ndarray) -> _Rows:
         """Each row's first `lengths` bytes of its row of `matrix`."""
@@ -160,7 +158,7 @@ def _entry(
         packed = (np.diff(offsets) > 0) if dtype != "bytes" else np.zeros(n, dtype=bool)
     list_len = np.where(packed, 1 + varint_lengths(size) + size, size)
     feature_len = 1 + varint_lengths(list_len) + list_len
-    key_part = b"\x0a" + _varint_bytes(len(key)) + key + b"\x12"
+    key_part = _key_part(key)
     entry_len = len(key_part) + varint_lengths(feature_len) + feature_len
     header = (
         _Rows(n)
@@ -192,16 +190,22 @@ def _is_scalar(offsets: np.ndarray) -> bool:
     return bool(offsets[-1] == len(offsets) - 1 and (np.diff(offsets) == 1).all())
 
 
+def _key_part(key: bytes) -> bytes:
+    """An entry's bytes from its key to its Feature's length: 0a varint(len(key)) key 12."""
+    return b"\x0a" + _varint_bytes(len(key)) + key + b"\x12"
+
+
 @functools.lru_cache(maxsize=4096)
-def _float_prefix(key: bytes) -> bytes:
-    """The bytes before the value of a one-float entry: all of them fixed by the key."""
-    key_part = b"\x0a" + _varint_bytes(len(key)) + key + b"\x12"
-    list_len = 2 + 4  # 0a 04 and the float
-    feature_len = 2 + list_len  # 12 06 and the list
+def _one_value_prefix(key: bytes, tag: int, size: int) -> bytes:
+    """The bytes of an entry before its one value, packed (`size` bytes: a float's 4, an
+    integer's varint): every length in it is fixed by the key and `size`."""
+    list_len = 2 + size  # 0a, varint(size) (size < 128), the value
+    feature_len = 1 + len(_varint_bytes(list_len)) + list_len  # tag, the list's length, the list
+    key_part = _key_part(key)
     entry_len = len(key_part) + len(_varint_bytes(feature_len)) + feature_len
     return (
         b"\x0a" + _varint_bytes(entry_len) + key_part + _varint_bytes(feature_len)
-        + b"\x12" + _varint_bytes(list_len) + b"\x0a\x04"
+        + bytes([tag]) + _varint_bytes(list_len) + b"\x0a" + bytes([size])
     )  # fmt: skip
 
 
@@ -210,7 +214,7 @@ def _float_block(keys: Sequence[bytes], values: Sequence[pa.Array], n: int) -> t
     every row, so they are written into one byte matrix (no per-row lengths, no masks)."""
     template, offsets = b"", []
     for key in keys:
-        template += _float_prefix(key)
+        template += _one_value_prefix(key, _TAGS["float32"], 4)
         offsets.append(len(template))
         template += bytes(4)
     width = len(template)
@@ -230,24 +234,12 @@ def _float_block(keys: Sequence[bytes], values: Sequence[pa.Array], n: int) -> t
 def _int_prefixes(key: bytes) -> tuple[np.ndarray, np.ndarray]:
     """The ten prefixes of a one-integer entry (by its varint's size) as rows of a byte table,
     and their widths."""
-    prefixes = [_int_prefix(key, size) for size in range(1, _MAX_VARINT + 1)]
+    prefixes = [_one_value_prefix(key, _TAGS["int64"], size) for size in range(1, _MAX_VARINT + 1)]
     widths = np.array([len(prefix) for prefix in prefixes], dtype=np.int64)
     table = np.zeros((_MAX_VARINT, int(widths.max())), dtype=np.uint8)
     for i, prefix in enumerate(prefixes):
         table[i, : len(prefix)] = np.frombuffer(prefix, dtype=np.uint8)
     return table, widths
-
-
-def _int_prefix(key: bytes, size: int) -> bytes:
-    """The bytes before the value of a one-integer entry whose varint takes `size` bytes."""
-    key_part = b"\x0a" + _varint_bytes(len(key)) + key + b"\x12"
-    list_len = 2 + size  # 0a, the size, the varint
-    feature_len = 2 + list_len  # 1a, the list's length, the list
-    entry_len = len(key_part) + len(_varint_bytes(feature_len)) + feature_len
-    return (
-        b"\x0a" + _varint_bytes(entry_len) + key_part + _varint_bytes(feature_len)
-        + b"\x1a" + _varint_bytes(list_len) + b"\x0a" + bytes([size])
-    )  # fmt: skip
 
 
 def _int_block(

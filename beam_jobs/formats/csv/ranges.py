@@ -311,17 +311,17 @@ def _typed_batch(
     for feature in features:
         column = batch.column(feature.name)
         markers = tuple(feature.null_values or ())
-        if markers and _markers_first(feature):
-            column = _count_markers(column, feature, markers, found)
+        first = bool(markers) and _markers_first(feature)
+        if first:
+            column, _ = _count_markers(column, feature, markers, found)
         try:
             converted[feature.name] = _convert(column, feature)
             continue
         except pa.ArrowInvalid:
-            if markers and not _markers_first(feature):
+            if markers and not first:
                 # A clean column never gets here: markers are looked for only when it fails.
-                column, count = without_markers(column, markers)
+                column, count = _count_markers(column, feature, markers, found)
                 if count:
-                    found[feature.name] += count
                     try:
                         converted[feature.name] = _convert(column, feature)
                         continue
@@ -337,10 +337,7 @@ def _typed_batch(
     keep[list(bad)] = False
     # Every column is converted once: a failed column's good rows were, and keep a part of them.
     columns = [
-        converted[n].filter(keep)
-        if n in converted
-        else failed[n].values.filter(keep[failed[n].good])
-        for n in names
+        converted[n].filter(keep) if n in converted else _part(failed[n], keep) for n in names
     ]
     return pa.RecordBatch.from_arrays(columns, names), bad
 
@@ -361,11 +358,12 @@ def _markers_first_for(dtype: str, logical: bool, markers: tuple[str, ...]) -> b
 
 def _count_markers(
     column: pa.Array, feature: FeatureSpec, markers: tuple[str, ...], found: Counter[str]
-) -> pa.Array:
+) -> tuple[pa.Array, int]:
+    """`without_markers`, the cells made null counted in `found` by column."""
     column, count = without_markers(column, markers)
     if count:
         found[feature.name] += count
-    return column
+    return column, count
 
 
 def _refuse_a_swallowing_row(
