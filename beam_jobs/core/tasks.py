@@ -1,8 +1,9 @@
 """What the plan hands the writers and what the writers hand publishing.
 
-Without splits each planned shard is one write task. With splits each split's shards are
-planned on their own, and a write task is a stretch of the input between all splits' cuts: it
-writes one part of one shard per split (`ShardPart`), and a shard is its tasks' parts, joined.
+Without splits each planned shard is one write task, unless it spans many files: then a few
+tasks write it in parts. With splits each split's shards are planned on their own, and a write
+task is a stretch of the input between all splits' cuts: it writes one part of one shard per
+split (`ShardPart`). A shard of several parts is its tasks' parts, joined in task order.
 """
 
 from __future__ import annotations
@@ -45,12 +46,13 @@ class ShardPart:
 @dataclasses.dataclass(frozen=True)
 class WriteTask:
     """What one writer does: read `pieces` once, write its records to `parts` (one per split;
-    without splits the one part is a whole shard)."""
+    without splits one, the whole shard unless `in_parts`)."""
 
     index: int
     num_tasks: int
     pieces: tuple[Piece, ...]
     parts: tuple[ShardPart, ...]
+    in_parts: bool = False  # without splits: its shard is written by several tasks
 
     @property
     def input_bytes(self) -> int:
@@ -58,8 +60,8 @@ class WriteTask:
 
     @property
     def whole_shard(self) -> bool:
-        """Without splits: the task writes its shard whole (no parts to join)."""
-        return len(self.parts) == 1 and self.parts[0].split is None
+        """The task writes its shard whole (no parts to join)."""
+        return len(self.parts) == 1 and self.parts[0].split is None and not self.in_parts
 
 
 @dataclasses.dataclass(frozen=True)

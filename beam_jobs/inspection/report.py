@@ -213,9 +213,15 @@ def _planned_shards(plan: ConversionPlan, target_shard_bytes: int) -> str:
     if not plan.splits:
         estimate = plan.estimated_output_bytes / len(plan.shards)
         each = " each" if len(plan.shards) > 1 else ""
-        return (
+        line = (
             f"shards       {count_of(len(plan.shards), 'shard')} of about "
             f"{format_size(estimate)}{each} (target {format_size(target_shard_bytes)})"
+        )
+        if len(plan.tasks) == len(plan.shards):
+            return line
+        return (
+            f"{line}\ntasks        {count_of(len(plan.tasks), 'write task')}; a shard of "
+            "many files is written in parts, joined in order"
         )
     total = sum(s.weight for s in plan.splits)
     parts = []

@@ -199,7 +199,7 @@ def _run(
     held: lease.Lease,
 ) -> None:
     """Runs the pipeline to its end, with progress and the lease's heartbeat."""
-    unit = "write tasks" if plan.splits else "shards"
+    unit = "shards" if all(task.whole_shard for task in plan.tasks) else "write tasks"
     reporter = ProgressReporter(temp_dir, len(plan.tasks), config.progress_seconds, unit)
     reporter.start()
     heartbeat = lease.Heartbeat(config.output, held).start()

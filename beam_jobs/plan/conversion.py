@@ -31,7 +31,7 @@ from beam_jobs.plan.shards import (
     choose_num_shards,
     plan_shards,
     plan_split_tasks,
-    whole_shard_tasks,
+    shard_tasks,
 )
 from beam_jobs.schema.projection import Projection
 from beam_jobs.schema.tfmd import schema_from_pbtxt
@@ -49,8 +49,9 @@ class ConversionPlan:
     files: tuple[InputFile, ...]
     features: tuple[FeatureSpec, ...]  # the output's (what the manifest lists)
     shards: tuple[PlannedShard, ...]
-    # What the writers do: one element per write task. Without splits a task per shard; with
-    # splits each reads its stretch of the input once and writes a part of one shard per split.
+    # What the writers do: one element per write task. Without splits a task per shard (a few
+    # for a shard of many files, each writing a part); with splits each reads its stretch of
+    # the input once and writes a part of one shard per split.
     tasks: tuple[WriteTask, ...]
     output_bytes_per_input_byte: float
     records_per_input_byte: float
@@ -204,7 +205,7 @@ def make_plan(config: ConvertConfig) -> ConversionPlan:
         shards, tasks = plan_split_tasks(files, counts)
     else:
         shards = plan_shards(files, shard_count(1.0))
-        tasks = whole_shard_tasks(shards)
+        tasks = shard_tasks(shards)
     return ConversionPlan(
         files=tuple(files),
         features=tuple(features),

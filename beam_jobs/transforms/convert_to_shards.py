@@ -70,7 +70,7 @@ class ConvertToShards(beam.PTransform):
             # Each writer streams its pieces into one temporary shard: a `WrittenShard`; with
             # splits, into one part of a shard of each split.
             | "WriteShards" >> self._write(pbegin)
-            # With splits: each shard's parts, one after the other: its `WrittenShard`.
+            # Shards written in parts (splits, many files): the parts in order, one `WrittenShard`.
             | "JoinParts" >> self._join()
             # Final names, dead letters, then manifest.json: the published `Manifest`.
             | "Publish" >> PublishShards(self._publish_spec())
@@ -80,7 +80,7 @@ class ConvertToShards(beam.PTransform):
         return beam.ParDo(WriteShardFn(self._write_spec()), context=self._context(pbegin))
 
     def _join(self) -> beam.PTransform:
-        if self._plan.splits:
+        if not all(task.whole_shard for task in self._plan.tasks):
             return JoinParts(self.temp_dir, self._plan.tasks)
         return beam.Map(lambda shard: shard)  # each shard written whole by one writer
 

@@ -18,9 +18,11 @@ import tensorflow as tf
 from support.datasets import convert, expected_rows
 
 from beam_jobs.codec.framing import count_records
+from beam_jobs.config.convert import ConvertConfig
 from beam_jobs.core.errors import DataError, UsageError
 from beam_jobs.formats.csv.markers import column_markers
 from beam_jobs.inspection.verify import verify
+from beam_jobs.plan.conversion import make_plan
 from beam_jobs.publish.companions import COMPANION_NAMES
 from tfdata_reader import make_dataset
 from tfdata_reader.dataset import parse_spec
@@ -356,3 +358,34 @@ def test_gzip_split_shards_are_gzip_on_disk_for_every_reader(sample_csv, tmp_pat
     oracle = sorted(expected_rows(sample_csv), key=lambda r: int(r["id"]))
     _assert_same_values(rows, oracle, manifest)
     assert verify(str(out))[1] == []
+
+
+@pytest.mark.parametrize("compression", ["none", "gzip"])
+def test_a_shard_of_many_files_written_in_parts_holds_every_row_in_order(
+    tmp_path, monkeypatch, compression
+):
+    # 23 files in one shard, written by tasks of 5 files (their parts joined in order); file 11
+    # has a bad row, which the dead letter gives with its own file and line.
+    inputs = tmp_path / "in"
+    inputs.mkdir()
+    for k in range(23):
+        rows = [f"{k * 10 + i},name {k} {i}" for i in range(10)]
+        if k == 11:
+            rows[4] = "not a number,bad"
+        (inputs / f"part-{k:02d}.csv").write_text("id,name\n" + "\n".join(rows) + "\n")
+    flags = ["--compression", compression, "--max_bad_fraction", "0.1"]
+    whole = convert([str(inputs / "*.csv")], tmp_path / "whole", *flags)
+    monkeypatch.setattr("beam_jobs.plan.shards.FILES_PER_TASK", 5)
+    config = ConvertConfig.from_flags({"input": [str(inputs / "*.csv")], "output": "o"})
+    assert [len(t.pieces) for t in make_plan(config).tasks] == [5, 5, 5, 5, 3]
+    manifest = convert([str(inputs / "*.csv")], tmp_path / "out", *flags)
+    assert [(s.path, s.records) for s in manifest.shards] == [(whole.shards[0].path, 229)]
+    rows = _records_in_shard_order(tmp_path / "out", manifest)
+    assert [r["id"][0] for r in rows] == [i for i in range(230) if i != 114]
+    dead = (tmp_path / "out" / manifest.dead_letter[0]).read_text().splitlines()
+    assert [(json.loads(d)["file"], json.loads(d)["line"]) for d in dead] == [
+        (str(inputs / "part-11.csv"), 6)
+    ]
+    verify(str(tmp_path / "out"))
+    if compression == "none":  # the same bytes as one task writing the shard whole
+        assert manifest.shards[0].crc32c == whole.shards[0].crc32c

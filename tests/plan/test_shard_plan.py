@@ -1,7 +1,14 @@
 import pytest
 
 from beam_jobs.core.inputs import InputFile, Piece
-from beam_jobs.plan.shards import choose_num_shards, cut_points, plan_shards, plan_split_tasks
+from beam_jobs.core.tasks import ShardPart
+from beam_jobs.plan.shards import (
+    choose_num_shards,
+    cut_points,
+    plan_shards,
+    plan_split_tasks,
+    shard_tasks,
+)
 
 
 @pytest.mark.parametrize(
@@ -148,3 +155,20 @@ def test_split_tasks_of_an_empty_input_make_every_shard():
 
 def _bytes_of(shard) -> list[tuple[str, int]]:
     return [(p.path, b) for p in shard.pieces for b in range(p.start, p.end)]
+
+
+def test_a_shard_of_many_files_is_written_in_parts_by_several_tasks():
+    files = [InputFile(f"f{i}", 10) for i in range(7)] + [InputFile("big", 100)]
+    shards = plan_shards(files, 2)  # 85 bytes each: f0-f6 and 15 of big; the rest of big
+    tasks = shard_tasks(shards, files_per_task=3)
+    assert [[p.path for p in t.pieces] for t in tasks] == [
+        ["f0", "f1", "f2"], ["f3", "f4", "f5"], ["f6", "big"], ["big"],
+    ]  # fmt: skip
+    assert [t.parts for t in tasks] == [(ShardPart(None, 0, 2),)] * 3 + [(ShardPart(None, 1, 2),)]
+    assert [(t.index, t.num_tasks, t.in_parts, t.whole_shard) for t in tasks] == [
+        (0, 4, True, False), (1, 4, True, False), (2, 4, True, False), (3, 4, False, True),
+    ]  # fmt: skip
+    # Few enough files: a task per shard, each writing its shard whole.
+    assert [(t.pieces, t.whole_shard) for t in shard_tasks(shards)] == [
+        (s.pieces, True) for s in shards
+    ]

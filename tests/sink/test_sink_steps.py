@@ -19,7 +19,7 @@ from beam_jobs.core.inputs import InputFile
 from beam_jobs.core.tasks import WrittenShard
 from beam_jobs.formats.csv.format import CsvFormat
 from beam_jobs.formats.lines.cut_counts import CutCounts, count_segment, segments_between_cuts
-from beam_jobs.plan.shards import cut_points, plan_shards, whole_shard_tasks
+from beam_jobs.plan.shards import cut_points, plan_shards, shard_tasks
 from beam_jobs.publish.companions import COMPANION_NAMES
 from beam_jobs.publish.publish import PublishShards, PublishSpec
 from beam_jobs.sink.shard_writer import WriteShardFn, WriteSpec
@@ -39,7 +39,7 @@ def test_the_shard_writer_writes_each_planned_piece_exactly(tmp_path):
     lines[7] = "seven,n7"
     csv = tmp_path / "a.csv"
     csv.write_text("id,name\n" + "\n".join(lines) + "\n")
-    shards = whole_shard_tasks(plan_shards([InputFile(str(csv), csv.stat().st_size)], 3))
+    shards = shard_tasks(plan_shards([InputFile(str(csv), csv.stat().st_size)], 3))
     counts = CutCounts.from_counted(
         count_segment(s) for s in segments_between_cuts(cut_points(shards))
     )

@@ -141,6 +141,19 @@ class _Window(io.RawIOBase):
         self._position += len(data)
         return len(data)
 
+    def stream(self, block_size: int) -> BinaryIO | pa.BufferReader:
+        """What pyarrow reads: a range of at most `block_size` read at once, which pyarrow
+        parses without calling back into Python (on a small file, such calls cost more than
+        parsing it, and in a threaded run each waits for the interpreter); a larger range
+        through a buffer."""
+        if self._left > block_size:
+            return io.BufferedReader(self, buffer_size=_BLOCK_SIZE)
+        data = bytearray(self._left)
+        view, got = memoryview(data), 0
+        while got < len(data) and (step := self.readinto(view[got:])):
+            got += step
+        return pa.BufferReader(pa.py_buffer(data)[:got])
+
 
 def _cells(batch: pa.RecordBatch, indices: Sequence[int]) -> list[dict]:
     """The dead-letter content of the rows at `indices`: their cells by column, as text."""
@@ -588,7 +601,7 @@ class _RangeReader:
         def open_reader(types: Iterable[str]) -> tuple[_Window, pcsv.CSVStreamingReader]:
             window = _Window(f, start, end, source.delimiter)
             reader = pcsv.open_csv(
-                io.BufferedReader(window, buffer_size=_BLOCK_SIZE),
+                window.stream(self._block_size),
                 read_options=read_options,
                 parse_options=parse_options,
                 convert_options=convert_options(dict.fromkeys(types, pa.binary())),
