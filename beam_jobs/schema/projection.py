@@ -4,6 +4,7 @@ shards, the manifest and the split key see the output's names."""
 
 from __future__ import annotations
 
+import collections
 import dataclasses
 from collections.abc import Mapping, Sequence
 
@@ -108,7 +109,7 @@ class Projection:
             )
         out = [dataclasses.replace(by_name[n], name=renames.get(n, n)) for n in kept]
         names = [f.name for f in out]
-        twice = sorted({n for n in names if names.count(n) > 1})
+        twice = sorted(n for n, count in collections.Counter(names).items() if count > 1)
         if twice:
             raise UsageError(f"--rename gives two output columns the name {twice[0]!r}")
         return out

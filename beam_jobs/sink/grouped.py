@@ -23,7 +23,7 @@ from beam_jobs.core.tasks import WrittenShard, sum_counts
 from beam_jobs.plan.shards import choose_num_shards
 from beam_jobs.sink.counters import counter
 from beam_jobs.sink.dead_letter import write_dead_letter
-from beam_jobs.stats.accumulate import merge_all
+from beam_jobs.stats.accumulate import PackedStats, merge_all
 from tfdata_reader.manifest import shard_name
 
 __all__ = ["PickShardFn", "WriteGroupFn", "every_index", "framed_size", "shard_count"]
@@ -119,7 +119,7 @@ class WriteGroupFn(beam.DoFn):
             input_bytes=0,
             null_counts=sum_counts(t["missing"] for t in tallies) if first else {},
             rows_read=sum(t["elements"] for t in tallies) if first else 0,
-            stats=merge_all(t["stats"] for t in tallies) if first else {},
+            stats=PackedStats(merge_all(t["stats"] for t in tallies)) if first else {},
             bad_records=len(bad_rows) if first else 0,
             dead_letter_temp_path=dead_letter,
             num_shards=num_shards,

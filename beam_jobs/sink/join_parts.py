@@ -24,7 +24,7 @@ from beam_jobs.core.errors import DataError, raised_for_launcher
 from beam_jobs.core.paths import is_local
 from beam_jobs.core.tasks import WriteTask, WrittenShard, sum_counts
 from beam_jobs.sink.dead_letter import dead_letter_temp_path
-from beam_jobs.stats.accumulate import merge_all
+from beam_jobs.stats.accumulate import PackedStats, merge_all
 
 __all__ = ["JoinParts", "join_parts", "tasks_by_shard"]
 
@@ -91,7 +91,7 @@ def join_parts(
             _copy(dead_letters, f, 0, 0)
     FileSystems.delete([p.temp_path for p in parts if p.temp_path != temp_path] + dead_letters)
     # The parts' quantile edges go into one sketch, which publishing merges as it is.
-    stats = merge_all(p.stats for p in parts)
+    stats = PackedStats(merge_all(p.stats for p in parts))  # sent on as one blob
     return dataclasses.replace(
         first,
         temp_path=temp_path,

@@ -24,7 +24,7 @@ import dataclasses
 import math
 import pickle
 import struct
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -33,7 +33,7 @@ import pyarrow.compute as pc
 
 from tfdata_reader.manifest import FeatureSpec
 
-__all__ = ["FeatureStats", "finish_all", "merge_all", "new_stats", "update_all"]
+__all__ = ["FeatureStats", "PackedStats", "finish_all", "merge_all", "new_stats", "update_all"]
 
 # Rank error of the quantile sketch that merges the shards' edges: 1% of the values. Half that
 # made adding values ten times slower here (larger buffers to sort).
@@ -318,6 +318,9 @@ class FeatureStats:
             self.edges = np.array(self.quantile_edges(FINISHED_BUCKETS)) if self.sampled else None
             self.sample = self.sample_keys = None
             self.sampled = 0
+        # It draws no more; pickling a generator costs more than the rest of a finished feature
+        # (5,000 features' statistics cross between stages with every shard).
+        self.sampler = None
 
     def merge(self, other: FeatureStats) -> None:
         """Adds another accumulator of the same feature (another shard's); `other` is spent
@@ -539,11 +542,56 @@ def update_all(
         stats[feature.name].update(*column)
 
 
-def finish_all(stats: dict[str, FeatureStats]) -> dict[str, FeatureStats]:
-    """`finish` for every feature; returns `stats`."""
+def finish_all(stats: dict[str, FeatureStats]) -> PackedStats:
+    """`finish` for every feature; returns them packed (`PackedStats`), not to change again."""
     for feature_stats in stats.values():
         feature_stats.finish()
-    return stats
+    return PackedStats(stats)
+
+
+class PackedStats(Mapping[str, FeatureStats]):
+    """A shard's finished statistics, pickled once (when first pickled) and then sent as
+    those bytes.
+
+    A runner pickles an element each time it crosses between stages, and again to estimate
+    its size; a shard of 5,000 features carries 5,000 accumulators, 0.1 s a pickling, against
+    a copy of 5 MB. Unpickled, it unpacks when first read.
+    """
+
+    def __init__(self, stats: Mapping[str, FeatureStats] | None = None) -> None:
+        self._stats = stats
+        self._blob: bytes | None = None
+
+    @classmethod
+    def _from_blob(cls, blob: bytes) -> PackedStats:
+        packed = cls()
+        packed._blob = blob
+        return packed
+
+    def __reduce__(self) -> tuple:
+        if self._blob is None:
+            self._blob = pickle.dumps(dict(self._unpacked()), pickle.HIGHEST_PROTOCOL)
+        return PackedStats._from_blob, (self._blob,)
+
+    def fresh(self) -> dict[str, FeatureStats]:
+        """New accumulators of the same statistics, for a caller to change (merge)."""
+        if self._blob is None:
+            return {name: copy.deepcopy(s) for name, s in self._unpacked().items()}
+        return pickle.loads(self._blob)
+
+    def _unpacked(self) -> Mapping[str, FeatureStats]:
+        if self._stats is None:
+            self._stats = pickle.loads(self._blob) if self._blob is not None else {}
+        return self._stats
+
+    def __getitem__(self, name: str) -> FeatureStats:
+        return self._unpacked()[name]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._unpacked())
+
+    def __len__(self) -> int:
+        return len(self._unpacked())
 
 
 def merge_all(parts: Iterable[Mapping[str, FeatureStats]]) -> dict[str, FeatureStats]:
@@ -551,8 +599,10 @@ def merge_all(parts: Iterable[Mapping[str, FeatureStats]]) -> dict[str, FeatureS
     the parts are left as they were)."""
     merged: dict[str, FeatureStats] = {}
     for part in parts:
-        for name, stats in part.items():
+        # Merging spends its argument: a copy of each, made at once from a packed part.
+        own = part.fresh() if isinstance(part, PackedStats) else None
+        for name, stats in (own or part).items():
             if name not in merged:
                 merged[name] = FeatureStats(stats.dtype)
-            merged[name].merge(copy.deepcopy(stats))
+            merged[name].merge(stats if own is not None else copy.deepcopy(stats))
     return merged

@@ -19,7 +19,7 @@ from support.datasets import ROOT, convert, expected_rows
 from tensorflow_metadata.proto.v0 import statistics_pb2
 
 from beam_jobs.inspection.stats_table import load_statistics
-from beam_jobs.stats.accumulate import FeatureStats, merge_all
+from beam_jobs.stats.accumulate import FeatureStats, PackedStats, finish_all, merge_all
 from beam_jobs.stats.proto import equal_width
 
 _Stats = statistics_pb2.FeatureNameStatistics
@@ -170,6 +170,36 @@ def test_merged_parts_equal_one_pass():
     assert abs((values < merged.quantile_edges(2)[1]).mean() - 0.5) < 0.03
     assert whole.quantile_edges(4) == whole.quantile_edges(4)  # asking twice leaves it whole
     assert parts[0].records == 700  # merging leaves the parts alone
+
+
+def test_packed_statistics_pickle_once_and_merge_as_the_accumulators_do():
+    rng = np.random.default_rng(7)
+    rows = [[v] for v in rng.normal(size=2000)]
+    words = [[w] for w in rng.choice([b"a", b"b", b"c"], size=2000)]
+    shards = [
+        {"x": _stats("float32", rows[i : i + 500]), "w": _stats("bytes", words[i : i + 500])}
+        for i in range(0, 2000, 500)
+    ]
+    plain = merge_all(pickle.loads(pickle.dumps(finish_all(dict(s)))) for s in shards)
+    packed = [finish_all(s) for s in shards]
+    assert all(isinstance(p, PackedStats) and p["x"].sampler is None for p in packed)
+    blobs = [pickle.dumps(p) for p in packed]
+    assert [pickle.dumps(p) for p in packed] == blobs  # pickled once: the same bytes again
+    travelled = [pickle.loads(pickle.dumps(pickle.loads(b))) for b in blobs]  # twice, as stages do
+    assert [sorted(p) for p in travelled] == [["w", "x"]] * 4
+    merged = merge_all(travelled)
+    for name in ("x", "w"):
+        want, got = plain[name], merged[name]
+        assert (got.records, got.values, got.low, got.high, got.mean, got.m2) == (
+            want.records, want.values, want.low, want.high, want.mean, want.m2
+        )  # fmt: skip
+    assert merged["x"].quantile_edges(10) == plain["x"].quantile_edges(10)
+    assert (
+        merged["w"].top_values(3)
+        == plain["w"].top_values(3)
+        == [(b, c) for b, c in collections.Counter(w for [w] in words).most_common()]
+    )
+    assert merge_all(travelled)["x"].records == 2000  # merging left the parts as they were
 
 
 def test_merging_live_accumulators_keeps_both_quantiles():
