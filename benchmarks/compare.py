@@ -151,6 +151,8 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--workdir", type=pathlib.Path, default=ROOT / "bench_data" / "compare")
     parser.add_argument("--case", action="append", help="only these cases")
+    parser.add_argument("--plain", action="store_true",
+                        help="also time plain Beam on the wide rows (minutes)")  # fmt: skip
     args = parser.parse_args()
     work = args.workdir.resolve()
     work.mkdir(parents=True, exist_ok=True)
@@ -186,6 +188,29 @@ def main() -> None:
             same = "yes" if len(prints) == 1 else f"no ({len(prints)} fingerprints)"
         print(f"| {case} | {base:.2f} | {this:.2f} | {this / base:.2f}x | {same} |", flush=True)
     _shape_lines(best, work)
+    if args.plain and "wide" in best["this"]:
+        seconds = _plain_beam_wide(work)
+        ours = best["this"]["wide"]
+        print(f"\nplain Beam on the wide rows: {seconds:.1f} s, {seconds / ours:.1f}x this "
+              f"checkout's {ours:.2f} s (goal >= 15x)")  # fmt: skip
+
+
+def _plain_beam_wide(work: pathlib.Path) -> float:
+    """ReadFromText | Map(Example) | WriteToTFRecord on the wide rows, a worker process per
+    core on the local runner (as `make bench` runs it on narrow rows), timed whole."""
+    out = work / "out" / "plain-wide"
+    shutil.rmtree(out, ignore_errors=True)
+    argv = [sys.executable, str(HERE / "plain_beam.py"), str(work / "wide" / "*.csv"),
+            str(out / "part"), "2", "--types", "ii" + "f" * 24, "--runner=FnApiRunner",
+            "--direct_running_mode=multi_processing",
+            f"--direct_num_workers={os.cpu_count() or 1}"]  # fmt: skip
+    start = time.perf_counter()
+    subprocess.run(
+        argv, check=True, capture_output=True, env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2")
+    )
+    seconds = time.perf_counter() - start
+    shutil.rmtree(out, ignore_errors=True)
+    return seconds
 
 
 def _shape_lines(best: dict[str, dict[str, float]], work: pathlib.Path) -> None:

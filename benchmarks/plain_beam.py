@@ -1,23 +1,30 @@
 """The common hand-written Beam job we compare against: ReadFromText | Map(build Example) |
 WriteToTFRecord, one Python `tf.train.Example` per row.
 
-    python benchmarks/plain_beam.py INPUT_GLOB OUTPUT_PREFIX NUM_SHARDS [beam flags]
+    python benchmarks/plain_beam.py INPUT_GLOB OUTPUT_PREFIX NUM_SHARDS [--types ifs..] [beam flags]
+
+Without --types the columns are benchmarks/data.py's 11 (4 int, 4 float, 3 text); with it, the
+first file's header names them and --types gives one letter each (i int, f float, s text), as
+a hand-written job knows its columns.
 """
 
 from __future__ import annotations
 
 import csv
+import glob
 import sys
 
 import apache_beam as beam
 from apache_beam.options.pipeline_options import PipelineOptions
 
-INT_COLUMNS = ("id", "label", "count", "bucket")
-FLOAT_COLUMNS = ("f0", "f1", "f2", "f3")
 NAMES = ("id", "label", "count", "bucket", "f0", "f1", "f2", "f3", "word", "code", "text")
+TYPES = "iiiiffffsss"
 
 
 class ToExample(beam.DoFn):
+    def __init__(self, names: tuple[str, ...], types: str) -> None:
+        self._columns = list(zip(names, types, strict=True))
+
     def setup(self) -> None:
         import tensorflow as tf
 
@@ -27,10 +34,10 @@ class ToExample(beam.DoFn):
         tf = self._tf
         values = next(csv.reader([line]))
         feature = {}
-        for name, value in zip(NAMES, values, strict=True):
-            if name in INT_COLUMNS:
+        for (name, kind), value in zip(self._columns, values, strict=True):
+            if kind == "i":
                 feature[name] = tf.train.Feature(int64_list=tf.train.Int64List(value=[int(value)]))
-            elif name in FLOAT_COLUMNS:
+            elif kind == "f":
                 feature[name] = tf.train.Feature(
                     float_list=tf.train.FloatList(value=[float(value)])
                 )
@@ -43,11 +50,16 @@ class ToExample(beam.DoFn):
 
 def main() -> None:
     pattern, prefix, shards, *beam_args = sys.argv[1:]
+    names, types = NAMES, TYPES
+    if beam_args[:1] == ["--types"]:
+        types, beam_args = beam_args[1], beam_args[2:]
+        with open(sorted(glob.glob(pattern))[0], newline="") as f:
+            names = tuple(next(csv.reader(f)))
     with beam.Pipeline(options=PipelineOptions(beam_args)) as p:
         (
             p
             | beam.io.ReadFromText(pattern, skip_header_lines=1)
-            | beam.ParDo(ToExample())
+            | beam.ParDo(ToExample(names, types))
             | beam.io.WriteToTFRecord(prefix, num_shards=int(shards))
         )
 
