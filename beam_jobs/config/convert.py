@@ -198,8 +198,9 @@ class ConvertConfig:
         accept=_check_seconds,
         recorded=False,
         metavar="S",
-        help="How often a waiting launcher logs progress (shards done, records, input "
-        "MB/s, worker processes); default 5.",
+        help="How often a waiting launcher reports progress (share of the input read, time "
+        "left, shards done, records, input MB/s, worker processes; a live bar on a "
+        "terminal); default 5.",
     )
     plan_only: bool = False  # `inspect --input`: no output folder to check or write
 

@@ -7,6 +7,7 @@ import contextlib
 import dataclasses
 import enum
 import logging
+import sys
 import uuid
 from collections.abc import Iterable, Iterator, Sequence
 
@@ -200,7 +201,11 @@ def _run(
 ) -> None:
     """Runs the pipeline to its end, with progress and the lease's heartbeat."""
     unit = "shards" if all(task.whole_shard for task in plan.tasks) else "write tasks"
-    reporter = ProgressReporter(temp_dir, len(plan.tasks), config.progress_seconds, unit)
+    # On a terminal a live bar; in a log (a scheduler, a pipe), a line every few seconds.
+    live = sys.stderr.isatty()
+    reporter = ProgressReporter(
+        temp_dir, len(plan.tasks), config.progress_seconds, unit, plan.input_bytes, live
+    )
     reporter.start()
     heartbeat = lease.Heartbeat(config.output, held).start()
     try:

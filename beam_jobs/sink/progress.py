@@ -1,10 +1,12 @@
 """Progress of a running conversion, seen from the launcher on any runner.
 
-Each shard writer leaves a small JSON note (records, bytes, input bytes, and which worker
-process wrote it: host and pid) in the run's temporary
-folder when its shard is complete; the launcher polls that folder through Beam `FileSystems`
-(local or gs://) and logs shards done of total, records and input MB/s. Beam counters carry the
-same numbers, but a local runner only reports them at the end.
+Each write task leaves a small JSON note (records, bytes, input bytes, whether it is done, and
+which worker process wrote it: host and pid) in the run's temporary folder: every few seconds
+while it writes (`RunningNote`), and once more when its shard is complete. The launcher polls
+that folder through Beam `FileSystems` (local or gs://) and reports tasks done of total, the
+share of the input read, an ETA at the rate so far, records and input MB/s: as log lines, or
+on an interactive terminal as a live bar (tqdm). Beam counters carry the same numbers, but a
+local runner only reports them at the end.
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ import json
 import logging
 import os
 import socket
+import sys
 import threading
 import time
 from typing import Any
@@ -21,13 +24,17 @@ from apache_beam.io.filesystem import CompressionTypes
 from apache_beam.io.filesystems import FileSystems
 
 __all__ = [
+    "NOTE_SECONDS",
     "ProgressReporter",
+    "RunningNote",
+    "format_duration",
     "note_path",
     "write_note",
 ]
 
 _log = logging.getLogger(__name__)
 NOTES_DIR = "progress"
+NOTE_SECONDS = 5.0  # a running task's note is rewritten at most this often
 
 
 def note_path(temp_dir: str, shard_name: str) -> str:
@@ -35,13 +42,20 @@ def note_path(temp_dir: str, shard_name: str) -> str:
 
 
 def write_note(
-    temp_dir: str, shard_name: str, records: int, num_bytes: int, input_bytes: int
+    temp_dir: str,
+    shard_name: str,
+    records: int,
+    num_bytes: int,
+    input_bytes: int,
+    done: bool = True,
 ) -> None:
-    """Records that a shard is complete (rewritten identically when a bundle is retried)."""
+    """Records how far a task is (`done`: its shard is complete; rewritten identically when
+    a bundle is retried)."""
     note = {
         "records": records,
         "bytes": num_bytes,
         "input_bytes": input_bytes,
+        "done": done,
         "worker": f"{socket.gethostname()}:{os.getpid()}",
     }
     path = note_path(temp_dir, shard_name)
@@ -49,18 +63,57 @@ def write_note(
         f.write(json.dumps(note).encode("utf-8"))
 
 
+class RunningNote:
+    """A write task's note while it runs, rewritten at most every `every` seconds (a task of
+    a few seconds writes none)."""
+
+    def __init__(self, temp_dir: str, name: str, every: float | None = None) -> None:
+        self._temp_dir, self._name = temp_dir, name
+        self._every = NOTE_SECONDS if every is None else every
+        self._due = time.monotonic() + self._every
+
+    def update(self, records: int, num_bytes: int, input_bytes: int) -> None:
+        if time.monotonic() < self._due:
+            return
+        write_note(self._temp_dir, self._name, records, num_bytes, input_bytes, done=False)
+        self._due = time.monotonic() + self._every
+
+
+def format_duration(seconds: float) -> str:
+    """`42 s`, `7 min 05 s`, `3 h 02 min`."""
+    seconds = max(0, round(seconds))
+    if seconds < 60:
+        return f"{seconds} s"
+    minutes, seconds = divmod(seconds, 60)
+    if minutes < 60:
+        return f"{minutes} min {seconds:02d} s"
+    hours, minutes = divmod(minutes, 60)
+    return f"{hours} h {minutes:02d} min"
+
+
 class ProgressReporter:
-    """Logs progress every `interval` seconds from a daemon thread until `stop()`."""
+    """Reports progress every `interval` seconds from a daemon thread until `stop()`: a log
+    line when something changed, or with `live` a progress bar that stays on one line."""
 
     def __init__(
-        self, temp_dir: str, num_shards: int, interval: float = 5.0, unit: str = "shards"
+        self,
+        temp_dir: str,
+        num_shards: int,
+        interval: float = 5.0,
+        unit: str = "shards",
+        input_bytes: int = 0,
+        live: bool = False,
     ) -> None:
         """`interval`: seconds between polls of the notes; `unit`: what a note stands for
-        (with splits, a write task writes a part of several shards)."""
+        (with splits, a write task writes a part of several shards); `input_bytes`: the
+        whole input's (0: unknown, no share or ETA); `live`: a bar on stderr (a terminal)."""
         self._unit = unit
         self._pattern = FileSystems.join(temp_dir, NOTES_DIR, "*.json")
         self._num_shards = num_shards
         self._interval = interval
+        self._input_bytes = input_bytes
+        self._live = live
+        self._bar: Any = None
         self._seen: dict[str, dict[str, Any]] = {}
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="progress", daemon=True)
@@ -73,37 +126,88 @@ class ProgressReporter:
     def stop(self) -> None:
         self._stop.set()
         self._thread.join(timeout=self._interval + 5)
+        if self._live and self.poll():
+            self._show()  # the bar ends where the run did
+        if self._bar is not None:
+            self._bar.close()
 
     def poll(self) -> str | None:
-        """Reads new notes; returns a progress line when something changed."""
+        """Reads new and changed notes (a running task's); returns a progress line when
+        something changed."""
         try:
             found = FileSystems.match([self._pattern])[0].metadata_list
         except Exception:
             return None
-        new = [m.path for m in found if m.path not in self._seen]
-        for path in new:
+        changed = False
+        for path in (m.path for m in found):
+            before = self._seen.get(path)
+            if before is not None and before.get("done", True):
+                continue  # a finished task's note does not change
             try:
                 with FileSystems.open(path, compression_type=CompressionTypes.UNCOMPRESSED) as f:
-                    self._seen[path] = json.loads(f.read())
+                    note = json.loads(f.read())
             except (OSError, ValueError):
                 continue  # still being written: read it next time
-        if not new:
+            if note != before:
+                self._seen[path], changed = note, True
+        return self.describe() if changed else None
+
+    def fraction(self) -> float | None:
+        """The share of the input read (None: the input's size is not known)."""
+        if not self._input_bytes:
             return None
-        return self.describe()
+        read = sum(n["input_bytes"] for n in self._seen.values())
+        return min(1.0, read / self._input_bytes)
 
     def describe(self) -> str:
-        records = sum(n["records"] for n in self._seen.values())
-        input_mb = sum(n["input_bytes"] for n in self._seen.values()) / 1e6
-        seconds = max(time.monotonic() - self._started, 1e-9)
-        workers = len({n.get("worker") for n in self._seen.values()})
+        done, records, input_mb, seconds, workers = self._totals()
+        share = ""
+        fraction = self.fraction()
+        if fraction is not None:
+            share = f" ({fraction:.0%} of {self._input_bytes / 1e6:,.1f} MB of input"
+            if 0 < fraction < 1:
+                share += f", about {format_duration(seconds * (1 - fraction) / fraction)} left"
+            share += ")"
         return (
-            f"progress: {len(self._seen)}/{self._num_shards} {self._unit}, {records:,} records, "
+            f"progress: {done}/{self._num_shards} {self._unit}{share}, {records:,} records, "
             f"{input_mb:,.1f} MB of input at {input_mb / seconds:.1f} MB/s, "
             f"from {workers} worker process{'' if workers == 1 else 'es'}"
+        )
+
+    def _totals(self) -> tuple[int, int, float, float, int]:
+        """Tasks done, records, input MB read, seconds so far, worker processes seen."""
+        notes = self._seen.values()
+        return (
+            sum(1 for n in notes if n.get("done", True)),
+            sum(n["records"] for n in notes),
+            sum(n["input_bytes"] for n in notes) / 1e6,
+            max(time.monotonic() - self._started, 1e-9),
+            len({n.get("worker") for n in notes}),
         )
 
     def _run(self) -> None:
         while not self._stop.wait(self._interval):
             line = self.poll()
-            if line:
+            if line and self._live:
+                self._show()
+            elif line:
                 _log.info("%s", line)
+
+    def _show(self) -> None:
+        """The bar: the input's share read (tqdm adds the time taken and left), then tasks
+        done, records and input MB/s."""
+        from tqdm import tqdm
+
+        if self._bar is None:
+            shape = "{l_bar}{bar}| {elapsed}<{remaining}{postfix}"  # postfix: ", ..."
+            self._bar = tqdm(total=100, file=sys.stderr, dynamic_ncols=True, bar_format=shape)
+        done, records, input_mb, seconds, _ = self._totals()
+        fraction = self.fraction()
+        if fraction is not None:
+            self._bar.n = round(100 * fraction, 1)
+        self._bar.set_postfix_str(
+            f"{done}/{self._num_shards} {self._unit}, {records:,} records, "
+            f"{input_mb / seconds:.1f} MB/s",
+            refresh=False,
+        )
+        self._bar.refresh()

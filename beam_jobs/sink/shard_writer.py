@@ -79,6 +79,8 @@ class WriteSpec:
       text_label: the label feature when it holds text (its values are collected).
       run_marker: the file that says the run is alive (its launcher removes it, with the
         temporary folder, when the run is interrupted); None for runs without one.
+      input_bytes_per_row: the plan's estimate, for the progress notes of a task still
+        running (0: unknown).
     """
 
     input_format: InputFormat
@@ -91,6 +93,7 @@ class WriteSpec:
     projection: Projection = Projection()
     text_label: str | None = None
     run_marker: str | None = None
+    input_bytes_per_row: float = 0.0
 
 
 @dataclasses.dataclass
@@ -175,8 +178,11 @@ class WriteShardFn(beam.DoFn):
         tally = _Tally()
         reports: list[PieceReport] = []
         coalescer = Coalescer()
+        note = progress.RunningNote(spec.temp_dir, self._task_name(task))
+        pieces_read = 0  # input bytes of the pieces read to their end
         try:
             for piece in task.pieces:
+                rows_before = tally.rows_read
                 for read in self._read(piece, tally.bad_row, context, reports):
                     batch = spec.projection.batch(read)
                     tally.read += batch.num_rows
@@ -187,6 +193,12 @@ class WriteShardFn(beam.DoFn):
                         _check_label_count(len(labels))
                     for joined in coalescer.add(batch, piece):
                         self._write_joined(outputs, joined, tally)
+                    # The piece's share read so far, estimated from its rows (the plan's
+                    # bytes a row): what the launcher's share of the input and ETA add up.
+                    rows = tally.rows_read - rows_before
+                    guess = min(piece.end - piece.start, int(rows * spec.input_bytes_per_row))
+                    note.update(*self._written_so_far(outputs), pieces_read + guess)
+                pieces_read += piece.end - piece.start
             for joined in coalescer.flush():
                 self._write_joined(outputs, joined, tally)
         finally:
@@ -211,6 +223,11 @@ class WriteShardFn(beam.DoFn):
             self._written(output, task, i == 0, tally, reports, labels)
             for i, output in enumerate(outputs)
         ]
+
+    @staticmethod
+    def _written_so_far(outputs: list[_Output]) -> tuple[int, int]:
+        """Records and bytes the task's outputs hold so far."""
+        return sum(o.writer.records for o in outputs), sum(o.writer.bytes for o in outputs)
 
     def _write_joined(self, outputs: list[_Output], joined: Joined, tally: _Tally) -> None:
         """Writes a (joined) batch's rows: all to the one output, or each to its split's."""

@@ -86,6 +86,7 @@ class ConvertToShards(beam.PTransform):
 
     def _write_spec(self) -> WriteSpec:
         plan, config = self._plan, self._config
+        per_row = 1 / plan.records_per_input_byte if plan.records_per_input_byte else 0.0
         return WriteSpec(
             input_format=plan.input_format,
             features=plan.features,
@@ -98,6 +99,7 @@ class ConvertToShards(beam.PTransform):
             text_label=_text_label(plan.features, config.label),
             # The launcher's run marker: gone once the run is interrupted (runs with a lease).
             run_marker=FileSystems.join(self.temp_dir, RUN_MARKER) if self._run_id else None,
+            input_bytes_per_row=per_row,
         )
 
     def _context(self, pbegin: beam.pvalue.PBegin) -> Any:
