@@ -283,8 +283,11 @@ class FeatureStats:
         parts = list(self.pending)
         if self.counts is not None:
             parts.insert(0, self.counts)
-        merged = pa.concat_tables(parts).group_by("values").aggregate([("counts", "sum")])
-        self.counts = merged.rename_columns({"counts_sum": "counts"})
+        if len(parts) == 1:  # one batch's value counts: each value once already
+            self.counts = parts[0]
+        else:  # a group-by costs a millisecond or more however small its table
+            merged = pa.concat_tables(parts).group_by("values").aggregate([("counts", "sum")])
+            self.counts = merged.rename_columns({"counts_sum": "counts"})
         self.pending, self.pending_rows = [], 0
         if self.counts.num_rows > EXACT_DISTINCT:
             self._to_sketch()
@@ -366,7 +369,11 @@ class FeatureStats:
             if other.counts is not None:
                 self.pending.append(other.counts)
                 self.pending_rows += other.counts.num_rows
-            self._fold_counts()
+            # Folded (a group-by) only when the values could be too many to count exactly: the
+            # same merge turns to the sketch as when every merge folded.
+            held = self.counts.num_rows if self.counts is not None else 0
+            if held + self.pending_rows > EXACT_DISTINCT:
+                self._fold_counts()
             return
         if self.exact:
             self._to_sketch()

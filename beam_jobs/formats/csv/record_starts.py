@@ -41,6 +41,7 @@ QUOTE = ord('"')
 NEWLINE = ord("\n")
 _LINE_ENDS = (NEWLINE, ord("\r"))
 _SCAN_BLOCK = 1 << 20
+_FIRST_STEP = 4 << 10
 FILE_START = -1  # the "byte before" offset 0: a field starts there
 
 
@@ -208,16 +209,19 @@ def record_start_at_or_after(
     if previous == NEWLINE and not in_quotes:
         return offset
     scanner = QuoteScanner(in_quotes, previous, delimiter)
-    position = offset
+    position, step = offset, _FIRST_STEP
     f.seek(offset)
     while position < file_size:
-        block = f.read(min(_SCAN_BLOCK, file_size - position))
+        # A record usually starts within a few hundred bytes: small steps first, so that a
+        # cut costs what it reads, not a block (20,000 shards of one file cut it 40,000 times).
+        block = f.read(min(step, file_size - position))
         if not block:
             break
         found = scanner.feed(block, position)
         if found.size:
             return int(found[0])
         position += len(block)
+        step = min(2 * step, _SCAN_BLOCK)
     return file_size
 
 
