@@ -157,3 +157,30 @@ def test_nonempty_record_starts_skip_blank_lines():
         starts = rs.nonempty_record_starts(f, 0, len(data))
     assert starts.tolist() == [0, 3, 8, 15]
     assert np.array_equal(rs.record_starts(b"abc\n" * 1000), np.arange(4, 4001, 4))
+
+
+class _CountingFile(io.BytesIO):
+    def __init__(self, data: bytes) -> None:
+        super().__init__(data)
+        self.read_bytes = 0
+
+    def read(self, size: int = -1) -> bytes:
+        data = super().read(size)
+        self.read_bytes += len(data)
+        return data
+
+
+def test_finding_the_next_record_reads_about_a_record_not_a_block():
+    # 20,000 shards of one file cut it 40,000 times: each cut reads what it needs.
+    row = b'1,"a ""quoted"" text",2.5\n'
+    data = row * 200_000  # 5 MB
+    f = _CountingFile(data)
+    offset = len(data) // 2 + 3
+    assert rs.record_start_at_or_after(f, offset, False, len(data)) == (
+        len(data) // 2 // len(row) + 1
+    ) * len(row)
+    assert f.read_bytes <= 8 << 10
+    # A record longer than the first steps is still found, past them.
+    long = b"x" * 100_000 + b"\n"
+    g = _CountingFile(long + row)
+    assert rs.record_start_at_or_after(g, 5, False, len(long + row)) == len(long)

@@ -405,3 +405,18 @@ def test_top_values_and_distinct_counts_are_exact_below_the_bound():
     assert merged.top_values(10) == expected
     assert merged.top_exact and merged.distinct_exact
     assert merged.distinct_estimate() == len(counted)
+
+
+def test_merging_many_shards_exact_counts_groups_once(monkeypatch):
+    # A group-by costs a millisecond or more: 20,000 shards must not pay one each.
+    words = [b"red", b"green", b"blue"]
+    shards = [finish_all({"w": _stats("bytes", [[words[(i + k) % 3]] for k in range(i % 4 + 1)])})
+              for i in range(300)]  # fmt: skip
+    travelled = [pickle.loads(pickle.dumps(s)) for s in shards]
+    calls = []
+    concat = pa.concat_tables  # each fold concatenates, then groups
+    monkeypatch.setattr(pa, "concat_tables", lambda t, **k: calls.append(1) or concat(t, **k))
+    merged = merge_all(travelled)["w"]
+    want = collections.Counter(words[(i + k) % 3] for i in range(300) for k in range(i % 4 + 1))
+    assert merged.top_values(3) == sorted(want.items(), key=lambda kv: (-kv[1], kv[0]))
+    assert merged.distinct_exact and len(calls) == 1  # folded once, when read
