@@ -20,6 +20,7 @@ class Measured:
     seconds: float
     peak_rss_bytes: int  # of the largest single process
     stdout: str
+    stderr: str = ""
 
 
 def _children_map() -> dict[int, list[int]]:
@@ -77,4 +78,4 @@ def run_measured(cmd: list[str], env: dict[str, str] | None = None) -> Measured:
     sampler.join()
     if proc.returncode:
         raise subprocess.CalledProcessError(proc.returncode, cmd, out, err)
-    return Measured(seconds, max(peaks.values(), default=0), out)
+    return Measured(seconds, max(peaks.values(), default=0), out, err)

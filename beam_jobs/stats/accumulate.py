@@ -578,6 +578,9 @@ class PackedStats(Mapping[str, FeatureStats]):
     def __reduce__(self) -> tuple:
         if self._blob is None:
             self._blob = pickle.dumps(dict(self._unpacked()), pickle.HIGHEST_PROTOCOL)
+            # The live accumulators (sketches, Arrow tables: 100 KB a shard) are let go: a
+            # runner may hold the element until the run ends; the blob unpacks them again.
+            self._stats = None
         return PackedStats._from_blob, (self._blob,)
 
     def fresh(self) -> dict[str, FeatureStats]:
