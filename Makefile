@@ -6,7 +6,7 @@ STAMP := $(VENV)/.installed
 DEMO_DIR ?= demo_data
 export TF_CPP_MIN_LOG_LEVEL ?= 2
 
-.PHONY: venv browser test test-fast demo bench bench-shapes bench-compare lint format docs realdata clean
+.PHONY: venv browser test test-fast demo bench bench-shapes bench-compare bench-scale lint format docs realdata clean
 
 venv: $(STAMP)
 
@@ -76,3 +76,7 @@ bench-shapes: $(STAMP)
 # This checkout against an earlier one, side by side: make bench-compare BASE=<git revision>
 bench-compare: $(STAMP)
 	$(BIN)/python benchmarks/compare.py --base $(BASE) --workdir bench_data/compare
+
+# The many-shard path: 2,000 and 20,000 shards converted, published, verified, read (minutes)
+bench-scale: $(STAMP)
+	$(BIN)/python benchmarks/scale.py --workdir bench_data/scale

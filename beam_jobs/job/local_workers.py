@@ -11,7 +11,9 @@ launcher ends).
 Beam starts the workers with `subprocess.Popen` in `local_job_service.SubprocessSdkWorker.run`
 and offers no option for it, so `apply()` gives that module a `subprocess` whose `Popen` starts
 a new session. Nothing else changes; if a Beam version no longer starts workers that way, it
-does nothing (the tracebacks come back, nothing breaks).
+does nothing (the tracebacks come back, nothing breaks). `apply()` also bounds how long a
+pipeline's end waits for a worker process to exit (`STOP_SECONDS`, then the workers are ended):
+Beam 2.77 sometimes never lets one go after a failed bundle.
 """
 
 from __future__ import annotations
@@ -73,6 +75,23 @@ def stop_all() -> None:
 
 _stopping = False  # set by `stop_all`: the workers' ends are expected, not errors
 
+# Seconds a pipeline's end waits for a worker process to exit once its work is over, before
+# ending it (`_stop_worker_in_time`); a worker exits within a second or two.
+STOP_SECONDS = 30.0
+
+
+def _stop_worker_in_time(handler: object) -> None:
+    """Beam's `SubprocessSdkWorkerHandler.stop_worker`, bounded. Beam waits for the worker's
+    process to exit, which it does when the runner closes its control stream; after a failed
+    bundle, Beam 2.77 sometimes never closes one (seen twice in this suite's worker-process
+    error test: the run hung for good). Past STOP_SECONDS the workers are ended: the
+    pipeline is over, and its result or error stands."""
+    thread = handler.worker_thread  # type: ignore[attr-defined]
+    thread.join(STOP_SECONDS)
+    if thread.is_alive():
+        stop_all()
+        thread.join()
+
 
 def _quiet_when_stopping(previous):
     """A threading.excepthook that drops Beam's "Worker subprocess exited with return code"
@@ -100,6 +119,9 @@ def apply() -> bool:
     )
     shim.Popen = _NewSessionPopen
     local_job_service.subprocess = shim  # type: ignore[assignment]
+    from apache_beam.runners.portability.fn_api_runner import worker_handlers
+
+    worker_handlers.SubprocessSdkWorkerHandler.stop_worker = _stop_worker_in_time  # type: ignore[method-assign,assignment]
     threading.excepthook = _quiet_when_stopping(threading.excepthook)
     interrupt.call_on_signal(stop_all)
     return True

@@ -16,6 +16,7 @@ from beam_jobs.core.errors import (
     raised_for_launcher,
     recover,
 )
+from beam_jobs.job import local_workers
 
 
 def _fail_in_worker(_: int) -> None:
@@ -27,6 +28,7 @@ def _fail_in_worker(_: int) -> None:
 def test_a_workers_error_is_rebuilt_with_its_type_message_and_details(mode, monkeypatch):
     # Worker processes import this module to run `_fail_in_worker`.
     monkeypatch.setenv("PYTHONPATH", str(pathlib.Path(__file__).parent))
+    local_workers.apply()  # as the launcher does: a worker Beam never lets go is ended
     options = PipelineOptions(
         ["--runner=FnApiRunner", f"--direct_running_mode={mode}", "--direct_num_workers=2"]
     )

@@ -37,3 +37,31 @@ def test_runner_defaults(argv, runner, mode, workers, noted):
     assert options.view_as(DirectOptions).direct_running_mode == mode
     assert options.view_as(DirectOptions).direct_num_workers == workers
     assert bool(note) == noted
+
+
+def test_a_worker_process_that_never_exits_is_ended_at_the_pipelines_end(monkeypatch):
+    # Beam waits for each worker's process to exit; one whose control stream Beam never
+    # closed (after a failed bundle) would keep the run waiting for good.
+    import subprocess
+    import threading
+    import time
+    import types
+
+    from beam_jobs.job import local_workers
+
+    monkeypatch.setattr(local_workers, "STOP_SECONDS", 0.5)
+    monkeypatch.setattr(local_workers, "_stopping", False)
+    process = local_workers._NewSessionPopen(["sleep", "60"])
+    worker = threading.Thread(target=process.wait, name="run_worker")
+    worker.start()
+    start = time.monotonic()
+    local_workers._stop_worker_in_time(types.SimpleNamespace(worker_thread=worker))
+    assert not worker.is_alive() and process.returncode == -9
+    assert time.monotonic() - start < 10
+    # Applied to Beam's handler of worker processes.
+    from apache_beam.runners.portability.fn_api_runner import worker_handlers
+
+    assert local_workers.apply()
+    handler = worker_handlers.SubprocessSdkWorkerHandler
+    assert handler.stop_worker is local_workers._stop_worker_in_time
+    assert subprocess.Popen is not local_workers._NewSessionPopen  # only Beam's view changes
