@@ -311,10 +311,11 @@ def test_an_interrupted_dask_run_leaves_nothing_and_publishes_nothing_later(clus
             f"--dask_client_address={cluster}"]  # fmt: skip
     proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     deadline = time.monotonic() + 120
-    while not any(p.name.startswith(".tfrecord-etl-tmp-") for p in out.glob(".*")):
+    # Writers are at work on the cluster once the first of the 17 tasks has left its note (a
+    # fixed wait was once longer than the whole run).
+    while not list(out.glob(".tfrecord-etl-tmp-*/progress/*.json")):
         assert time.monotonic() < deadline and proc.poll() is None, proc.communicate()
-        time.sleep(0.05)
-    time.sleep(1.0)  # writers are at work on the cluster
+        time.sleep(0.02)
     proc.send_signal(signal.SIGTERM)
     stdout, stderr = proc.communicate(timeout=60)
     assert proc.returncode == 143, stderr[-2000:]
