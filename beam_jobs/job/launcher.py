@@ -200,7 +200,7 @@ def _run(
     held: lease.Lease,
 ) -> None:
     """Runs the pipeline to its end, with progress and the lease's heartbeat."""
-    unit = "shards" if all(task.whole_shard for task in plan.tasks) else "write tasks"
+    unit = "write tasks" if plan.writes_parts else "shards"
     # On a terminal a live bar; in a log (a scheduler, a pipe), a line every few seconds.
     live = sys.stderr.isatty()
     reporter = ProgressReporter(

@@ -83,6 +83,11 @@ class ConversionPlan:
         size and modification time (a file edited in place is a new input)."""
         return [{"path": f.path, "bytes": f.size, "modified": f.modified} for f in self.files]
 
+    @property
+    def writes_parts(self) -> bool:
+        """Whether some shard is written in parts by several tasks (joined after writing)."""
+        return not all(task.whole_shard for task in self.tasks)
+
     def shards_per_split(self) -> dict[str | None, int]:
         """Planned shards of each split (None: the only key without splits), in split order."""
         counts: dict[str | None, int] = {s.name: 0 for s in self.splits} or {None: 0}

@@ -578,8 +578,7 @@ class PackedStats(Mapping[str, FeatureStats]):
     def __reduce__(self) -> tuple:
         if self._blob is None:
             self._blob = pickle.dumps(dict(self._unpacked()), pickle.HIGHEST_PROTOCOL)
-            # The live accumulators (sketches, Arrow tables: 100 KB a shard) are let go: a
-            # runner may hold the element until the run ends; the blob unpacks them again.
+            # Packed, the live accumulators are let go (the blob unpacks them again when read).
             self._stats = None
         return PackedStats._from_blob, (self._blob,)
 
@@ -609,10 +608,13 @@ def merge_all(parts: Iterable[Mapping[str, FeatureStats]]) -> dict[str, FeatureS
     the parts are left as they were)."""
     merged: dict[str, FeatureStats] = {}
     for part in parts:
-        # Merging spends its argument: a copy of each, made at once from a packed part.
-        own = part.fresh() if isinstance(part, PackedStats) else None
-        for name, stats in (own or part).items():
+        # Merging spends its argument: copies of the part's accumulators.
+        if isinstance(part, PackedStats):
+            own = part.fresh()
+        else:
+            own = {name: copy.deepcopy(stats) for name, stats in part.items()}
+        for name, stats in own.items():
             if name not in merged:
                 merged[name] = FeatureStats(stats.dtype)
-            merged[name].merge(stats if own is not None else copy.deepcopy(stats))
+            merged[name].merge(stats)
     return merged

@@ -80,7 +80,7 @@ class ConvertToShards(beam.PTransform):
         return beam.ParDo(WriteShardFn(self._write_spec()), context=self._context(pbegin))
 
     def _join(self) -> beam.PTransform:
-        if not all(task.whole_shard for task in self._plan.tasks):
+        if self._plan.writes_parts:
             return JoinParts(self.temp_dir, self._plan.tasks)
         return beam.Map(lambda shard: shard)  # each shard written whole by one writer
 
