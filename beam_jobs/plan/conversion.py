@@ -29,9 +29,8 @@ from beam_jobs.plan.inputs import list_inputs
 from beam_jobs.plan.measure import measure
 from beam_jobs.plan.shards import (
     choose_num_shards,
-    plan_shards,
     plan_split_tasks,
-    shard_tasks,
+    plan_tasks,
 )
 from beam_jobs.schema.projection import Projection
 from beam_jobs.schema.tfmd import schema_from_pbtxt
@@ -209,8 +208,7 @@ def make_plan(config: ConvertConfig) -> ConversionPlan:
         ]
         shards, tasks = plan_split_tasks(files, counts)
     else:
-        shards = plan_shards(files, shard_count(1.0))
-        tasks = shard_tasks(shards)
+        shards, tasks = plan_tasks(files, shard_count(1.0))
     return ConversionPlan(
         files=tuple(files),
         features=tuple(features),

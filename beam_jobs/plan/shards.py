@@ -10,6 +10,7 @@ number of input bytes, shards come out balanced without buffering or grouping an
 from __future__ import annotations
 
 import bisect
+import collections
 import itertools
 import math
 from collections.abc import Sequence
@@ -22,6 +23,7 @@ __all__ = [
     "cut_points",
     "plan_shards",
     "plan_split_tasks",
+    "plan_tasks",
     "shard_tasks",
 ]
 
@@ -30,6 +32,14 @@ __all__ = [
 # for seconds while the others idle: its files are shared among several tasks (a few
 # hundred milliseconds each), whose parts are joined in order into the same shard.
 FILES_PER_TASK = 250
+# A plan of fewer ranges (shards, or with splits the stretches between their cuts) than
+# MIN_TASKS has each range longer than TASK_BYTES written in parts by several tasks of at most
+# that much input (joined in order), so that a few large shards (GZIP's are few: their
+# estimated output is small) still keep several workers busy. Beam's own file reads split at
+# 64 MiB. Plans of more ranges keep a task per range: joining copies a shard once more
+# (on a remote file system, all of it), which parallelism no longer pays for.
+MIN_TASKS = 8
+TASK_BYTES = 64 << 20
 
 
 def choose_num_shards(
@@ -94,6 +104,43 @@ def plan_shards(
     ]
 
 
+def plan_tasks(
+    files: Sequence[InputFile],
+    num_shards: int,
+    files_per_task: int | None = None,
+    task_bytes: int | None = None,
+) -> tuple[list[PlannedShard], list[WriteTask]]:
+    """Without splits: the shards (`plan_shards`) and the write tasks that make them.
+
+    A task reads at most `files_per_task` (default `FILES_PER_TASK`) files and, in a plan of
+    fewer than MIN_TASKS shards, at most `task_bytes` (default `TASK_BYTES`) of the input, cut
+    where its files may be cut; a shard of more is written in parts by consecutive tasks,
+    joined in order (without GZIP, the same bytes).
+    """
+    shards = plan_shards(files, num_shards)
+    if not sum(f.size for f in files):
+        return shards, shard_tasks(shards, files_per_task)
+    bounds = _bounds(files, num_shards)
+    cuts = _task_bounds(files, bounds, task_bytes or TASK_BYTES)
+    per_file = files_per_task or FILES_PER_TASK
+    groups = [
+        (bisect.bisect_right(bounds, lo) - 1, pieces[i : i + per_file])
+        for lo, pieces in zip(cuts[:-1], _pieces(files, cuts), strict=True)
+        for i in range(0, max(1, len(pieces)), per_file)
+    ]
+    tasks_of = collections.Counter(shard for shard, _ in groups)
+    return shards, [
+        WriteTask(
+            index,
+            len(groups),
+            pieces,
+            (ShardPart(None, shard, len(shards)),),
+            tasks_of[shard] > 1,
+        )
+        for index, (shard, pieces) in enumerate(groups)
+    ]
+
+
 def shard_tasks(
     shards: Sequence[PlannedShard], files_per_task: int | None = None
 ) -> list[WriteTask]:
@@ -114,7 +161,9 @@ def shard_tasks(
 
 
 def plan_split_tasks(
-    files: Sequence[InputFile], shards_per_split: Sequence[tuple[str, int]]
+    files: Sequence[InputFile],
+    shards_per_split: Sequence[tuple[str, int]],
+    task_bytes: int | None = None,
 ) -> tuple[list[PlannedShard], list[WriteTask]]:
     """Shards of every split, and the write tasks that make them reading each byte once.
 
@@ -122,7 +171,8 @@ def plan_split_tasks(
     tasks are the ranges between all splits' cuts together: each lies inside one shard of
     every split, and writes its records of each split as a part of that shard (a shard is
     its tasks' parts, in order). So a shard keeps the records it would have held, in the same
-    order, and each input byte is parsed once instead of once per split.
+    order, and each input byte is parsed once instead of once per split. With fewer than
+    MIN_TASKS stretches, those longer than `task_bytes` (default `TASK_BYTES`) are cut further.
 
     Returns:
       (every split's shards, in split order; the tasks, in input order).
@@ -140,7 +190,8 @@ def plan_split_tasks(
         cuts = [0] * (most + 1)
         where = {split: [min(i, len(b) - 2) for i in range(most)] for split, b in bounds.items()}
     else:
-        cuts = sorted({c for b in bounds.values() for c in b})
+        every = sorted({c for b in bounds.values() for c in b})
+        cuts = _task_bounds(files, every, task_bytes or TASK_BYTES)
         where = {
             split: [bisect.bisect_right(b, start) - 1 for start in cuts[:-1]]
             for split, b in bounds.items()
@@ -169,6 +220,19 @@ def _bounds(files: Sequence[InputFile], num_shards: int) -> list[int]:
         bounds = [bounds[0], *(_snap(b, files, starts) for b in bounds[1:-1]), bounds[-1]]
         bounds = sorted(set(bounds)) if total else bounds
     return bounds
+
+
+def _task_bounds(files: Sequence[InputFile], bounds: Sequence[int], task_bytes: int) -> list[int]:
+    """`bounds` with each range longer than `task_bytes` cut into equal ones where its files
+    may be cut (a cut moved to a range's end is dropped), if they are fewer than MIN_TASKS."""
+    if len(bounds) - 1 >= MIN_TASKS:
+        return list(bounds)
+    starts = list(itertools.accumulate((f.size for f in files), initial=0))[:-1]
+    cuts = set(bounds)
+    for lo, hi in itertools.pairwise(bounds):
+        count = math.ceil((hi - lo) / task_bytes)
+        cuts.update(_snap(lo + (hi - lo) * i // count, files, starts) for i in range(1, count))
+    return sorted(cuts)
 
 
 def _pieces(files: Sequence[InputFile], bounds: Sequence[int]) -> list[tuple[Piece, ...]]:

@@ -389,3 +389,40 @@ def test_a_shard_of_many_files_written_in_parts_holds_every_row_in_order(
     verify(str(tmp_path / "out"))
     if compression == "none":  # the same bytes as one task writing the shard whole
         assert manifest.shards[0].crc32c == whole.shards[0].crc32c
+
+
+@pytest.mark.parametrize("flags", [[], ["--compression=gzip"], ["--splits=train=3,eval=1"]])
+def test_shards_written_in_parts_of_task_bytes_hold_what_whole_ones_do(
+    tmp_path, monkeypatch, flags
+):
+    # One file of quoted newlines, its shards written by tasks of at most 16 KiB of input each
+    # (the parts joined in order): the same records in the same shards as tasks of whole
+    # shards, and without GZIP the same bytes (Python's csv module as the oracle).
+    path = tmp_path / "quoted.csv"
+    with path.open("w", newline="", encoding="utf-8") as f:
+        w = csv.writer(f)
+        w.writerow(["id", "text", "x"])
+        for i in range(3000):
+            text = f'row {i}\n"quoted", with\nnewlines\n' * (1 + i % 3) if i % 2 else f"plain {i}"
+            w.writerow([i, text, f"{i * 0.25:.2f}"])
+    size = path.stat().st_size
+    flags = ["--num_shards=3", *flags]
+    whole = convert([str(path)], tmp_path / "whole", *flags)
+    monkeypatch.setattr("beam_jobs.plan.shards.TASK_BYTES", 16 << 10)
+    splits = next((f.split("=", 1)[1] for f in flags if f.startswith("--splits")), None)
+    config = ConvertConfig.from_flags(
+        {"input": [str(path)], "output": "o", "num_shards": 3, "splits": splits}
+    )
+    tasks = make_plan(config).tasks
+    assert len(tasks) == math.ceil(size / 3 / (16 << 10)) * 3
+    assert max(t.input_bytes for t in tasks) <= 16 << 10
+    manifest = convert([str(path)], tmp_path / "out", *flags)
+    assert [(s.path, s.records) for s in manifest.shards] == [
+        (s.path, s.records) for s in whole.shards
+    ]
+    rows = _records_in_shard_order(tmp_path / "out", manifest)
+    assert rows == _records_in_shard_order(tmp_path / "whole", whole)
+    if not flags[1:]:
+        _assert_same_values(rows, expected_rows([str(path)]), manifest)
+        assert manifest.fingerprint == whole.fingerprint
+    verify(str(tmp_path / "out"))

@@ -3,10 +3,12 @@ import pytest
 from beam_jobs.core.inputs import InputFile, Piece
 from beam_jobs.core.tasks import ShardPart
 from beam_jobs.plan.shards import (
+    MIN_TASKS,
     choose_num_shards,
     cut_points,
     plan_shards,
     plan_split_tasks,
+    plan_tasks,
     shard_tasks,
 )
 
@@ -172,3 +174,54 @@ def test_a_shard_of_many_files_is_written_in_parts_by_several_tasks():
     assert [(t.pieces, t.whole_shard) for t in shard_tasks(shards)] == [
         (s.pieces, True) for s in shards
     ]
+
+
+def test_a_shard_of_more_than_task_bytes_is_written_in_parts_cut_where_its_files_may_be():
+    # a: cut anywhere; gz: nowhere inside (compressed); p: only at 30 and 70 (row groups).
+    files = [InputFile("a", 250), InputFile("gz", 300, cuts=()), InputFile("p", 100, cuts=(30, 70))]
+    shards, tasks = plan_tasks(files, 2, task_bytes=90)
+    assert shards == plan_shards(files, 2)  # the shards do not change: 0-250 and 250-650
+    assert [t.pieces for t in tasks] == [
+        (Piece("a", 0, 83, 250),), (Piece("a", 83, 166, 250),), (Piece("a", 166, 250, 250),),
+        (Piece("gz", 0, 300, 300),), (Piece("p", 0, 30, 100),), (Piece("p", 30, 100, 100),),
+    ]  # fmt: skip
+    # 250-650 was cut at 330, 410, 490 and 570: in gz, moved to its ends; in p, to 30.
+    assert [(t.index, t.num_tasks, t.parts[0].index, t.in_parts) for t in tasks] == [
+        (0, 6, 0, True), (1, 6, 0, True), (2, 6, 0, True),
+        (3, 6, 1, True), (4, 6, 1, True), (5, 6, 1, True),
+    ]  # fmt: skip
+    # Shards within the bound: a task each, writing its shard whole, as shard_tasks has them.
+    shards, tasks = plan_tasks(files, 2, task_bytes=400)
+    assert tasks == shard_tasks(shards)
+    assert [t.whole_shard for t in tasks] == [True, True]
+    # MIN_TASKS shards or more: enough tasks already, none is cut (joining would copy them).
+    files = [InputFile("a", 8000)]
+    shards, tasks = plan_tasks(files, MIN_TASKS - 1, task_bytes=500)
+    assert len(shards) == MIN_TASKS - 1 and len(tasks) == 3 * (MIN_TASKS - 1)
+    shards, tasks = plan_tasks(files, MIN_TASKS, task_bytes=500)
+    assert tasks == shard_tasks(shards) and len(tasks) == MIN_TASKS
+
+
+def test_task_bytes_and_files_per_task_bound_a_task_together():
+    files = [InputFile(f"f{i}", 10) for i in range(5)] + [InputFile("big", 100)]
+    _, tasks = plan_tasks(files, 1, files_per_task=2, task_bytes=60)
+    assert [[(p.path, p.start, p.end) for p in t.pieces] for t in tasks] == [
+        [("f0", 0, 10), ("f1", 0, 10)], [("f2", 0, 10), ("f3", 0, 10)],
+        [("f4", 0, 10)], [("big", 0, 50)], [("big", 50, 100)],
+    ]  # fmt: skip
+    assert {t.parts[0] for t in tasks} == {ShardPart(None, 0, 1)}
+
+
+def test_split_tasks_read_at_most_task_bytes():
+    files = [InputFile("a", 1000)]
+    shards, tasks = plan_split_tasks(files, [("train", 1), ("eval", 1)], task_bytes=300)
+    assert [(t.pieces[0].start, t.pieces[0].end) for t in tasks] == [
+        (0, 250),
+        (250, 500),
+        (500, 750),
+        (750, 1000),
+    ]
+    assert [[(p.split, p.index) for p in t.parts] for t in tasks] == [
+        [("train", 0), ("eval", 0)]
+    ] * 4
+    assert shards == [*plan_shards(files, 1, "train"), *plan_shards(files, 1, "eval")]
