@@ -3,7 +3,10 @@
 Beam's DaskRunner translates the pipeline into a `dask.bag` graph. Four of its ways shape how
 we use it (Beam 2.77, dask/distributed 2026.8):
 - `Create` puts up to 128 elements in one partition, so without `--dask_npartitions` one task
-  would write every shard: the partitions default to the planned shard count (a task a shard).
+  would write every shard: the partitions default to the planned write tasks (a partition a
+  task), up to MAX_PARTITIONS. The graph the launcher builds holds about a thousand Dask
+  objects a partition (230 KB: 1,000 partitions took 230 MB of the launcher's memory, and
+  each partition 45 ms of scheduling), so more write tasks share the partitions, in order.
 - `Reshuffle` is a no-op, so nothing after `Create` spreads elements out: the partitions above
   are the only parallelism there is.
 - A side input is computed inside every task that reads it: the counts before each cut, which
@@ -33,6 +36,7 @@ __all__ = ["DASK_RUNNER", "cluster", "count_cuts", "is_dask", "prepare"]
 DASK_RUNNER = "apache_beam.runners.dask.dask_runner.DaskRunner"
 _NAMES = {"dask", "daskrunner", DASK_RUNNER.lower()}
 WAIT_FOR_WORKERS_SECONDS = 30  # for a scheduler that has none yet (they may be starting)
+MAX_PARTITIONS = 512  # 4 a thread for 128 four-thread workers; more: --dask_npartitions
 _LOCAL_HOSTS = {"127.0.0.1", "localhost", "::1", "0.0.0.0"}
 _log = logging.getLogger(__name__)
 
@@ -43,9 +47,10 @@ def is_dask(options: PipelineOptions) -> bool:
     return runner is not None and runner.lower() in _NAMES
 
 
-def prepare(options: PipelineOptions, num_shards: int, wait: bool) -> None:
+def prepare(options: PipelineOptions, num_tasks: int, wait: bool) -> None:
     """Sets the runner's class path (Beam takes no short name for it) and, unless the user set
-    `--dask_npartitions` or `--dask_partition_size`, one partition per planned shard.
+    `--dask_npartitions` or `--dask_partition_size`, one partition per write task, at most
+    MAX_PARTITIONS.
 
     Raises:
       UsageError: for `--wait=false`, a partition flag below 1, or when the dask packages are
@@ -76,7 +81,7 @@ def prepare(options: PipelineOptions, num_shards: int, wait: bool) -> None:
         if value is not None and value < 1:
             raise UsageError(f"{flag} must be at least 1, got {value}")
     if dask.npartitions is None and dask.partition_size is None:
-        dask.npartitions = max(num_shards, 1)
+        dask.npartitions = min(max(num_tasks, 1), MAX_PARTITIONS)
 
 
 @contextlib.contextmanager

@@ -226,18 +226,22 @@ def test_wait_false_is_refused_on_dask(tmp_path, sample):
     assert not (tmp_path / "out").exists()
 
 
-def test_prepare_sets_the_class_path_and_a_partition_per_shard():
+def test_prepare_sets_the_class_path_and_a_partition_per_task_up_to_a_bound():
     from apache_beam.options.pipeline_options import PipelineOptions, StandardOptions
     from apache_beam.runners.dask.dask_runner import DaskOptions
 
     options = PipelineOptions(["--runner", "DaskRunner"])
     assert on_dask.is_dask(options)
-    on_dask.prepare(options, num_shards=9, wait=True)
+    on_dask.prepare(options, num_tasks=9, wait=True)
     assert options.view_as(StandardOptions).runner == on_dask.DASK_RUNNER
     assert options.view_as(DaskOptions).npartitions == 9
+    # 20,000 tasks: the launcher's graph would hold a partition each (230 KB apiece).
+    options = PipelineOptions(["--runner", "DaskRunner"])
+    on_dask.prepare(options, num_tasks=20_000, wait=True)
+    assert options.view_as(DaskOptions).npartitions == on_dask.MAX_PARTITIONS == 512
     argv = ["--runner", "dask", "--dask_npartitions", "3"]
     options = PipelineOptions(argv)
-    on_dask.prepare(options, num_shards=9, wait=True)
+    on_dask.prepare(options, num_tasks=9, wait=True)
     assert options.view_as(DaskOptions).npartitions == 3
     assert not on_dask.is_dask(PipelineOptions(["--runner", "FnApiRunner"]))
 
@@ -266,7 +270,7 @@ def test_partition_flags_below_one_are_usage_errors(flag):
 
     argv = ["--runner", "DaskRunner", flag]
     with pytest.raises(UsageError, match=r"must be at least 1, got"):
-        on_dask.prepare(PipelineOptions(argv), num_shards=4, wait=True)
+        on_dask.prepare(PipelineOptions(argv), num_tasks=4, wait=True)
 
 
 @pytest.mark.parametrize(
