@@ -24,6 +24,7 @@ import dataclasses
 import math
 import pickle
 import struct
+import zlib
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
@@ -562,7 +563,10 @@ class PackedStats(Mapping[str, FeatureStats]):
 
     A runner pickles an element each time it crosses between stages, and again to estimate
     its size; a shard of 5,000 features carries 5,000 accumulators, 0.1 s a pickling, against
-    a copy of 5 MB. Unpickled, it unpacks when first read.
+    a copy of 5 MB. Unpickled, it unpacks when first read. The blob is zlib's (level 1): a
+    small shard's statistics are mostly fixed-size and empty (101 histogram edges for two
+    values), 10.3 KB pickled and 1.2 KB compressed for 11 features, and publishing holds every
+    shard's at once (20,000 shards: several copies of 200 MB, uncompressed).
     """
 
     def __init__(self, stats: Mapping[str, FeatureStats] | None = None) -> None:
@@ -577,7 +581,8 @@ class PackedStats(Mapping[str, FeatureStats]):
 
     def __reduce__(self) -> tuple:
         if self._blob is None:
-            self._blob = pickle.dumps(dict(self._unpacked()), pickle.HIGHEST_PROTOCOL)
+            pickled = pickle.dumps(dict(self._unpacked()), pickle.HIGHEST_PROTOCOL)
+            self._blob = zlib.compress(pickled, 1)
             # Packed, the live accumulators are let go (the blob unpacks them again when read).
             self._stats = None
         return PackedStats._from_blob, (self._blob,)
@@ -586,11 +591,11 @@ class PackedStats(Mapping[str, FeatureStats]):
         """New accumulators of the same statistics, for a caller to change (merge)."""
         if self._blob is None:
             return {name: copy.deepcopy(s) for name, s in self._unpacked().items()}
-        return pickle.loads(self._blob)
+        return pickle.loads(zlib.decompress(self._blob))
 
     def _unpacked(self) -> Mapping[str, FeatureStats]:
         if self._stats is None:
-            self._stats = pickle.loads(self._blob) if self._blob is not None else {}
+            self._stats = self.fresh() if self._blob is not None else {}
         return self._stats
 
     def __getitem__(self, name: str) -> FeatureStats:
