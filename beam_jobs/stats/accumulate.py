@@ -24,7 +24,6 @@ import dataclasses
 import math
 import pickle
 import struct
-import zlib
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
@@ -557,16 +556,20 @@ def finish_all(stats: dict[str, FeatureStats]) -> PackedStats:
     return PackedStats(stats)
 
 
+_ZSTD = pa.Codec("zstd", compression_level=1)
+
+
 class PackedStats(Mapping[str, FeatureStats]):
     """A shard's finished statistics, pickled once (when first pickled) and then sent as
     those bytes.
 
     A runner pickles an element each time it crosses between stages, and again to estimate
     its size; a shard of 5,000 features carries 5,000 accumulators, 0.1 s a pickling, against
-    a copy of 5 MB. Unpickled, it unpacks when first read. The blob is zlib's (level 1): a
-    small shard's statistics are mostly fixed-size and empty (101 histogram edges for two
-    values), 10.3 KB pickled and 1.2 KB compressed for 11 features, and publishing holds every
-    shard's at once (20,000 shards: several copies of 200 MB, uncompressed).
+    a copy of 5 MB. Unpickled, it unpacks when first read. The blob is compressed (Arrow's
+    zstd, level 1: 5 MB in 14 ms, zlib took 68): a small shard's statistics are mostly
+    fixed-size and empty (101 histogram edges for two values), 10.2 KB pickled and 1.1 KB
+    compressed for 11 features, and publishing holds every shard's at once (20,000 shards:
+    several copies of 200 MB, uncompressed).
     """
 
     def __init__(self, stats: Mapping[str, FeatureStats] | None = None) -> None:
@@ -582,7 +585,8 @@ class PackedStats(Mapping[str, FeatureStats]):
     def __reduce__(self) -> tuple:
         if self._blob is None:
             pickled = pickle.dumps(dict(self._unpacked()), pickle.HIGHEST_PROTOCOL)
-            self._blob = zlib.compress(pickled, 1)
+            size = struct.pack("<Q", len(pickled))  # zstd's decompression asks for it
+            self._blob = size + _ZSTD.compress(pickled, asbytes=True)
             # Packed, the live accumulators are let go (the blob unpacks them again when read).
             self._stats = None
         return PackedStats._from_blob, (self._blob,)
@@ -591,7 +595,8 @@ class PackedStats(Mapping[str, FeatureStats]):
         """New accumulators of the same statistics, for a caller to change (merge)."""
         if self._blob is None:
             return {name: copy.deepcopy(s) for name, s in self._unpacked().items()}
-        return pickle.loads(zlib.decompress(self._blob))
+        (size,) = struct.unpack_from("<Q", self._blob)
+        return pickle.loads(_ZSTD.decompress(self._blob[8:], size, asbytes=True))
 
     def _unpacked(self) -> Mapping[str, FeatureStats]:
         if self._stats is None:
