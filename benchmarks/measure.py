@@ -1,13 +1,16 @@
 """Runs a command and measures its wall time and the peak RSS of its largest process.
 
 Peak RSS comes from the kernel's high-water mark (`VmHWM` in /proc/PID/status) of the command and
-every descendant (Beam's worker processes included), sampled every 50 ms; Linux only.
+every descendant (Beam's worker processes included), sampled every 50 ms; Linux only. Given a
+folder, the peak of the disk space its file system used above what it used at the start is
+sampled too (other writers on that file system count as well).
 """
 
 from __future__ import annotations
 
 import dataclasses
 import os
+import shutil
 import subprocess
 import threading
 import time
@@ -21,6 +24,7 @@ class Measured:
     peak_rss_bytes: int  # of the largest single process
     stdout: str
     stderr: str = ""
+    peak_disk_bytes: int = 0  # above the start, on the file system of run_measured's disk_of
 
 
 def _children_map() -> dict[int, list[int]]:
@@ -57,8 +61,12 @@ def _hwm_bytes(pid: int) -> int:
     return 0
 
 
-def run_measured(cmd: list[str], env: dict[str, str] | None = None) -> Measured:
+def run_measured(
+    cmd: list[str], env: dict[str, str] | None = None, disk_of: str | None = None
+) -> Measured:
     """Runs `cmd`; raises CalledProcessError (with its stderr) when it fails."""
+    used_before = shutil.disk_usage(disk_of).used if disk_of else 0
+    disk = [0]
     start = time.perf_counter()
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
     peaks: dict[int, int] = {}
@@ -68,6 +76,8 @@ def run_measured(cmd: list[str], env: dict[str, str] | None = None) -> Measured:
         while not done.is_set():
             for pid in _descendants(proc.pid):
                 peaks[pid] = max(peaks.get(pid, 0), _hwm_bytes(pid))
+            if disk_of:
+                disk[0] = max(disk[0], shutil.disk_usage(disk_of).used - used_before)
             done.wait(0.05)
 
     sampler = threading.Thread(target=sample, daemon=True)
@@ -78,4 +88,4 @@ def run_measured(cmd: list[str], env: dict[str, str] | None = None) -> Measured:
     sampler.join()
     if proc.returncode:
         raise subprocess.CalledProcessError(proc.returncode, cmd, out, err)
-    return Measured(seconds, max(peaks.values(), default=0), out, err)
+    return Measured(seconds, max(peaks.values(), default=0), out, err, disk[0])

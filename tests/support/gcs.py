@@ -45,18 +45,21 @@ def _wait_for_port(port: int, process: subprocess.Popen, timeout: float = 30.0) 
 
 
 @contextlib.contextmanager
-def storage_emulator() -> Iterator[str]:
-    """Runs gcp-storage-emulator (in memory, bucket BUCKET); yields its http://127.0.0.1:P."""
+def storage_emulator(data_dir: pathlib.Path | None = None) -> Iterator[str]:
+    """Runs gcp-storage-emulator (in memory, or on disk in `data_dir`; bucket BUCKET); yields
+    its http://127.0.0.1:P."""
     port = free_port()
+    where = ["--data-dir", str(data_dir)] if data_dir else []
     process = subprocess.Popen(
         [
             sys.executable,
             "-m",
             "gcp_storage_emulator",
+            *where,
             "start",
             "--host=127.0.0.1",
             f"--port={port}",
-            "--in-memory",
+            *([] if data_dir else ["--in-memory"]),
             f"--default-bucket={BUCKET}",
             "-q",
         ],
