@@ -276,3 +276,31 @@ def test_rows_and_bad_lines_keep_the_input_order_whatever_the_layouts(seed):
 
 def json_id(raw: str) -> int:
     return int(raw.split(",", 1)[0].removeprefix('{"id": '))
+
+
+@pytest.mark.parametrize("bad_at", [0, 1, 3])
+def test_a_mistyped_first_line_leaves_the_rest_in_order(bad_at):
+    # pyarrow rejects the line after a mistyped one too; that line was parsed after the rest,
+    # and with the bad line's part empty, the one part left was returned unsorted ([2, 3, 1]).
+    lines = [json.dumps({"id": i, "x": i + 0.5}) for i in range(5)]
+    lines[bad_at] = json.dumps({"id": bad_at, "x": "oops"})
+    chunk = ("\n".join(lines) + "\n").encode()
+    features = [FeatureSpec("id", "int64", [], False), FeatureSpec("x", "float32", [], False)]
+    bad: list = []
+    batches = chunks.read_chunk(chunk, 0, "f.jsonl", features, bad.append)
+    assert [i for b in batches for i in b.column("id").to_pylist()] == [
+        i for i in range(5) if i != bad_at
+    ]
+    assert [row.offset for row in bad] == [sum(len(line) + 1 for line in lines[:bad_at])]
+
+
+def test_a_file_whose_first_line_is_mistyped_converts_in_order(tmp_path):
+    path = tmp_path / "first_bad.jsonl"
+    rows = [{"id": 0, "x": "oops"}, *({"id": i, "x": i + 0.5} for i in range(1, 4))]
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    schema = tmp_path / "schema.json"  # x is a number whatever the sample says
+    schema.write_text(json.dumps({"features": [{"name": "x", "dtype": "float32"}]}))
+    out = tmp_path / "out"
+    manifest = convert([str(path)], out, "--max_bad_fraction=0.5", f"--schema={schema}")
+    assert [r["id"] for r in read_all(out)] == [1, 2, 3]
+    assert [d["line"] for d in _dead(out, manifest)] == [1]

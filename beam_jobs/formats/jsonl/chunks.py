@@ -531,9 +531,13 @@ def _read_chunk(
         if part.table.num_rows
     ]
     converted = [(batch, rows) for batch, rows in converted if batch.num_rows]
-    if len(converted) < 2:
-        return [batch for batch, _ in converted]
-    # Parts came out by layout and in the order they parsed: the lines' order, restored.
-    order = np.argsort(np.concatenate([rows for _, rows in converted]), kind="stable")
+    if not converted:
+        return []
+    # Parts came out by layout and in the order they parsed (a line pyarrow rejected after a
+    # bad one is parsed after the rest, even in a single part): the lines' order, restored.
+    lines_of = np.concatenate([rows for _, rows in converted])
+    if len(converted) == 1 and bool((np.diff(lines_of) > 0).all()):
+        return [converted[0][0]]
+    order = np.argsort(lines_of, kind="stable")
     table = pa.Table.from_batches([batch for batch, _ in converted])
     return table.take(pa.array(order)).combine_chunks().to_batches()
