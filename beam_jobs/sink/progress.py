@@ -23,6 +23,8 @@ from typing import Any
 from apache_beam.io.filesystem import CompressionTypes
 from apache_beam.io.filesystems import FileSystems
 
+from beam_jobs.core.paths import is_local
+
 __all__ = [
     "NOTE_SECONDS",
     "ProgressReporter",
@@ -75,8 +77,14 @@ class RunningNote:
     def update(self, records: int, num_bytes: int, input_bytes: int) -> None:
         if time.monotonic() < self._due:
             return
-        write_note(self._temp_dir, self._name, records, num_bytes, input_bytes, done=False)
         self._due = time.monotonic() + self._every
+        notes = FileSystems.join(self._temp_dir, NOTES_DIR)
+        if is_local(notes) and not os.path.isdir(notes):
+            # The launcher makes the folder before the run and removes it when the run is
+            # interrupted: writing a note would make it again, left behind by a worker that
+            # is stopped before its task's last check cleans up.
+            return
+        write_note(self._temp_dir, self._name, records, num_bytes, input_bytes, done=False)
 
 
 def format_duration(seconds: float) -> str:

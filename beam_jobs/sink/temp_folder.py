@@ -13,6 +13,7 @@ from apache_beam.io.filesystem import CompressionTypes
 from apache_beam.io.filesystems import FileSystems
 
 from beam_jobs.core.paths import is_local
+from beam_jobs.sink.progress import NOTES_DIR
 
 __all__ = [
     "RUN_MARKER",
@@ -38,8 +39,8 @@ def is_temp_folder_name(name: str) -> bool:
 def start_temp_folder(output: str, run_id: str) -> str:
     """Creates this run's temporary folder with its marker; returns the folder's path."""
     folder = FileSystems.join(output, TEMP_DIR_PREFIX + run_id)
-    if is_local(folder):
-        os.makedirs(folder, exist_ok=True)
+    if is_local(folder):  # with the writers' notes folder, which they never make themselves
+        os.makedirs(FileSystems.join(folder, NOTES_DIR), exist_ok=True)
     marker = {"run_id": run_id, "tool": "tfrecord-etl"}
     path = FileSystems.join(folder, RUN_MARKER)
     with FileSystems.create(path, compression_type=CompressionTypes.UNCOMPRESSED) as f:

@@ -1,4 +1,5 @@
 import json
+import pathlib
 import re
 
 from beam_jobs.sink import progress
@@ -41,6 +42,7 @@ def test_progress_counts_the_worker_processes_that_wrote(tmp_path):
 
 def test_running_notes_give_the_share_of_the_input_and_an_eta(tmp_path, monkeypatch):
     temp = str(tmp_path / "tmp-run")
+    (tmp_path / "tmp-run" / progress.NOTES_DIR).mkdir(parents=True)  # as the launcher makes it
     clock = [1000.0]
     monkeypatch.setattr(progress.time, "monotonic", lambda: clock[0])
     reporter = ProgressReporter(temp, num_shards=4, input_bytes=8_000_000)
@@ -98,3 +100,25 @@ def test_a_writer_notes_its_share_of_the_input_while_it_runs(tmp_path, monkeypat
     shares = [n[3] for n in running]  # input bytes, estimated from the rows read
     assert shares == sorted(shares) and 0 < shares[0] < shares[-1] <= size
     assert notes[-1][3] == size and notes[-1][-1] == {}  # the last: done, exact
+
+
+def test_a_running_note_does_not_make_again_the_folder_an_interrupted_run_removed(tmp_path):
+    # A worker still running after the launcher removed the run's folder wrote its note into
+    # a folder made again, left behind once the worker was stopped.
+    temp = tmp_path / "tmp-run"
+    running = RunningNote(str(temp), "data-00000-of-00001.tfrecord", every=0.0)
+    running.update(10, 100, 1_000)
+    assert not temp.exists()
+    (temp / progress.NOTES_DIR).mkdir(parents=True)
+    running.update(20, 200, 2_000)
+    assert [p.name for p in (temp / progress.NOTES_DIR).iterdir()] == [
+        "data-00000-of-00001.tfrecord.json"
+    ]
+
+
+def test_the_launchers_temporary_folder_holds_the_notes_folder(tmp_path):
+    from beam_jobs.sink.temp_folder import start_temp_folder
+
+    folder = start_temp_folder(str(tmp_path), "abc123")
+    made = sorted(p.name for p in pathlib.Path(folder).iterdir())
+    assert made == [progress.NOTES_DIR, "run.json"]
