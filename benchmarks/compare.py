@@ -117,7 +117,10 @@ THROUGHPUT = [("1,000 columns", "columns1000"), ("5,000 columns", "columns5000")
 
 
 def _checkout(base: str, work: pathlib.Path) -> pathlib.Path:
-    tree = work / f"tree-{base}"
+    # Named by the commit, not by what was typed: HEAD~1 names another commit tomorrow.
+    commit = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "--short", base],
+                            check=True, capture_output=True, text=True).stdout.strip()  # fmt: skip
+    tree = work / f"tree-{commit}"
     if not tree.exists():
         subprocess.run(["git", "-C", str(ROOT), "worktree", "add", "--detach", str(tree), base],
                        check=True, capture_output=True)  # fmt: skip
