@@ -97,11 +97,7 @@ def plan_shards(
       `PlannedShard`s in index order. An empty file is a piece (0, 0) of the shard at its
       offset.
     """
-    bounds = _bounds(files, num_shards)
-    return [
-        PlannedShard(index, len(bounds) - 1, pieces, split)
-        for index, pieces in enumerate(_pieces(files, bounds))
-    ]
+    return _shards(files, _bounds(files, num_shards), split)
 
 
 def plan_tasks(
@@ -117,28 +113,16 @@ def plan_tasks(
     where its files may be cut; a shard of more is written in parts by consecutive tasks,
     joined in order (without GZIP, the same bytes).
     """
-    shards = plan_shards(files, num_shards)
+    bounds = _bounds(files, num_shards)
+    shards = _shards(files, bounds)
     if not sum(f.size for f in files):
         return shards, shard_tasks(shards, files_per_task)
-    bounds = _bounds(files, num_shards)
     cuts = _task_bounds(files, bounds, task_bytes or TASK_BYTES)
-    per_file = files_per_task or FILES_PER_TASK
-    groups = [
-        (bisect.bisect_right(bounds, lo) - 1, pieces[i : i + per_file])
+    ranges = [
+        (bisect.bisect_right(bounds, lo) - 1, pieces)
         for lo, pieces in zip(cuts[:-1], _pieces(files, cuts), strict=True)
-        for i in range(0, max(1, len(pieces)), per_file)
     ]
-    tasks_of = collections.Counter(shard for shard, _ in groups)
-    return shards, [
-        WriteTask(
-            index,
-            len(groups),
-            pieces,
-            (ShardPart(None, shard, len(shards)),),
-            tasks_of[shard] > 1,
-        )
-        for index, (shard, pieces) in enumerate(groups)
-    ]
+    return shards, _write_tasks(ranges, len(shards), files_per_task)
 
 
 def shard_tasks(
@@ -148,15 +132,26 @@ def shard_tasks(
     `files_per_task` pieces is one task writing it whole; a larger one is written in parts by
     tasks of `files_per_task` (default `FILES_PER_TASK`) consecutive pieces each (the last
     may have fewer)."""
-    files_per_task = files_per_task or FILES_PER_TASK
+    return _write_tasks([(s.index, s.pieces) for s in shards], len(shards), files_per_task)
+
+
+def _write_tasks(
+    ranges: Sequence[tuple[int, tuple[Piece, ...]]], num_shards: int, files_per_task: int | None
+) -> list[WriteTask]:
+    """Without splits: a task per `files_per_task` pieces of each (shard index, pieces) range,
+    in order; a shard of several tasks is written in parts."""
+    per_task = files_per_task or FILES_PER_TASK
     groups = [
-        (s, s.pieces[i : i + files_per_task], len(s.pieces) > files_per_task)
-        for s in shards
-        for i in range(0, max(1, len(s.pieces)), files_per_task)
+        (shard, pieces[i : i + per_task])
+        for shard, pieces in ranges
+        for i in range(0, max(1, len(pieces)), per_task)
     ]
+    tasks_of = collections.Counter(shard for shard, _ in groups)
     return [
-        WriteTask(index, len(groups), pieces, (ShardPart(None, s.index, s.num_shards),), in_parts)
-        for index, (s, pieces, in_parts) in enumerate(groups)
+        WriteTask(
+            index, len(groups), pieces, (ShardPart(None, shard, num_shards),), tasks_of[shard] > 1
+        )
+        for index, (shard, pieces) in enumerate(groups)
     ]
 
 
@@ -178,11 +173,7 @@ def plan_split_tasks(
       (every split's shards, in split order; the tasks, in input order).
     """
     bounds = {split: _bounds(files, count) for split, count in shards_per_split}
-    shards = [
-        PlannedShard(index, len(b) - 1, pieces, split)
-        for split, b in bounds.items()
-        for index, pieces in enumerate(_pieces(files, b))
-    ]
+    shards = [shard for split, b in bounds.items() for shard in _shards(files, b, split)]
     if not sum(f.size for f in files):
         # No input bytes: ranges cannot tell shards apart. A task per shard of the split with
         # the most, each of the others' shards made by the next task (their last by the rest).
@@ -214,7 +205,7 @@ def _bounds(files: Sequence[InputFile], num_shards: int) -> list[int]:
     if num_shards < 1:
         raise ValueError(f"num_shards must be at least 1, got {num_shards}")
     total = sum(f.size for f in files)
-    starts = list(itertools.accumulate((f.size for f in files), initial=0))[:-1]
+    starts = _starts(files)
     bounds = [total * i // num_shards for i in range(num_shards + 1)]
     if files:
         bounds = [bounds[0], *(_snap(b, files, starts) for b in bounds[1:-1]), bounds[-1]]
@@ -222,12 +213,25 @@ def _bounds(files: Sequence[InputFile], num_shards: int) -> list[int]:
     return bounds
 
 
+def _starts(files: Sequence[InputFile]) -> list[int]:
+    """Each file's offset in the input stream."""
+    return list(itertools.accumulate((f.size for f in files), initial=0))[:-1]
+
+
+def _shards(
+    files: Sequence[InputFile], bounds: Sequence[int], split: str | None = None
+) -> list[PlannedShard]:
+    """The shards of the ranges between consecutive `bounds`."""
+    ranges = _pieces(files, bounds)
+    return [PlannedShard(i, len(ranges), pieces, split) for i, pieces in enumerate(ranges)]
+
+
 def _task_bounds(files: Sequence[InputFile], bounds: Sequence[int], task_bytes: int) -> list[int]:
     """`bounds` with each range longer than `task_bytes` cut into equal ones where its files
     may be cut (a cut moved to a range's end is dropped), if they are fewer than MIN_TASKS."""
     if len(bounds) - 1 >= MIN_TASKS:
         return list(bounds)
-    starts = list(itertools.accumulate((f.size for f in files), initial=0))[:-1]
+    starts = _starts(files)
     cuts = set(bounds)
     for lo, hi in itertools.pairwise(bounds):
         count = math.ceil((hi - lo) / task_bytes)
