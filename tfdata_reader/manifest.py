@@ -174,10 +174,18 @@ class FeatureSpec:
         return self.shape is not None and not self.nullable
 
     def to_json(self) -> dict[str, Any]:
-        obj = dataclasses.asdict(self)
-        for key in ("logical_type", "null_values"):
-            if obj[key] is None:
-                del obj[key]
+        # Field by field, not dataclasses.asdict: a manifest of 5,000 features made its JSON
+        # and fingerprint (each of them several times a run) in seconds through asdict.
+        obj: dict[str, Any] = {
+            "name": self.name,
+            "dtype": self.dtype,
+            "shape": None if self.shape is None else list(self.shape),
+            "nullable": self.nullable,
+        }
+        if self.logical_type is not None:
+            obj["logical_type"] = self.logical_type
+        if self.null_values is not None:
+            obj["null_values"] = list(self.null_values)
         return obj
 
     @classmethod

@@ -8,12 +8,14 @@ import json
 import logging
 
 import pyarrow as pa
+import pyarrow.compute as pc
 import pytest
 from support.datasets import convert, expected_rows, read_all
 
 from beam_jobs.cli import main
-from beam_jobs.formats.csv.inference import infer_column
-from beam_jobs.formats.csv.markers import column_markers
+from beam_jobs.formats.csv.inference import infer_column, plain_number_columns
+from beam_jobs.formats.csv.markers import DEFAULT_MARKERS, column_markers
+from beam_jobs.formats.csv.numbers import BOOLEAN
 
 
 @pytest.mark.parametrize(
@@ -260,3 +262,52 @@ def test_bytes_that_are_not_utf8_in_a_number_column_are_a_dead_letter_naming_enc
         "column 'n' (int64): Failed to parse string: '7\ufffd' as a scalar of type int64: "
         "not UTF-8 text; pass --encoding with the file's encoding"
     )
+
+
+_KINDS = [
+    ["1", "-2", "+3", " 4 "],
+    ["1.5", "-2.25", "1e3", "inf", " .5"],
+    ["TRUE", "false"],
+    ["02134", "10001"],
+    ["12345678901234567890", "1"],
+    ["9223372036854775807", "-9223372036854775808"],
+    ["1", "oops"],
+    ["1", "NA"],
+    ["1.5", "NaN"],
+    ["1.5", "nan"],
+    ["x", "NA"],
+    ["1.5", "3.14159265358"],
+    ["100000000", "0.001"],
+    ["1", "2.5"],
+    ["-999", "1"],
+    ["", ""],
+    ["0x1F", "1"],
+    ["1", "2"],
+    ["0.25", "0.5"],
+]
+
+
+@pytest.mark.parametrize("given", [None, (), ("-999",), ("NA", "oops")])
+def test_columns_typed_at_once_are_typed_as_one_by_one(given):
+    # Every column (two samples of it, nulls for empty cells) in every combination of kinds.
+    columns = []
+    for i, first in enumerate(_KINDS):
+        for second in (_KINDS[(i * 7) % len(_KINDS)], _KINDS[i], ["3", None]):
+            columns.append(
+                [pa.array([v or None for v in first], pa.string()),
+                 pa.array([v or None for v in second], pa.string())]
+            )  # fmt: skip
+    found = plain_number_columns(columns, given)
+    for position, column in enumerate(columns):
+        texts = pa.concat_arrays(column).drop_null()
+        expected = infer_column("c", texts, given)
+        plain = not expected.notes and expected.markers_seen == 0 and expected.dtype != "bytes"
+        plain = plain and not any(v in DEFAULT_MARKERS + (given or ()) for v in texts.to_pylist())
+        plain = plain and not pc.all(pc.match_substring_regex(texts, BOOLEAN)).as_py()
+        # Integers of 19 characters may be beyond int64: those columns are typed one by one.
+        plain = plain and not (expected.dtype == "int64" and max(map(len, texts.to_pylist())) > 18)
+        if position in found:
+            assert found[position] == expected, column
+        else:
+            assert not plain, column  # a plain column of numbers is typed at once
+    assert len(found) >= 10, found

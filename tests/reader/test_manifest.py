@@ -1,3 +1,4 @@
+import dataclasses
 import json
 import re
 import subprocess
@@ -179,3 +180,26 @@ def test_an_edited_manifest_no_longer_matches_its_fingerprint():
         Manifest.from_json(json.dumps(obj))
     del obj["fingerprint"]  # manifests written before fingerprints still read
     assert Manifest.from_json(json.dumps(obj)).shards[0].crc32c == "deadbeef"
+
+
+@pytest.mark.parametrize(
+    "feature",
+    [
+        FeatureSpec("a", "int64"),
+        FeatureSpec("b", "float32", [3], nullable=True),
+        FeatureSpec("c", "bytes", None, null_values=["NA", ""]),
+        FeatureSpec("d", "int64", [], logical_type="date32[day]", null_values=[]),
+    ],
+)
+def test_a_feature_s_json_holds_every_field_that_is_set(feature):
+    # Written field by field: a field added to FeatureSpec must be added there too.
+    expected = {
+        k: v
+        for k, v in dataclasses.asdict(feature).items()
+        if v is not None or k not in ("logical_type", "null_values")
+    }
+    obj = feature.to_json()
+    assert obj == expected and list(obj) == list(expected)
+    assert FeatureSpec.from_json(obj) == feature
+    if feature.shape is not None:
+        assert obj["shape"] is not feature.shape  # a copy: editing the JSON leaves the spec

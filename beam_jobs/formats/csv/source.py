@@ -21,7 +21,7 @@ import pyarrow.csv as pcsv
 from beam_jobs.core.errors import DataError
 from beam_jobs.formats.csv import unraisable
 from beam_jobs.formats.csv.dialect import Dialect, looks_like_data, skip_lines
-from beam_jobs.formats.csv.inference import infer_column
+from beam_jobs.formats.csv.inference import infer_column, plain_number_columns
 from beam_jobs.formats.csv.markers import column_markers
 from beam_jobs.formats.csv.record_starts import record_starts
 from beam_jobs.formats.lines.pieces import refuse_wide_text
@@ -342,15 +342,19 @@ def infer_features(
     features: list[FeatureSpec] = []
     notes: list[TypeNote] = []
     given = samples[0].dialect.null_values
-    for name in names:
+    by_position = [[s.texts.column(i) for s in samples] for i in range(len(names))]
+    plain = plain_number_columns(by_position, given)
+    for position, name in enumerate(names):
         if name in by_name:
             features.append(_overridden(by_name[name], given))
             continue
-        columns = [s.texts.column(name) for s in samples]
+        columns = by_position[position]
         nullable = any(c.null_count for c in columns)
-        chunks = [chunk for column in columns for chunk in column.chunks]
-        texts = pa.chunked_array(chunks, type=pa.string()).combine_chunks().drop_null()
-        guess = infer_column(name, texts, given)
+        guess = plain.get(position)
+        if guess is None:
+            chunks = [chunk for column in columns for chunk in column.chunks]
+            texts = pa.chunked_array(chunks, type=pa.string()).combine_chunks().drop_null()
+            guess = infer_column(name, texts, given)
         notes.extend(guess.notes)
         markers = None if guess.null_values is None else list(guess.null_values)
         nullable = nullable or guess.markers_seen > 0
