@@ -92,7 +92,7 @@ def run_config(
     until it ends (`wait=False`: until the submitted job publishes).
     """
     plan = make_plan(config)
-    choose_runner(options, given, plan.input_bytes)
+    choose_runner(options, given, plan.input_bytes, plan.per_column_bound)
     dask = on_dask.is_dask(options)
     if dask:
         on_dask.prepare(options, len(plan.tasks), config.wait)

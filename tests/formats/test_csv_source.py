@@ -168,3 +168,47 @@ def test_rows_of_many_columns_are_parsed_in_larger_blocks():
     from beam_jobs.formats.csv.ranges import block_bytes
 
     assert [block_bytes(n) >> 20 for n in (1, 11, 26, 100, 128, 5000)] == [1, 1, 3, 12, 16, 16]
+
+
+def _read_features(data: bytes, features: list[FeatureSpec]):
+    bad: list[BadRow] = []
+    source = CsvSource("in/n.csv", tuple(features))
+    batches = list(read_range(io.BytesIO(data), source, 0, len(data), bad.append, header=True))
+    merged = {f.name: [v for b in batches for v in b.column(f.name).to_pylist()] for f in features}
+    return merged, [(b.row, b.reason) for b in bad]
+
+
+_NUMBERS = [
+    FeatureSpec("a", "int64", null_values=list(column_markers("int64", None))),
+    FeatureSpec("b", "int64", null_values=list(column_markers("int64", None))),
+    FeatureSpec("x", "float32", null_values=list(column_markers("float32", None))),
+    FeatureSpec("y", "float32", null_values=list(column_markers("float32", None))),
+]
+
+
+@pytest.mark.parametrize(
+    "rows, expected, bad",
+    [
+        # Clean: every number column converted with the others of its dtype.
+        (["1,2,0.5,-1e3", "3,,2.25,7"], {"a": [1, 3], "b": [2, None], "x": [0.5, 2.25],
+                                         "y": [-1000.0, 7.0]}, []),
+        # A bad value, a marker and a float32 overflow each in one column: the others still
+        # convert, and each bad row is named by its own column.
+        (["1,2,0.5,1", "2,zz,NA,2", "3,4,1e40,3", "4,05,1.5,4"],
+         {"a": [1], "b": [2], "x": [0.5], "y": [1.0]},
+         [(1, "column 'b' (int64): Failed to parse string: 'zz' as a scalar of type int64"),
+          (2, "column 'x' (float32): 1e+40 is out of the float32 range (at most 3.4e38)"),
+          (3, "column 'b' (int64): '05' has a leading zero or is hexadecimal, which int64 would "
+              'alter; to keep such codes as written, add {"name": "b", "dtype": "bytes"} to the '
+              '"features" of a --schema file')]),
+        (["1,2,NA,1", "2,3,4.5,NaN"], {"a": [1, 2], "b": [2, 3], "x": [None, 4.5],
+                                       "y": [1.0, float("nan")]}, []),
+    ],
+)  # fmt: skip
+def test_number_columns_converted_together_match_one_by_one(rows, expected, bad):
+    data = ("a,b,x,y\n" + "\n".join(rows) + "\n").encode()
+    got, got_bad = _read_features(data, _NUMBERS)
+    got["y"] = ["nan" if v != v else v for v in got["y"]]  # NaN != NaN
+    expected = dict(expected, y=["nan" if v != v else v for v in expected["y"]])
+    assert got == expected
+    assert got_bad == bad

@@ -15,6 +15,10 @@ from beam_jobs.job.runner import choose_runner
         ([], "FnApiRunner", "multi_processing", os.cpu_count(), False),
         (["small"], "FnApiRunner", "multi_threading", os.cpu_count(), False),
         (["large"], "FnApiRunner", "multi_processing", os.cpu_count(), False),
+        # Per-column work holds the interpreter lock: threads would wait for each other,
+        # unless the input is too small to pay for starting processes.
+        (["many columns"], "FnApiRunner", "multi_processing", os.cpu_count(), False),
+        (["tiny, many columns"], "FnApiRunner", "multi_threading", os.cpu_count(), False),
         (["--runner", "DirectRunner"], "FnApiRunner", "multi_processing", os.cpu_count(), True),
         (["--direct_num_workers=1"], "FnApiRunner", "multi_processing", 1, False),
         (["--runner=DataflowRunner"], "DataflowRunner", "in_memory", 1, False),
@@ -28,11 +32,13 @@ def test_runner_defaults(argv, runner, mode, workers, noted):
         StandardOptions,
     )
 
-    sizes = {"small": 1 << 30, "large": (1 << 30) + 1}
+    sizes = {"small": 1 << 30, "large": (1 << 30) + 1, "many columns": 1 << 30,
+             "tiny, many columns": 128 << 20}  # fmt: skip
     input_bytes = sizes.get(argv[0]) if argv else None
+    bound = bool(argv) and "many columns" in argv[0]
     argv = [a for a in argv if a not in sizes]
     options = PipelineOptions(argv)
-    note = choose_runner(options, argv, input_bytes)
+    note = choose_runner(options, argv, input_bytes, per_column_bound=bound)
     assert options.view_as(StandardOptions).runner == runner
     assert options.view_as(DirectOptions).direct_running_mode == mode
     assert options.view_as(DirectOptions).direct_num_workers == workers

@@ -225,3 +225,25 @@ def test_split_tasks_read_at_most_task_bytes():
         [("train", 0), ("eval", 0)]
     ] * 4
     assert shards == [*plan_shards(files, 1, "train"), *plan_shards(files, 1, "eval")]
+
+
+@pytest.mark.parametrize(
+    "columns, rows, bound",
+    [(12, 3_000, False), (400, 600, False), (400, 100, True), (3_000, 200, True)],
+)
+def test_a_plan_is_per_column_bound_with_more_columns_than_rows_a_task(
+    tmp_path, columns, rows, bound
+):
+    from beam_jobs.config.convert import ConvertConfig
+    from beam_jobs.plan.conversion import make_plan
+
+    header = ",".join(f"c{i}" for i in range(columns))
+    body = "".join(
+        ",".join(str(r * columns + i) for i in range(columns)) + "\n" for r in range(rows)
+    )
+    (tmp_path / "in.csv").write_text(header + "\n" + body)
+    config = ConvertConfig.from_flags({"input": [str(tmp_path / "in.csv")], "output": "o",
+                                       "num_shards": 1})  # fmt: skip
+    plan = make_plan(config)
+    assert len(plan.tasks) == 1 and len(plan.features) == columns
+    assert plan.per_column_bound is bound
