@@ -184,27 +184,3 @@ def test_finding_the_next_record_reads_about_a_record_not_a_block():
     long = b"x" * 100_000 + b"\n"
     g = _CountingFile(long + row)
     assert rs.record_start_at_or_after(g, 5, False, len(long + row)) == len(long)
-
-
-@pytest.mark.parametrize("seed", range(6))
-def test_following_the_state_alone_ends_in_the_state_a_full_scan_ends_in(seed):
-    # Blocks of every size, many without a quote (skipped unscanned), some ending in quotes.
-    rng = random.Random(seed)
-    data, _ = _csv_file(rng, 150)
-    plain = b"".join(b"%d,plain,%d\n" % (i, i * 7) for i in range(150))
-    data += plain + _csv_file(rng, 150)[0] + rng.choice([b"", b'"open\nfield', b'x,""', b'"'])
-    # Cuts right before quotes that open a field too: the next block's quote run is read by
-    # the byte before it, which an unscanned block must still leave behind.
-    opening = {i for i in range(1, len(data)) if data[i] == ord('"') and data[i - 1] in b",\n"}
-    cuts = sorted(set(rng.sample(range(1, len(data)), 120)) | opening)
-    blocks = [data[a:b] for a, b in itertools.pairwise([0, *cuts, len(data)])]
-    full, alone = rs.QuoteScanner(), rs.QuoteScanner()
-    offset = 0
-    for block in blocks:
-        full.feed(block, offset)
-        assert alone.feed(block, offset, starts=False).size == 0
-        assert (alone.in_quotes, alone.effect) == (full.in_quotes, full.effect)
-        offset += len(block)
-    full.finish(), alone.finish()
-    assert (alone.in_quotes, alone.effect) == (full.in_quotes, full.effect)
-    assert sum(b'"' not in b for b in blocks) > 5

@@ -137,7 +137,7 @@ class _Window(io.RawIOBase):
         data = self._f.read(len(view))
         view[: len(data)] = data
         self._left -= len(data)
-        self.scanner.feed(data, self._position, starts=False)
+        self.scanner.feed(data, self._position)
         self._position += len(data)
         return len(data)
 
@@ -482,22 +482,13 @@ def read_range(
     """
     path, max_record_bytes = source.path, source.max_record_bytes
     yielded = 0
-    block_size = block_bytes(len(source.features))
-    # A range of one block is read first without a handler of malformed rows: pyarrow sets
-    # one up at a cost of 0.1 ms a range (thousands of small files pay it thousands of
-    # times), and a clean range needs none; a range with such a row is read again with it
-    # (the rows yielded are skipped). A larger range pays little for it, and would pay a
-    # second pass.
-    handler = end - start > block_size
-    while True:
-        reader = _RangeReader(f, source, start, end, block_size, first_line, header, handler)
+    base = block_bytes(len(source.features))
+    for block_size in (base, max(base, 2 * max_record_bytes)):
+        reader = _RangeReader(f, source, start, end, block_size, first_line, header)
         try:
             for batch in reader.batches(skip=yielded):
                 yielded += batch.num_rows
                 yield batch
-        except _NeedsHandler:
-            handler = True
-            continue
         except _UndecodableRow as e:
             # Set it aside and read the records before and after it on their own (the rows
             # already yielded are skipped; bad rows found so far are found again).
@@ -532,7 +523,6 @@ def read_range(
                     f"{block_size:,} bytes (twice --max_record_bytes); raise --max_record_bytes "
                     f"to read it: {e}"
                 ) from e
-            block_size = 2 * max_record_bytes
             continue
         for bad in reader.bad_rows():
             on_bad_row(bad)
@@ -554,11 +544,6 @@ def _record_bounds(
 def _span(start: int, end: int) -> str:
     # A compressed file is read whole, to an end not known in advance (sys.maxsize).
     return f"bytes {start:,} to the end" if end == sys.maxsize else f"bytes {start:,}-{end:,}"
-
-
-class _NeedsHandler(Exception):
-    """pyarrow stopped at a row it would hand to a handler of malformed rows: read again
-    with one."""
 
 
 class _RowTooLong(Exception):
@@ -585,12 +570,8 @@ class _RangeReader:
         block_size: int,
         first_line: int | None,
         header: bool,
-        handler: bool = True,
     ) -> None:
-        """`handler`: malformed rows go to the dead letter; without, the first stops the pass
-        (`_NeedsHandler`)."""
         self._f, self._source, self._start, self._end = f, source, start, end
-        self._handler = handler
         self._path, self._header = source.path, header
         kept = source.kept
         self._converted_features = [f for f in source.features if kept is None or f.name in kept]
@@ -643,7 +624,7 @@ class _RangeReader:
             delimiter=source.delimiter,
             newlines_in_values=True,
             ignore_empty_lines=not source.blank_lines,
-            invalid_row_handler=self._on_malformed if self._handler else None,
+            invalid_row_handler=self._on_malformed,
         )
 
         def open_reader(types: Iterable[str]) -> tuple[_Window, pcsv.CSVStreamingReader]:
@@ -686,8 +667,6 @@ class _RangeReader:
         except pa.ArrowInvalid as e:
             if "straddl" in str(e):
                 raise _RowTooLong(str(e)) from e
-            if not self._handler:  # a malformed row, or another error said in the next pass
-                raise _NeedsHandler() from e
             if found := UNHANDLED_ROW.search(str(e)):
                 # pyarrow could not hand this row to `_on_malformed`: it decodes a row's text
                 # as UTF-8 first, and this one is not (the handler's exception is ignored).

@@ -118,10 +118,9 @@ class QuoteScanner:
         self._skip_leading_quotes = previous == QUOTE
         self._carry = b""
 
-    def feed(self, block: bytes, offset: int, starts: bool = True) -> np.ndarray:
+    def feed(self, block: bytes, offset: int) -> np.ndarray:
         """File offsets of the records that start right after a newline in this block
-        (`offset` is where `block` begins in the file); with `starts` False, none: the state
-        alone is followed (a block without quotes then costs no scan)."""
+        (`offset` is where `block` begins in the file)."""
         if self._skip_leading_quotes:
             stripped = block.lstrip(b'"')
             offset += len(block) - len(stripped)
@@ -140,11 +139,7 @@ class QuoteScanner:
         elif held:  # only quotes: wait for the byte after them
             self._carry = block
             return np.zeros(0, np.int64)
-        if not starts and b'"' not in block:  # no quote run: the state stays as it is
-            self._previous = block[-1] if block else self._previous
-            return np.zeros(0, np.int64)
-        found = self._scan(block, offset)
-        return found if starts else found[:0]
+        return self._scan(block, offset)
 
     def finish(self) -> None:
         """Ends the stream (at the file's end, or past a cut's run): applies a held-back run."""
