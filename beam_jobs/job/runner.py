@@ -35,9 +35,10 @@ def choose_runner(
     No `--runner`: Beam's FnApiRunner with one worker per core, as threads of this process for
     inputs up to `LOCAL_THREADS_MAX_BYTES` (starting worker processes costs seconds, and the
     hot path is C++ that releases the GIL: 2M rows convert 10-25% faster here), as processes
-    for larger inputs, where they scale past the GIL, and for rows of more columns than a
-    batch holds rows (`per_column_bound`: per-column Python work, where two threads are
-    slower than one; 296 MB of 5,000 columns: 21.0 s in threads, 15.4 s in processes).
+    for larger inputs, where they scale past the GIL. Rows of more columns than a batch
+    holds rows (`per_column_bound`: per-column Python work, where two threads are slower than
+    one) run in one thread up to PROCESSES_PAY_BYTES, in processes above (296 MB of 5,000
+    columns: 21.0 s in two threads, 15.4 s in processes).
     Threads only with `local_runner_fix` applied (Beam 2.77's in-process workers otherwise
     drop data); else processes.
     `--runner DirectRunner`: the same, because Beam 2.77's DirectRunner first tries to download
@@ -62,13 +63,13 @@ def choose_runner(
         standard.runner = LOCAL_RUNNER
         fixed = local_runner_fix.apply()  # threads drop data on Beam 2.77 without it
         local_workers.apply()  # Ctrl-C reaches the launcher only, not each worker process
+        # Per-column work: threads wait for each other's interpreter lock, so one thread, or
+        # worker processes past PROCESSES_PAY_BYTES, below which they cost more to start than
+        # they gain (74 MB of 5,000 columns: one thread 6.2 s, two 6.8 s, processes 6.9 s).
+        one_thread = per_column_bound and (input_bytes or 0) <= PROCESSES_PAY_BYTES
         if "direct_running_mode" not in named:
             small = input_bytes is not None and input_bytes <= LOCAL_THREADS_MAX_BYTES
-            # Below PROCESSES_PAY_BYTES, starting worker processes costs more than threads
-            # lose to each other even on per-column work (74 MB of 5,000 columns: 6.9 s in
-            # processes, 6.8 s in threads).
-            contended = per_column_bound and (input_bytes or 0) > PROCESSES_PAY_BYTES
-            threads = small and fixed and not contended
+            threads = small and fixed and (one_thread or not per_column_bound)
             direct.direct_running_mode = "multi_threading" if threads else "multi_processing"
         elif direct.direct_running_mode == "multi_threading" and not fixed:
             note = (
@@ -77,14 +78,16 @@ def choose_runner(
                 "checked, but multi_processing is safe"
             )
         if "direct_num_workers" not in named:
-            direct.direct_num_workers = os.cpu_count() or 1
+            threads = direct.direct_running_mode == "multi_threading"
+            direct.direct_num_workers = 1 if one_thread and threads else os.cpu_count() or 1
+        workers = direct.direct_num_workers
+        kinds = {"multi_threading": ("thread", "threads"),
+                 "multi_processing": ("process", "processes")}  # fmt: skip
+        other = f"({direct.direct_running_mode})"
+        one, many = kinds.get(direct.direct_running_mode, (other, other))
+        noun = one if workers == 1 else many
         logging.getLogger(__name__).info(
-            "local runner: %s with %d worker %s",
-            LOCAL_RUNNER,
-            direct.direct_num_workers,
-            {"multi_threading": "threads", "multi_processing": "processes"}.get(
-                direct.direct_running_mode, f"({direct.direct_running_mode})"
-            ),
+            "local runner: %s with %d worker %s", LOCAL_RUNNER, workers, noun
         )
     elif not on_dask.is_dask(options):
         _check_runner(runner)

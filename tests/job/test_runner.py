@@ -16,9 +16,9 @@ from beam_jobs.job.runner import choose_runner
         (["small"], "FnApiRunner", "multi_threading", os.cpu_count(), False),
         (["large"], "FnApiRunner", "multi_processing", os.cpu_count(), False),
         # Per-column work holds the interpreter lock: threads would wait for each other,
-        # unless the input is too small to pay for starting processes.
+        # so one thread when the input is too small to pay for starting processes.
         (["many columns"], "FnApiRunner", "multi_processing", os.cpu_count(), False),
-        (["tiny, many columns"], "FnApiRunner", "multi_threading", os.cpu_count(), False),
+        (["tiny, many columns"], "FnApiRunner", "multi_threading", 1, False),
         (["--runner", "DirectRunner"], "FnApiRunner", "multi_processing", os.cpu_count(), True),
         (["--direct_num_workers=1"], "FnApiRunner", "multi_processing", 1, False),
         (["--runner=DataflowRunner"], "DataflowRunner", "in_memory", 1, False),
@@ -71,3 +71,15 @@ def test_a_worker_process_that_never_exits_is_ended_at_the_pipelines_end(monkeyp
     handler = worker_handlers.SubprocessSdkWorkerHandler
     assert handler.stop_worker is local_workers._stop_worker_in_time
     assert subprocess.Popen is not local_workers._NewSessionPopen  # only Beam's view changes
+
+
+def test_the_runner_line_names_its_workers_in_the_right_number(caplog):
+    import logging
+
+    from apache_beam.options.pipeline_options import PipelineOptions
+
+    caplog.set_level(logging.INFO)
+    choose_runner(PipelineOptions([]), [], 1 << 20, per_column_bound=True)
+    choose_runner(PipelineOptions([]), [], 1 << 31)
+    assert "local runner: FnApiRunner with 1 worker thread\n" in caplog.text + "\n"
+    assert f"local runner: FnApiRunner with {os.cpu_count()} worker processes" in caplog.text
