@@ -19,7 +19,7 @@ from typing import Any, ClassVar, TypeVar
 import pyarrow as pa
 
 from beam_jobs.core.bad_rows import BadRow
-from beam_jobs.core.inputs import Covered, InputFile, Piece
+from beam_jobs.core.inputs import Covered, InputFile, Piece, reading_input
 from beam_jobs.formats.compressed import compression_of
 from beam_jobs.formats.csv.dialect import Dialect
 from beam_jobs.formats.lines.cut_counts import Counting
@@ -159,6 +159,29 @@ class InputFormat(abc.ABC):
     ) -> Iterator[pa.RecordBatch]:
         """The sample's records as the writers would produce them (to measure output size);
         formats that can say which rows failed pass them to `on_bad_row`."""
+
+    def read_pieces(
+        self,
+        pieces: Sequence[Piece],
+        features: Sequence[FeatureSpec],
+        on_bad_row: OnBadRow,
+        context: Any,
+        reports: list[PieceReport],
+    ) -> Iterator[tuple[Piece, pa.RecordBatch]]:
+        """`read_piece` of each piece in turn, each batch with its piece, each piece read
+        between checks that its file is still the one listed (`reading_input`); reports go
+        to `reports`. A format may read several pieces at once (CSV: small files)."""
+        for piece in pieces:
+            with reading_input(piece.path, piece.stamp):
+                read = self.read_piece(piece, features, on_bad_row, context)
+                while True:
+                    try:
+                        batch = next(read)
+                    except StopIteration as done:
+                        if done.value is not None:
+                            reports.append(done.value)
+                        break
+                    yield piece, batch
 
     @abc.abstractmethod
     def read_piece(

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import collections
 import dataclasses
+import itertools
 import uuid
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any
@@ -27,11 +28,11 @@ from beam_jobs.codec.examples import ExampleEncoder
 from beam_jobs.codec.shard_file import ShardFileWriter
 from beam_jobs.core.bad_rows import BadRow, as_text
 from beam_jobs.core.errors import DataError, raised_for_launcher
-from beam_jobs.core.inputs import Piece, reading_input
+from beam_jobs.core.inputs import Piece
 from beam_jobs.core.sharding import ShardingOptions
 from beam_jobs.core.splits import Split
 from beam_jobs.core.tasks import ShardPart, WriteTask, WrittenShard, sum_counts
-from beam_jobs.formats.base import InputFormat, OnBadRow, PieceReport
+from beam_jobs.formats.base import InputFormat, PieceReport
 from beam_jobs.formats.lines.line_numbers import with_line_numbers
 from beam_jobs.schema.precision import rounded_integers
 from beam_jobs.schema.projection import Projection
@@ -179,26 +180,29 @@ class WriteShardFn(beam.DoFn):
         reports: list[PieceReport] = []
         coalescer = Coalescer()
         note = progress.RunningNote(spec.temp_dir, self._task_name(task))
-        pieces_read = 0  # input bytes of the pieces read to their end
+        # Input bytes of the pieces before each one (read to their end when it is read).
+        sizes = [p.end - p.start for p in task.pieces]
+        before = dict(zip(task.pieces, _running_sums(sizes), strict=True))
+        current, rows_before = None, 0
+        read_all = spec.input_format.read_pieces(
+            task.pieces, spec.read_features, tally.bad_row, context, reports
+        )
         try:
-            for piece in task.pieces:
-                rows_before = tally.rows_read
-                for read in self._read(piece, tally.bad_row, context, reports):
-                    batch = spec.projection.batch(read)
-                    tally.read += batch.num_rows
-                    if spec.text_label:
-                        labels.update(
-                            pc.unique(batch.column(spec.text_label).drop_null()).to_pylist()
-                        )
-                        _check_label_count(len(labels))
-                    for joined in coalescer.add(batch, piece):
-                        self._write_joined(outputs, joined, tally)
-                    # The piece's share read so far, estimated from its rows (the plan's
-                    # bytes a row): what the launcher's share of the input and ETA add up.
-                    rows = tally.rows_read - rows_before
-                    guess = min(piece.end - piece.start, int(rows * spec.input_bytes_per_row))
-                    note.update(*self._written_so_far(outputs), pieces_read + guess)
-                pieces_read += piece.end - piece.start
+            for piece, read in read_all:
+                if piece is not current:
+                    current, rows_before = piece, tally.rows_read
+                batch = spec.projection.batch(read)
+                tally.read += batch.num_rows
+                if spec.text_label:
+                    labels.update(pc.unique(batch.column(spec.text_label).drop_null()).to_pylist())
+                    _check_label_count(len(labels))
+                for joined in coalescer.add(batch, piece):
+                    self._write_joined(outputs, joined, tally)
+                # The piece's share read so far, estimated from its rows (the plan's bytes a
+                # row): what the launcher's share of the input and ETA add up.
+                rows = tally.rows_read - rows_before
+                guess = min(piece.end - piece.start, int(rows * spec.input_bytes_per_row))
+                note.update(*self._written_so_far(outputs), before[piece] + guess)
             for joined in coalescer.flush():
                 self._write_joined(outputs, joined, tally)
         finally:
@@ -319,17 +323,6 @@ class WriteShardFn(beam.DoFn):
         found = sum_counts([output.rounded, self._renamed(r.rounded_integers for r in reports)])
         return {name: count for name, count in found.items() if count}
 
-    def _read(
-        self, piece: Piece, on_bad_row: OnBadRow, context: Any, reports: list[PieceReport]
-    ) -> Iterator[pa.RecordBatch]:
-        """The piece's batches; an input that vanished since planning is a data error."""
-        with reading_input(piece.path, piece.stamp):
-            report = yield from self._spec.input_format.read_piece(
-                piece, self._spec.read_features, on_bad_row, context
-            )
-            if report is not None:
-                reports.append(report)
-
     def _set_aside_oversized(
         self,
         batch: pa.RecordBatch,
@@ -383,6 +376,11 @@ class _Tally:
                 f"aside; {self.rows_read - accounted:,} rows were lost between reading and "
                 "writing (stage WriteShards); nothing was published"
             )
+
+
+def _running_sums(values: Iterable[int]) -> list[int]:
+    """0, then each value added: the sum of those before each."""
+    return list(itertools.accumulate(values, initial=0))[:-1]
 
 
 def _short(value: Any) -> Any:

@@ -14,7 +14,7 @@ import io
 import sys
 from collections import Counter
 from collections.abc import Generator, Iterator, Sequence
-from typing import BinaryIO
+from typing import Any, BinaryIO
 
 import pyarrow as pa
 
@@ -22,7 +22,7 @@ from beam_jobs.core.errors import DataError
 from beam_jobs.core.inputs import InputFile, Piece
 from beam_jobs.formats.base import InputFormat, OnBadRow, PieceReport, ReadSettings, Sample
 from beam_jobs.formats.compressed import compression_of, open_input, read_head
-from beam_jobs.formats.csv import record_starts
+from beam_jobs.formats.csv import record_starts, small_files
 from beam_jobs.formats.csv.dialect import Dialect, detect_delimiter, skip_lines
 from beam_jobs.formats.csv.ranges import CsvSource, read_range
 from beam_jobs.formats.csv.source import (
@@ -135,6 +135,28 @@ class CsvFormat(InputFormat):
             first_line=1 + self.dialect.skip_header_lines,
             header=self.dialect.has_header,
         )
+
+    def read_pieces(
+        self,
+        pieces: Sequence[Piece],
+        features: Sequence[FeatureSpec],
+        on_bad_row: OnBadRow,
+        context: Any,
+        reports: list[PieceReport],
+    ) -> Iterator[tuple[Piece, pa.RecordBatch]]:
+        """Runs of small whole files in one parse each (`small_files`); the rest, and a run
+        that does not read clean, piece by piece."""
+        markers: Counter[str] = Counter()
+        for group in small_files.groups(pieces, self.dialect):
+            read = None
+            if len(group) > 1:
+                read = small_files.read_joined(group, lambda p: self._source(p, features), markers)
+            if read is None:
+                yield from super().read_pieces(group, features, on_bad_row, context, reports)
+            else:
+                yield from read
+        if markers:
+            reports.append(PieceReport(null_markers=dict(markers)))
 
     def read_piece(
         self,

@@ -1,0 +1,136 @@
+"""Many small CSV files of a write task read in one parse.
+
+pyarrow's CSV reader costs about a quarter of a millisecond to open, and each batch's typing a
+few Arrow calls a column, whatever the rows: 4,000 files of 50 rows took 3.2x the time of the
+same rows in one file. Whole files of a few KiB that share a header are read as one text (the
+first file's header, then every file's records) and their rows dealt back to them by count.
+
+Only a group that reads clean is kept: no bad row, no error, and the rows pyarrow found equal
+to the records each file was counted to hold (the quote-aware scan the cuts use). Anything
+else (a bad row, a file that ends inside quotes, a count that differs) reads the group's files
+one by one, as every other file is read, so dead letters name their file and line as always.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import io
+from collections import Counter
+from collections.abc import Callable, Iterator, Sequence
+
+import pyarrow as pa
+
+from beam_jobs.core.errors import DataError
+from beam_jobs.core.inputs import Piece, reading_input
+from beam_jobs.formats.compressed import compression_of, open_input
+from beam_jobs.formats.csv.dialect import Dialect
+from beam_jobs.formats.csv.ranges import CsvSource, read_range
+from beam_jobs.formats.csv.record_starts import QuoteScanner, nonempty_record_starts
+
+__all__ = ["GROUP_BYTES", "SMALL_FILE_BYTES", "groups", "joinable", "read_joined"]
+
+SMALL_FILE_BYTES = 64 << 10  # a whole file this size or less may join a group
+GROUP_BYTES = 1 << 20  # the files of a group, at most (one parse block)
+_BOM = b"\xef\xbb\xbf"
+
+
+@dataclasses.dataclass(frozen=True)
+class _File:
+    """A file read for a group: its header record (no BOM), its records' bytes (ending with
+    a line end), and how many non-empty records they hold."""
+
+    piece: Piece
+    header: bytes
+    body: bytes
+    records: int
+
+
+def joinable(piece: Piece, dialect: Dialect) -> bool:
+    """Whether a piece may be read in a group: a whole small uncompressed file of a dialect
+    whose first line is the header and nothing is skipped."""
+    return (
+        piece.start == 0
+        and piece.end == piece.file_size
+        and piece.file_size <= SMALL_FILE_BYTES
+        and compression_of(piece.path) is None
+        and dialect.has_header
+        and not dialect.skip_header_lines
+    )
+
+
+def groups(pieces: Sequence[Piece], dialect: Dialect) -> Iterator[list[Piece]]:
+    """The pieces in order, consecutive joinable ones gathered (up to GROUP_BYTES); the
+    others alone."""
+    group: list[Piece] = []
+    size = 0
+    for piece in pieces:
+        if not joinable(piece, dialect):
+            if group:
+                yield group
+                group, size = [], 0
+            yield [piece]
+            continue
+        if group and size + piece.file_size > GROUP_BYTES:
+            yield group
+            group, size = [], 0
+        group.append(piece)
+        size += piece.file_size
+    if group:
+        yield group
+
+
+def _split(piece: Piece, data: bytes, delimiter: str, blank_lines: bool) -> _File | None:
+    """The file's header and records, or None when it cannot join (it ends inside quotes)."""
+    data = data.removeprefix(_BOM)
+    scanner = QuoteScanner(delimiter=delimiter)
+    starts = scanner.feed(data, 0)
+    scanner.finish()
+    if scanner.in_quotes:
+        return None
+    header_end = int(starts[0]) if len(starts) else len(data)
+    body = data[header_end:]
+    if body and not body.endswith(b"\n"):
+        body += b"\n"  # after a lone "\r" too: records are counted at "\n"s
+    records = len(nonempty_record_starts(io.BytesIO(body), 0, len(body), delimiter, blank_lines))
+    return _File(piece, data[:header_end], body, records)
+
+
+def read_joined(
+    pieces: Sequence[Piece],
+    source: Callable[[str], CsvSource],
+    markers: Counter[str],
+) -> list[tuple[Piece, pa.RecordBatch]] | None:
+    """Each file's rows (files without rows left out), read in one parse; None when the group
+    does not read clean and must be read file by file. `source`: the CsvSource of a path.
+
+    Raises:
+      DataError: a file that is gone or changed since it was listed (as reading it alone).
+    """
+    files: list[_File] = []
+    for piece in pieces:
+        with reading_input(piece.path, piece.stamp), open_input(piece.path) as stream:
+            data = stream.read()
+        first = source(piece.path)
+        joined = _split(piece, data, first.delimiter, first.blank_lines)
+        if joined is None or joined.header != (files[0].header if files else joined.header):
+            return None
+        files.append(joined)
+    text = files[0].header + b"".join(f.body for f in files)
+    bad: list = []
+    found: Counter[str] = Counter()
+    try:
+        batches = list(read_range(io.BytesIO(text), source(pieces[0].path), 0, len(text),
+                                  bad.append, 1, True, found))  # fmt: skip
+    except (DataError, pa.ArrowException, ValueError):  # said again when read one by one
+        return None
+    rows = sum(b.num_rows for b in batches)
+    if bad or rows != sum(f.records for f in files) or not batches:
+        return None
+    table = pa.Table.from_batches(batches).combine_chunks()
+    dealt, offset = [], 0
+    for f in files:
+        if f.records:
+            dealt.append((f.piece, table.slice(offset, f.records).to_batches()[0]))
+        offset += f.records
+    markers.update(found)
+    return dealt
