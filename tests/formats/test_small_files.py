@@ -147,3 +147,27 @@ def test_many_small_files_convert_as_when_read_one_by_one(tmp_path, monkeypatch)
     assert [r["id"] for r in got] == [int(r["id"]) for r in expected]
     assert [r["name"].decode() for r in got] == [r["name"] for r in expected]
     assert [r["score"] for r in got] == [float(np.float32(r["score"])) for r in expected]
+
+
+_CELLS = ["plain", "", '"quoted, comma"', '"two\nlines"', '"say ""hi"""', '""', "12", '"x\r\n"']
+
+
+@pytest.mark.parametrize("seed", range(8))
+def test_records_are_counted_as_pyarrow_reads_them(seed):
+    import random
+
+    import pyarrow as pa
+    import pyarrow.csv as pcsv
+
+    rng = random.Random(seed)
+    end = rng.choice(["\n", "\r\n"])
+    lines = ["a,b,c"]
+    for _ in range(rng.randint(0, 30)):
+        lines.append("" if rng.random() < 0.15 else ",".join(rng.choice(_CELLS) for _ in "abc"))
+    text = end.join(lines) + rng.choice(["", end, end + end])
+    data = text.encode()
+    split = small_files._split(_piece("x.csv", len(data)), data, ",", False)
+    parse = pcsv.ParseOptions(newlines_in_values=True, ignore_empty_lines=True)
+    table = pcsv.read_csv(pa.BufferReader(data), parse_options=parse)
+    assert split is not None and split.records == table.num_rows
+    assert split.header == ("a,b,c" + end).encode()

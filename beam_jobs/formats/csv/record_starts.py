@@ -78,7 +78,10 @@ def _runs(arr: np.ndarray, previous: int, delimiter: int) -> tuple[np.ndarray, n
     before = arr[np.maximum(starts - 1, 0)].astype(np.int16)
     if starts[0] == 0:
         before[0] = previous
-    field_start = np.isin(before, (delimiter, *_LINE_ENDS)) | (before == FILE_START)
+    # Compared one by one: np.isin's set-up cost more than the scan of a small block.
+    field_start = (before == delimiter) | (before == FILE_START)
+    for end in _LINE_ENDS:
+        field_start |= before == end
     odd = (ends - starts) % 2 == 1
     kinds = np.where(odd, np.where(field_start, 1, 2), 0)
     return starts, kinds

@@ -18,6 +18,7 @@ import io
 from collections import Counter
 from collections.abc import Callable, Iterator, Sequence
 
+import numpy as np
 import pyarrow as pa
 
 from beam_jobs.core.errors import DataError
@@ -25,7 +26,7 @@ from beam_jobs.core.inputs import Piece, reading_input
 from beam_jobs.formats.compressed import compression_of, open_input
 from beam_jobs.formats.csv.dialect import Dialect
 from beam_jobs.formats.csv.ranges import CsvSource, read_range
-from beam_jobs.formats.csv.record_starts import QuoteScanner, nonempty_record_starts
+from beam_jobs.formats.csv.record_starts import QuoteScanner
 
 __all__ = ["GROUP_BYTES", "SMALL_FILE_BYTES", "groups", "joinable", "read_joined"]
 
@@ -80,19 +81,28 @@ def groups(pieces: Sequence[Piece], dialect: Dialect) -> Iterator[list[Piece]]:
 
 
 def _split(piece: Piece, data: bytes, delimiter: str, blank_lines: bool) -> _File | None:
-    """The file's header and records, or None when it cannot join (it ends inside quotes)."""
+    """The file's header and records, or None when it cannot join (it ends inside quotes).
+
+    One scan finds where each record ends (a newline outside quotes): the first ends the
+    header, and each other ends a record, which pyarrow skips when it is a blank line (unless
+    `blank_lines`), as `record_starts.nonempty_record_starts` counts them."""
     data = data.removeprefix(_BOM)
+    if not data.endswith(b"\n"):
+        data += b"\n"  # after a lone "\r" too: records are counted at "\n"s
     scanner = QuoteScanner(delimiter=delimiter)
-    starts = scanner.feed(data, 0)
+    ends = scanner.feed(data, 0)
     scanner.finish()
-    if scanner.in_quotes:
+    if scanner.in_quotes or not len(ends):
         return None
-    header_end = int(starts[0]) if len(starts) else len(data)
-    body = data[header_end:]
-    if body and not body.endswith(b"\n"):
-        body += b"\n"  # after a lone "\r" too: records are counted at "\n"s
-    records = len(nonempty_record_starts(io.BytesIO(body), 0, len(body), delimiter, blank_lines))
-    return _File(piece, data[:header_end], body, records)
+    header_end = int(ends[0])
+    lengths = np.diff(ends)
+    if blank_lines:
+        records = len(lengths)
+    else:
+        crlf = np.frombuffer(data, np.uint8)[ends[:-1]] == ord("\r")
+        blank = (lengths == 1) | ((lengths == 2) & crlf)
+        records = int(np.count_nonzero(~blank))
+    return _File(piece, data[:header_end], data[header_end:], records)
 
 
 def read_joined(
