@@ -27,6 +27,12 @@ from beam_jobs.formats.csv.numbers import BOOLEAN
         (["02134", "10001", "94105"], "bytes", "leading zeros"),
         (["0.5", "0", "-0"], "float32", None),  # a lone zero is no code
         (["12345678901234567890", "1"], "bytes", "beyond the int64 range"),
+        # The example is the integer that does not fit, not the first few.
+        (
+            ["1", "-2", "9223372036854775807", " 99999999999999999999 "],
+            "bytes",
+            "e.g. ' 99999999999999999999 '",
+        ),
         (["1"] * 995 + ["oops"] * 5, "int64", "int64; 5 of 1,000 not: 'oops'"),
         (["1"] * 980 + ["oops"] * 20, "bytes", "98% numbers; not: 'oops'"),
         (["1"] * 500 + ["oops"] * 501, "bytes", None),  # a text column with numbers in it

@@ -166,7 +166,7 @@ def _infer_values(name: str, texts: pa.Array) -> ColumnType:
             "integers beyond the int64 range: read as text (bytes), as no Example number "
             "type holds them exactly",
             name,
-            f"e.g. {_examples(numbers)}",
+            f"e.g. {_examples(_beyond_int64(numbers))}",
         )
     dtype = "int64" if integral else "float32"
     notes = []
@@ -256,6 +256,14 @@ def _chunks(array: pa.Array | pa.ChunkedArray) -> list[pa.Array]:
 def _flags(mask: pa.Array) -> np.ndarray:
     """A boolean Arrow array as NumPy, null as False."""
     return np.asarray(pc.fill_null(mask, False).to_numpy(zero_copy_only=False), dtype=bool)
+
+
+def _beyond_int64(integers: pa.Array) -> pa.Array:
+    """The integers (as written) that int64 cannot hold: the examples a note shows. Only
+    those of 19 bytes or more can be, and are few: each is read by Python."""
+    long = integers.filter(pc.greater_equal(pc.binary_length(integers), 19))
+    beyond = [not -(2**63) <= int(v) < 2**63 for v in long.to_pylist()]
+    return long.filter(pa.array(beyond, pa.bool_()))
 
 
 def _fit_int64(texts: pa.Array) -> bool:
