@@ -212,3 +212,16 @@ def test_number_columns_converted_together_match_one_by_one(rows, expected, bad)
     expected = dict(expected, y=["nan" if v != v else v for v in expected["y"]])
     assert got == expected
     assert got_bad == bad
+
+
+@pytest.mark.parametrize("data", [b"a,b", b"a,b\n", b"a,b\r\n", b"a,b\r"])
+def test_a_file_of_column_names_alone_reads_as_no_rows_with_or_without_a_line_end(data):
+    # An export with no rows often lacks the final newline, which pyarrow needs to read it.
+    sample = parse_sample("in/a.csv", data, True, DIALECT)
+    assert sample.column_names == ["a", "b"] and sample.table.num_rows == 0
+    assert _read(data) == ([], [])
+
+
+def test_a_header_alone_names_a_wrong_column_as_any_header_does():
+    with pytest.raises(DataError, match=r"header \['a', 'c'\] differs"):
+        _read(b"a,c")

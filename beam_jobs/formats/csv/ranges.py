@@ -141,18 +141,23 @@ class _Window(io.RawIOBase):
         self._position += len(data)
         return len(data)
 
-    def stream(self, block_size: int) -> BinaryIO | pa.BufferReader:
+    def stream(self, block_size: int, header: bool = False) -> BinaryIO | pa.BufferReader:
         """What pyarrow reads: a range of at most `block_size` read at once, which pyarrow
         parses without calling back into Python (on a small file, such calls cost more than
         parsing it, and in a threaded run each waits for the interpreter); a larger range
-        through a buffer."""
+        through a buffer. A `header` range of one line with no line end (a file of column
+        names alone, an export with no rows) gets one: pyarrow cannot read the line without."""
         if self._left > block_size:
             return io.BufferedReader(self, buffer_size=_BLOCK_SIZE)
         data = bytearray(self._left)
         view, got = memoryview(data), 0
         while got < len(data) and (step := self.readinto(view[got:])):
             got += step
-        return pa.BufferReader(pa.py_buffer(data)[:got])
+        view.release()
+        del data[got:]
+        if header and data and b"\n" not in data and b"\r" not in data:
+            data += b"\n"
+        return pa.BufferReader(pa.py_buffer(data))
 
 
 def _cells(batch: pa.RecordBatch, indices: Sequence[int]) -> list[dict]:
@@ -630,7 +635,7 @@ class _RangeReader:
         def open_reader(types: Iterable[str]) -> tuple[_Window, pcsv.CSVStreamingReader]:
             window = _Window(f, start, end, source.delimiter)
             reader = pcsv.open_csv(
-                window.stream(self._block_size),
+                window.stream(self._block_size, self._header),
                 read_options=read_options,
                 parse_options=parse_options,
                 convert_options=convert_options(dict.fromkeys(types, pa.binary())),

@@ -156,6 +156,8 @@ def parse_sample(path: str, head: bytes, is_whole_file: bool, dialect: Dialect) 
         )
     end = len(head) if is_whole_file else int(starts[-1])
     parsed = _without_undecodable_rows(head[:end], starts, dialect)
+    if is_whole_file and b"\n" not in parsed and b"\r" not in parsed:
+        parsed += b"\n"  # one line without a line end (names alone): pyarrow needs one
     try:
         table = pcsv.read_csv(
             io.BytesIO(parsed),
