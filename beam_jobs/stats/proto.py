@@ -137,11 +137,10 @@ def _numbers(
     result.num_zeros = stats.zeros
     result.min = low
     result.max = high
-    edges = stats.quantile_edges(HISTOGRAM_BUCKETS)
+    edges, fine = stats.quantile_edges_of(HISTOGRAM_BUCKETS, _FINE_BUCKETS)
     result.median = edges[len(edges) // 2]
     if np.isfinite([low, high]).all():
         standard = result.histograms.add(num_nan=stats.nans, type=statistics_pb2.Histogram.STANDARD)
-        fine = stats.quantile_edges(_FINE_BUCKETS)
         for low, high, count in equal_width(fine, stats.numbers, HISTOGRAM_BUCKETS):
             standard.buckets.add(low_value=low, high_value=high, sample_count=count)
     quantiles = result.histograms.add(num_nan=stats.nans, type=statistics_pb2.Histogram.QUANTILES)

@@ -438,3 +438,20 @@ def test_a_small_shards_packed_statistics_travel_compressed():
     assert sorted(again) == sorted(stats)
     assert (again["int640"].records, again["int640"].low, again["int640"].high) == (2, 1, 2)
     assert merge_all([again, pickle.loads(blob)])["bytes0"].top_values(2) == [(b"a", 2), (b"b", 2)]
+
+
+def test_edges_of_several_bucket_counts_equal_each_asked_alone():
+    rng = np.random.default_rng(7)
+    sampled = _stats("float32", [[float(v)] for v in rng.normal(size=3000)])
+    finished = _stats("float32", [[float(v)] for v in rng.exponential(size=3000)])
+    finished.finish()
+    parts = [_stats("float32", [[float(v)] for v in rng.normal(i, 1, 500)]) for i in range(3)]
+    for part in parts:
+        part.finish()
+    merged = merge_all([{"x": p} for p in parts])["x"]  # its quantiles in the sketch
+    for stats in (sampled, finished, merged):
+        together = stats.quantile_edges_of(10, 100, 4)
+        assert together == [stats.quantile_edges(10), stats.quantile_edges(100),
+                            stats.quantile_edges(4)]  # fmt: skip
+        assert [len(e) for e in together] == [11, 101, 5]
+    assert FeatureStats("float32").quantile_edges_of(10, 100) == [[], []]
