@@ -133,16 +133,27 @@ class FeatureStats:
             copied.quantiles = pickle.loads(pickle.dumps(self.quantiles))
         return copied
 
-    def update(self, offsets: np.ndarray, values: pa.Array) -> None:
-        """Adds one batch: each record's values are `values[offsets[i]:offsets[i + 1]]`."""
-        counts = np.diff(offsets)
-        present = counts[counts > 0]
-        self.records += len(counts)
-        self.missing += len(counts) - len(present)
-        self.values += int(offsets[-1] - offsets[0]) if len(offsets) else 0
-        if len(present):
-            self.min_values = _pick(min, self.min_values, int(present.min()))
-            self.max_values = max(self.max_values, int(present.max()))
+    def update(self, offsets: np.ndarray, values: pa.Array, scalar: bool = False) -> None:
+        """Adds one batch: each record's values are `values[offsets[i]:offsets[i + 1]]`.
+        `scalar`: a feature of one value a record (or none, a null): its counts are known
+        without looking at the offsets."""
+        if scalar:
+            rows, present_count = len(offsets) - 1, len(values)
+            self.records += rows
+            self.missing += rows - present_count
+            self.values += present_count
+            if present_count:
+                self.min_values = _pick(min, self.min_values, 1)
+                self.max_values = max(self.max_values, 1)
+        else:
+            counts = np.diff(offsets)
+            present = counts[counts > 0]
+            self.records += len(counts)
+            self.missing += len(counts) - len(present)
+            self.values += int(offsets[-1] - offsets[0]) if len(offsets) else 0
+            if len(present):
+                self.min_values = _pick(min, self.min_values, int(present.min()))
+                self.max_values = max(self.max_values, int(present.max()))
         if len(values) == 0:
             return
         if self.dtype == "bytes":
@@ -154,18 +165,20 @@ class FeatureStats:
         # NumPy on Arrow's buffer (no copy: the values have no nulls): a few microseconds a
         # call, where a conversion makes thousands of calls; Arrow's variance is the faster.
         numbers = values.to_numpy()
-        if numbers.dtype.kind == "f":
+        low, high = numbers.min(), numbers.max()
+        if numbers.dtype.kind == "f" and np.isnan(low):  # min and max are NaN with a NaN
             nan = np.isnan(numbers)
-            if nan.any():
-                self.nans += int(np.count_nonzero(nan))
-                numbers = numbers[~nan]
-                values = pa.array(numbers)
-        if len(numbers) == 0:
-            return
+            self.nans += int(np.count_nonzero(nan))
+            numbers = numbers[~nan]
+            values = pa.array(numbers)
+            if len(numbers) == 0:
+                return
+            low, high = numbers.min(), numbers.max()
         self.numbers += len(numbers)
-        self.low = _pick(min, self.low, float(numbers.min()))
-        self.high = _pick(max, self.high, float(numbers.max()))
-        self.zeros += int(np.count_nonzero(numbers == 0))
+        self.low = _pick(min, self.low, float(low))
+        self.high = _pick(max, self.high, float(high))
+        if low <= 0 <= high:  # else no zero among them: no pass to count
+            self.zeros += int(np.count_nonzero(numbers == 0))
         finite = numbers
         if numbers.dtype.kind == "f" and not np.isfinite([self.low, self.high]).all():
             # Infinities are counted apart: in the moments they would make the merged mean
@@ -557,10 +570,14 @@ def update_all(
     stats: dict[str, FeatureStats],
     features: Sequence[FeatureSpec],
     columns: Sequence[tuple[np.ndarray, pa.Array]],
+    scalars: Sequence[bool] | None = None,
 ) -> None:
-    """Adds a batch: each feature's `value_lists`, as the encoder made them."""
-    for feature, column in zip(features, columns, strict=True):
-        stats[feature.name].update(*column)
+    """Adds a batch: each feature's `value_lists`, as the encoder made them. `scalars`: for
+    each, whether its column was no list (one value a record, or a null), which spares the
+    offsets a look (None: each is looked at)."""
+    scalars = scalars or [False] * len(columns)
+    for feature, column, scalar in zip(features, columns, scalars, strict=True):
+        stats[feature.name].update(*column, scalar=scalar)
 
 
 def finish_all(stats: dict[str, FeatureStats]) -> PackedStats:

@@ -455,3 +455,33 @@ def test_edges_of_several_bucket_counts_equal_each_asked_alone():
                             stats.quantile_edges(4)]  # fmt: skip
         assert [len(e) for e in together] == [11, 101, 5]
     assert FeatureStats("float32").quantile_edges_of(10, 100) == [[], []]
+
+
+@pytest.mark.parametrize("dtype", ["float32", "int64"])
+def test_a_scalar_column_counts_without_its_offsets_as_with_them(dtype):
+    from beam_jobs.codec.examples import value_lists
+
+    rng = np.random.default_rng(3)
+    specials = [None, 0.0, float("nan"), float("inf"), -float("inf"), -0.0]
+    if dtype == "int64":
+        specials = [None, 0, 0, 7, -3]
+    fast, slow = FeatureStats(dtype), FeatureStats(dtype)
+    for rows in (1, 50, 3000, 0, 20000, 5):
+        values = rng.normal(size=rows) * 100
+        picks = rng.integers(0, 40, rows)
+        if rows == 50:  # zeros at the low end (min == 0), nothing below
+            values, picks = np.abs(values), np.where(rng.random(rows) < 0.2, 1, 39)
+        number = float if dtype == "float32" else int
+        cells = [specials[i] if i < len(specials) else number(v)
+                 for i, v in zip(picks.tolist(), values, strict=True)]  # fmt: skip
+        column = pa.array(cells, pa.float64() if dtype == "float32" else pa.int64())
+        offsets, flat = value_lists(column, dtype)
+        fast.update(offsets, flat, scalar=True)
+        slow.update(offsets, flat)
+    a, b = fast.__getstate__(), slow.__getstate__()
+    for name in a:
+        if isinstance(a[name], np.ndarray):
+            assert np.array_equal(a[name], b[name], equal_nan=True), name
+        elif name != "sampler":
+            assert a[name] == b[name] or (a[name] != a[name] and b[name] != b[name]), name
+    assert fast.nans + fast.numbers + fast.missing == slow.records  # every row counted once

@@ -33,6 +33,7 @@ __all__ = ["GROUP_BYTES", "SMALL_FILE_BYTES", "groups", "joinable", "read_joined
 SMALL_FILE_BYTES = 64 << 10  # a whole file this size or less may join a group
 GROUP_BYTES = 1 << 20  # the files of a group, at most (one parse block)
 _BOM = b"\xef\xbb\xbf"
+_UTF8 = ("utf-8", "utf-8-sig")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -80,23 +81,28 @@ def groups(pieces: Sequence[Piece], dialect: Dialect) -> Iterator[list[Piece]]:
         yield group
 
 
-def _split(piece: Piece, data: bytes, delimiter: str, blank_lines: bool) -> _File | None:
-    """The file's header and records, or None when it cannot join (it ends inside quotes).
+def _split(piece: Piece, data: bytes, source: CsvSource) -> _File | None:
+    """The file's header and records, or None when it cannot join: its records might not be
+    counted as pyarrow reads them (a line end that is a lone "\r", a blank first line, which
+    pyarrow skips to take the next as the header), or it ends inside quotes.
 
     One scan finds where each record ends (a newline outside quotes): the first ends the
     header, and each other ends a record, which pyarrow skips when it is a blank line (unless
-    `blank_lines`), as `record_starts.nonempty_record_starts` counts them."""
-    data = data.removeprefix(_BOM)
+    the file has one column, as `record_starts.nonempty_record_starts` counts them)."""
+    if source.dialect.encoding in _UTF8:
+        data = data.removeprefix(_BOM)  # as pyarrow drops it; in another encoding it is text
+    if data.count(b"\r") != data.count(b"\r\n"):
+        return None
     if not data.endswith(b"\n"):
-        data += b"\n"  # after a lone "\r" too: records are counted at "\n"s
-    scanner = QuoteScanner(delimiter=delimiter)
+        data += b"\n"
+    scanner = QuoteScanner(delimiter=source.delimiter)
     ends = scanner.feed(data, 0)
     scanner.finish()
-    if scanner.in_quotes or not len(ends):
+    if scanner.in_quotes or not len(ends) or not data[: ends[0]].strip():
         return None
     header_end = int(ends[0])
     lengths = np.diff(ends)
-    if blank_lines:
+    if source.blank_lines:
         records = len(lengths)
     else:
         crlf = np.frombuffer(data, np.uint8)[ends[:-1]] == ord("\r")
@@ -120,8 +126,7 @@ def read_joined(
     for piece in pieces:
         with reading_input(piece.path, piece.stamp), open_input(piece.path) as stream:
             data = stream.read()
-        first = source(piece.path)
-        joined = _split(piece, data, first.delimiter, first.blank_lines)
+        joined = _split(piece, data, source(piece.path))
         if joined is None or joined.header != (files[0].header if files else joined.header):
             return None
         files.append(joined)
