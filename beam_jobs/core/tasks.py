@@ -15,7 +15,11 @@ from typing import Any
 
 from beam_jobs.core.inputs import Covered, Piece
 
-__all__ = ["PlannedShard", "ShardPart", "WriteTask", "WrittenShard", "sum_counts"]
+__all__ = ["MIN_BATCH_ROWS", "PlannedShard", "ShardPart", "WriteTask", "WrittenShard", "sum_counts"]
+
+# A write task's record batches are joined until they hold this many rows before encoding
+# (`sink.coalesce`): the size per-column work is paid at, which planning weighs too.
+MIN_BATCH_ROWS = 4096
 
 
 @dataclasses.dataclass(frozen=True)

@@ -21,7 +21,7 @@ from beam_jobs.core.bad_rows import BadRow
 from beam_jobs.core.errors import DataError, UsageError
 from beam_jobs.core.inputs import InputFile
 from beam_jobs.core.splits import Split
-from beam_jobs.core.tasks import PlannedShard, WriteTask
+from beam_jobs.core.tasks import MIN_BATCH_ROWS, PlannedShard, WriteTask
 from beam_jobs.formats.base import InputFormat
 from beam_jobs.formats.registry import FORMATS
 from beam_jobs.formats.zip_members import is_archive, list_members
@@ -34,7 +34,6 @@ from beam_jobs.plan.shards import (
 )
 from beam_jobs.schema.projection import Projection
 from beam_jobs.schema.tfmd import schema_from_pbtxt
-from beam_jobs.sink.coalesce import MIN_ROWS
 from tfdata_reader.manifest import FeatureSpec, ManifestError, schema_from_json
 
 __all__ = ["MAX_SAMPLED_FILES", "ConversionPlan", "make_plan"]
@@ -81,12 +80,12 @@ class ConversionPlan:
     @property
     def per_column_bound(self) -> bool:
         """Whether the writers' time goes mostly to per-column work: more features than a
-        batch holds rows (a task's rows, up to the `Coalescer`'s MIN_ROWS). Each column of
+        batch holds rows (a task's rows, up to MIN_BATCH_ROWS). Each column of
         each batch costs NumPy and Arrow calls that hold Python's interpreter lock for a
         moment; threads of one process then mostly wait for each other (5,000 columns: two
         threads took 2.5 s a task where one alone took 0.9 s)."""
         rows_per_task = self.estimated_records / max(1, len(self.tasks))
-        return len(self.features) > min(MIN_ROWS, rows_per_task)
+        return len(self.features) > min(MIN_BATCH_ROWS, rows_per_task)
 
     def files_json(self) -> list[dict[str, Any]]:
         """The input files as the manifest records them, and rerun detection compares: path,

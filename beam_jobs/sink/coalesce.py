@@ -14,10 +14,11 @@ from collections.abc import Iterator
 import pyarrow as pa
 
 from beam_jobs.core.inputs import Piece
+from beam_jobs.core.tasks import MIN_BATCH_ROWS
 
 __all__ = ["MIN_ROWS", "Coalescer", "Joined", "piece_of_row"]
 
-MIN_ROWS = 4096
+MIN_ROWS = MIN_BATCH_ROWS
 
 # A joined batch and where its rows came from: (piece, rows) in row order.
 Joined = tuple[pa.RecordBatch, tuple[tuple[Piece, int], ...]]
