@@ -2,13 +2,15 @@
 
 pyarrow's CSV reader costs about a quarter of a millisecond to open, and each batch's typing a
 few Arrow calls a column, whatever the rows: 4,000 files of 50 rows took 3.2x the time of the
-same rows in one file. Whole files of a few KiB that share a header are read as one text (the
-first file's header, then every file's records) and their rows dealt back to them by count.
+same rows in one file (1.9x read this way). Whole files of a few KiB that share a header are
+read as one text (the first file's header, then every file's records) and their rows dealt back
+to them by count.
 
-Only a group that reads clean is kept: no bad row, no error, and the rows pyarrow found equal
-to the records each file was counted to hold (the quote-aware scan the cuts use). Anything
-else (a bad row, a file that ends inside quotes, a count that differs) reads the group's files
-one by one, as every other file is read, so dead letters name their file and line as always.
+A file joins only when its records are surely counted as pyarrow reads them (the quote-aware
+scan the cuts use; no line end that is a lone CR, no blank first line, not ending inside
+quotes), and a group is kept only when it reads clean: no bad row, no error, and as many rows
+as its files were counted to hold. Anything else reads the group's files one by one, as every
+other file is read, so dead letters name their file and line as always.
 """
 
 from __future__ import annotations
