@@ -214,7 +214,9 @@ def test_number_columns_converted_together_match_one_by_one(rows, expected, bad)
     assert got_bad == bad
 
 
-@pytest.mark.parametrize("data", [b"a,b", b"a,b\n", b"a,b\r\n", b"a,b\r"])
+@pytest.mark.parametrize(
+    "data", [b"a,b", b"a,b\n", b"a,b\r\n", b"a,b\r", b"\na,b", b'"a","b"', b'"a",b', b"\r\na,b"]
+)
 def test_a_file_of_column_names_alone_reads_as_no_rows_with_or_without_a_line_end(data):
     # An export with no rows often lacks the final newline, which pyarrow needs to read it.
     sample = parse_sample("in/a.csv", data, True, DIALECT)
@@ -225,3 +227,12 @@ def test_a_file_of_column_names_alone_reads_as_no_rows_with_or_without_a_line_en
 def test_a_header_alone_names_a_wrong_column_as_any_header_does():
     with pytest.raises(DataError, match=r"header \['a', 'c'\] differs"):
         _read(b"a,c")
+
+
+def test_a_last_row_without_a_line_end_reads_as_with_one():
+    assert _read(b"a,b\n1,x") == _read(b"a,b\n1,x\n") == ([{"a": [1], "b": ["x"]}], [])
+    _, bad = _read(b'a,b\n1,"x')  # a quote left open: no line end is added to it
+    assert [(b.reason, b.content) for b in bad] == [
+        ("unterminated quoted field: it runs to the end of the file",
+         {"cells": {"a": "1", "b": "x"}})
+    ]  # fmt: skip

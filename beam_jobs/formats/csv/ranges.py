@@ -145,8 +145,9 @@ class _Window(io.RawIOBase):
         """What pyarrow reads: a range of at most `block_size` read at once, which pyarrow
         parses without calling back into Python (on a small file, such calls cost more than
         parsing it, and in a threaded run each waits for the interpreter); a larger range
-        through a buffer. A `header` range of one line with no line end (a file of column
-        names alone, an export with no rows) gets one: pyarrow cannot read the line without."""
+        through a buffer. A `header` range (a whole small file) whose last record has no line
+        end and is not inside quotes gets one, which changes no row: pyarrow cannot read a
+        file of column names alone (an export with no rows) without it."""
         if self._left > block_size:
             return io.BufferedReader(self, buffer_size=_BLOCK_SIZE)
         data = bytearray(self._left)
@@ -155,8 +156,10 @@ class _Window(io.RawIOBase):
             got += step
         view.release()
         del data[got:]
-        if header and data and b"\n" not in data and b"\r" not in data:
-            data += b"\n"
+        if header and data and not data.endswith((b"\n", b"\r")):
+            self.scanner.finish()  # the range is read: its held-back quotes count now
+            if not self.scanner.in_quotes:
+                data += b"\n"
         return pa.BufferReader(pa.py_buffer(data))
 
 

@@ -23,7 +23,7 @@ from beam_jobs.formats.csv import unraisable
 from beam_jobs.formats.csv.dialect import Dialect, looks_like_data, skip_lines
 from beam_jobs.formats.csv.inference import infer_column, plain_number_columns
 from beam_jobs.formats.csv.markers import column_markers
-from beam_jobs.formats.csv.record_starts import record_starts
+from beam_jobs.formats.csv.record_starts import QuoteScanner, record_starts
 from beam_jobs.formats.lines.pieces import refuse_wide_text
 from beam_jobs.schema.type_notes import TypeNote, log_notes
 from tfdata_reader.manifest import FeatureSpec
@@ -156,8 +156,12 @@ def parse_sample(path: str, head: bytes, is_whole_file: bool, dialect: Dialect) 
         )
     end = len(head) if is_whole_file else int(starts[-1])
     parsed = _without_undecodable_rows(head[:end], starts, dialect)
-    if is_whole_file and b"\n" not in parsed and b"\r" not in parsed:
-        parsed += b"\n"  # one line without a line end (names alone): pyarrow needs one
+    if is_whole_file and parsed and not parsed.endswith((b"\n", b"\r")):
+        scanner = QuoteScanner(delimiter=dialect.delimiter or ",")
+        scanner.feed(parsed, 0)
+        scanner.finish()
+        if not scanner.in_quotes:  # no row changes; names alone cannot be read without it
+            parsed += b"\n"
     try:
         table = pcsv.read_csv(
             io.BytesIO(parsed),
