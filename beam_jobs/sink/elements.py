@@ -10,7 +10,7 @@ from typing import Any
 import apache_beam as beam
 import pyarrow as pa
 
-from beam_jobs.codec.examples import ExampleEncoder, decode_examples, is_list
+from beam_jobs.codec.examples import ExampleEncoder, decode_examples
 from beam_jobs.core.bad_rows import BadRow, as_text
 from beam_jobs.core.errors import DataError
 from beam_jobs.schema.conform import conform, flatten_structs, infer_from_table
@@ -153,8 +153,7 @@ class EncodeElementsFn(beam.DoFn):
             )
         self._bad_counter.inc(len(bad))
         stats = new_stats(features)
-        scalars = [not is_list(batch.column(f.name).type) for f in features]
-        update_all(stats, features, columns, scalars)
+        update_all(stats, features, columns, batch)
         missing = {name: feature.missing for name, feature in stats.items()}
         received = sum(e.num_rows if isinstance(e, pa.RecordBatch) else 1 for e in elements)
         tally = {"elements": received, "missing": missing, "stats": finish_all(stats)}

@@ -24,7 +24,7 @@ import pyarrow.compute as pc
 from apache_beam.io.filesystem import CompressionTypes
 from apache_beam.io.filesystems import FileSystems
 
-from beam_jobs.codec.examples import ExampleEncoder, is_list
+from beam_jobs.codec.examples import ExampleEncoder
 from beam_jobs.codec.shard_file import ShardFileWriter
 from beam_jobs.core.bad_rows import BadRow, as_text
 from beam_jobs.core.errors import DataError, raised_for_launcher
@@ -269,8 +269,7 @@ class WriteShardFn(beam.DoFn):
             if kept is not batch:
                 batch, columns = kept, self._encoder.columns(kept)
         output.writer.write_records(examples)
-        scalars = [not is_list(batch.column(f.name).type) for f in self._spec.features]
-        update_all(output.stats, self._spec.features, columns, scalars)
+        update_all(output.stats, self._spec.features, columns, batch)
         for feature in self._floats:
             output.rounded[feature] += rounded_integers(batch.column(feature))
 

@@ -31,6 +31,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from beam_jobs.codec.examples import is_list
 from tfdata_reader.manifest import FeatureSpec
 
 __all__ = ["FeatureStats", "PackedStats", "finish_all", "merge_all", "new_stats", "update_all"]
@@ -570,13 +571,13 @@ def update_all(
     stats: dict[str, FeatureStats],
     features: Sequence[FeatureSpec],
     columns: Sequence[tuple[np.ndarray, pa.Array]],
-    scalars: Sequence[bool] | None = None,
+    batch: pa.RecordBatch | None = None,
 ) -> None:
-    """Adds a batch: each feature's `value_lists`, as the encoder made them. `scalars`: for
-    each, whether its column was no list (one value a record, or a null), which spares the
-    offsets a look (None: each is looked at)."""
-    scalars = scalars or [False] * len(columns)
-    for feature, column, scalar in zip(features, columns, scalars, strict=True):
+    """Adds a batch: each feature's `value_lists`, as the encoder made them from `batch`.
+    A column of the batch that is no list holds one value a record (or a null), which spares
+    its offsets a look (without the batch each is looked at)."""
+    for feature, column in zip(features, columns, strict=True):
+        scalar = batch is not None and not is_list(batch.column(feature.name).type)
         stats[feature.name].update(*column, scalar=scalar)
 
 
