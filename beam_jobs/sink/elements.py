@@ -16,7 +16,7 @@ from beam_jobs.core.errors import DataError
 from beam_jobs.schema.conform import conform, flatten_structs, infer_from_table
 from beam_jobs.schema.rows import flatten_object, infer_from_rows
 from beam_jobs.sink.counters import counter
-from beam_jobs.stats.accumulate import finish_all, new_stats, update_all
+from beam_jobs.stats.batches import finish_all, new_stats, update_all
 from tfdata_reader.manifest import FeatureSpec
 
 __all__ = ["EncodeElementsFn", "infer_spec"]

@@ -42,7 +42,7 @@ from beam_jobs.sink.coalesce import Coalescer, Joined, piece_of_row
 from beam_jobs.sink.counters import counter
 from beam_jobs.sink.dead_letter import write_dead_letter
 from beam_jobs.sink.temp_folder import remove_empty_folders
-from beam_jobs.stats.accumulate import finish_all, new_stats, update_all
+from beam_jobs.stats.batches import finish_all, new_stats, update_all
 from tfdata_reader.manifest import FeatureSpec, shard_name
 
 __all__ = ["MAX_LABELS", "RunAbandoned", "SplitRule", "WriteShardFn", "WriteSpec"]

@@ -24,27 +24,21 @@ import dataclasses
 import math
 import pickle
 import struct
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping
 from typing import Any
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from beam_jobs.codec.examples import is_list
-from tfdata_reader.manifest import FeatureSpec
+from beam_jobs.stats.sample import RESERVOIR, BottomK
 
-__all__ = ["FeatureStats", "PackedStats", "finish_all", "merge_all", "new_stats", "update_all"]
+__all__ = ["RESERVOIR", "FeatureStats", "PackedStats", "bounded", "merge_all"]
 
 # Rank error of the quantile sketch that merges the shards' edges: 1% of the values. Half that
 # made adding values ten times slower here (larger buffers to sort).
 QUANTILE_EPSILON = 0.01
 _MAX_ELEMENTS = 1 << 32
-# A shard's numbers are represented by a uniform sample of this many per feature, exact below
-# it. Its error in rank is about 0.5/sqrt(RESERVOIR) (0.6%) at the median. A live quantile
-# sketch per feature instead held about 1 MB each and took twice the time: with 200 numeric
-# features, 45% more conversion time and 25% more memory than no statistics.
-RESERVOIR = 8192
 KMV_SLOTS = 1024  # the distinct-count sketch's size: about 3% error beyond that many values
 TOP_K_BUCKETS = 100  # Misra-Gries counters: the 10 top values are exact unless the tail is heavy
 # Bytes values of one batch the top-k sketch gets once the feature has many distinct ones,
@@ -88,10 +82,12 @@ class FeatureStats:
     binary: bool = False  # some bytes value is not UTF-8 text
     min_length: int | None = None
     max_length: int = 0
-    sample: Any = None  # np.ndarray: a uniform sample of the numbers (at most RESERVOIR)
-    sample_keys: Any = None  # np.ndarray: the sample's random keys, the smallest drawn
-    sampled: int = 0  # how much of `sample` and `sample_keys` is filled
-    key_limit: float = 1.0  # keys at or above it cannot be among the RESERVOIR smallest
+    # A uniform sample of the numbers (at most RESERVOIR), this feature's the column `column`
+    # of it: while `group` is set, a sample shared with the other number features of a shard
+    # that take one number a record (stats.batches), else its own.
+    sample: BottomK | None = None
+    column: int = 0
+    group: Any = None
     quantiles: Any = None  # tfx-bsl QuantilesSketch, merging finished shards' edges
     distinct: Any = None  # tfx-bsl KmvSketch
     top: Any = None  # tfx-bsl MisraGriesSketch
@@ -102,18 +98,16 @@ class FeatureStats:
     counts: Any = None
     pending: list = dataclasses.field(default_factory=list)
     pending_rows: int = 0
-    sampler: Any = None  # np.random.Generator, seeded alike in every accumulator
+    sampler: Any = None  # np.random.Generator for bytes samples, seeded alike in every accumulator
     edges: Any = None  # after `finish`: np.ndarray of the quantile sketch's 101 edges
 
     def __getstate__(self) -> dict:
         self._fold_counts()
+        self._leave_group()
         state = dict(self.__dict__)
         for name in ("distinct", "top"):
             if state[name] is not None:
                 state[name] = state[name].Serialize()
-        if self.sample is not None:  # the filled part only
-            state["sample"] = self.sample[: self.sampled].copy()
-            state["sample_keys"] = self.sample_keys[: self.sampled].copy()
         if self.quantiles is not None:
             # About 4x smaller to send (values may still be added); a no-op after the first.
             self.quantiles.Compact()
@@ -125,7 +119,7 @@ class FeatureStats:
         for name, kind in (("distinct", sketches.KmvSketch), ("top", sketches.MisraGriesSketch)):
             if state[name] is not None:
                 state[name] = kind.Deserialize(state[name])
-        self.__dict__.update(state)  # the sample's buffers grow again if values are added
+        self.__dict__.update(state)
 
     def __deepcopy__(self, memo: dict) -> FeatureStats:
         copied = FeatureStats(self.dtype)
@@ -138,6 +132,7 @@ class FeatureStats:
         """Adds one batch: each record's values are `values[offsets[i]:offsets[i + 1]]`.
         `scalar`: a feature of one value a record (or none, a null): its counts are known
         without looking at the offsets."""
+        self._leave_group()
         if scalar:
             rows, present_count = len(offsets) - 1, len(values)
             self.records += rows
@@ -195,58 +190,25 @@ class FeatureStats:
         self._add_to_sample(numbers)
 
     def _add_to_sample(self, numbers: np.ndarray) -> None:
-        """Bottom-k sampling: each number gets a random key, and the RESERVOIR smallest keys
-        seen are a uniform sample. Keys below the limit are kept in buffers of twice that
-        size, cut back to the smallest when full (one partial sort per many batches)."""
         if self.quantiles is not None or self.edges is not None:
             raise RuntimeError("finished or merged statistics take no more values")
-        if self.sampler is None:
-            self.sampler = np.random.default_rng(0)
-        keys = self.sampler.random(len(numbers))
-        entering = keys < self.key_limit
-        if not entering.all():
-            keys, numbers = keys[entering], numbers[entering]
-        if len(keys) > RESERVOIR:  # a large batch: only its smallest keys can be kept
-            kept = np.argpartition(keys, RESERVOIR - 1)[:RESERVOIR]
-            keys, numbers = keys[kept], numbers[kept]
-        self._make_room(len(keys))
-        end = self.sampled + len(keys)
-        self.sample_keys[self.sampled : end] = keys
-        self.sample[self.sampled : end] = numbers
-        self.sampled = end
+        if self.sample is None:
+            self.sample = BottomK()
+        self.sample.add(numbers)
 
-    def _make_room(self, extra: int) -> None:
-        """Buffers with room for `extra` more: cut back to the RESERVOIR smallest keys past
-        twice that, and grown as needed below it (a feature of a few hundred numbers keeps a
-        few hundred: 5,000 such features reserved 1.3 GB at 2 * RESERVOIR each)."""
-        if self.sampled + extra > 2 * RESERVOIR:
-            self._cut_sample()
-        need = self.sampled + extra
-        if self.sample is not None and need <= len(self.sample):
-            return
-        size = min(2 * RESERVOIR, max(need, 2 * (0 if self.sample is None else len(self.sample))))
-        for name in ("sample", "sample_keys"):
-            buffer = np.empty(size, np.float64)
-            if self.sampled:
-                buffer[: self.sampled] = getattr(self, name)[: self.sampled]
-            setattr(self, name, buffer)
-
-    def _cut_sample(self) -> None:
-        """Keeps the RESERVOIR smallest keys' values; the largest kept key is the new limit."""
-        if self.sampled > RESERVOIR:
-            kept = np.argpartition(self.sample_keys[: self.sampled], RESERVOIR - 1)[:RESERVOIR]
-            self.sample_keys[:RESERVOIR] = self.sample_keys[kept]
-            self.sample[:RESERVOIR] = self.sample[kept]
-            self.sampled = RESERVOIR
-            self.key_limit = float(self.sample_keys[:RESERVOIR].max())
+    def _leave_group(self) -> None:
+        """Takes this feature's column out of a shared sample (stats.batches) into its own."""
+        if self.group is not None:
+            self.group.release([self])
 
     def _merge_moments(self, n: int, mean: float, m2: float) -> None:
         """Chan's merge of the finite numbers' count, mean and squared deviations."""
         total = self.finite + n
-        with np.errstate(over="ignore"):  # float32's range squared can pass float64's
-            delta = mean - self.mean
-            self.mean += delta * n / total
-            self.m2 += m2 + delta * delta * self.finite * n / total
+        # Python floats (a NumPy scalar would warn where float32's range squared passes
+        # float64's; a Python float turns inf silently, as the merged m2 should).
+        delta = float(mean) - self.mean
+        self.mean += delta * n / total
+        self.m2 += float(m2) + delta * delta * self.finite * n / total
         self.finite = total
 
     def _update_bytes(self, values: pa.Array) -> None:
@@ -331,10 +293,11 @@ class FeatureStats:
         """Ends a shard's updates: its sample (at most 256 KiB with its keys) becomes the 101
         edges of 100 equal shares (808 bytes), which is what publishing merges. Every shard's
         statistics are held at once while publishing: a terabyte makes thousands of shards."""
+        self._leave_group()
         if self.sample is not None:
-            self.edges = np.array(self.quantile_edges(FINISHED_BUCKETS)) if self.sampled else None
-            self.sample = self.sample_keys = None
-            self.sampled = 0
+            filled = self.sample.filled
+            self.edges = np.array(self.quantile_edges(FINISHED_BUCKETS)) if filled else None
+            self.sample = None
         # It draws no more; pickling a generator costs more than the rest of a finished feature
         # (5,000 features' statistics cross between stages with every shard).
         self.sampler = None
@@ -441,14 +404,9 @@ class FeatureStats:
         low, high = self.low, self.high
         if low is None or high is None:
             return [[] for _ in buckets]
-        if self.sampled:
-            self._cut_sample()  # the sample: the smallest keys' values, not every candidate
-            ordered = np.sort(self.sample[: self.sampled])
-            found = []
-            for count in buckets:
-                # The inverted CDF: the smallest value with at least that share at or below it.
-                ranks = np.ceil(np.linspace(0, 1, count + 1) * len(ordered)).astype(np.int64) - 1
-                found.append(ordered[np.clip(ranks, 0, len(ordered) - 1)])
+        self._leave_group()
+        if self.sample is not None and self.sample.filled:
+            found = [ranked[:, 0] for ranked in self.sample.ranked(*buckets)]
         elif self.edges is not None:  # finished: its 101 edges hold 100 equal shares
             found = [np.quantile(self.edges, np.linspace(0, 1, count + 1)) for count in buckets]
         elif self.quantiles is not None:
@@ -461,11 +419,7 @@ class FeatureStats:
             ]
         else:
             return [[] for _ in buckets]
-        edges = []
-        for values in found:
-            inner = np.clip(np.asarray(values, dtype=np.float64), low, high).tolist()
-            edges.append([low, *inner[1:-1], high])  # the ends exact, whatever was sampled
-        return edges
+        return [bounded(np.asarray(values, np.float64), low, high).tolist() for values in found]
 
     def top_values(self, k: int) -> list[tuple[bytes, int]]:
         """The `k` most frequent bytes values with a count each surely reached: exact while
@@ -552,6 +506,14 @@ def _misra_gries_delta(sketch: Any) -> float:
     return 0.0  # proto3 leaves a zero out
 
 
+def bounded(edges: Any, low: Any, high: Any) -> Any:
+    """Quantile edges (a column each, or one) with their ends the exact minimum and maximum,
+    whatever was sampled, and the inner edges within them."""
+    edges = np.clip(edges, low, high)
+    edges[0], edges[-1] = low, high
+    return edges
+
+
 def _by_count(pair: tuple[int, bytes]) -> tuple[int, bytes]:
     return -pair[0], pair[1]
 
@@ -561,31 +523,6 @@ def _pick(choose: Any, ours: Any, theirs: Any) -> Any:
     if theirs is None:
         return ours
     return theirs if ours is None else choose(ours, theirs)
-
-
-def new_stats(features: Sequence[FeatureSpec]) -> dict[str, FeatureStats]:
-    return {f.name: FeatureStats(f.dtype) for f in features}
-
-
-def update_all(
-    stats: dict[str, FeatureStats],
-    features: Sequence[FeatureSpec],
-    columns: Sequence[tuple[np.ndarray, pa.Array]],
-    batch: pa.RecordBatch | None = None,
-) -> None:
-    """Adds a batch: each feature's `value_lists`, as the encoder made them from `batch`.
-    A column of the batch that is no list holds one value a record (or a null), which spares
-    its offsets a look (without the batch each is looked at)."""
-    for feature, column in zip(features, columns, strict=True):
-        scalar = batch is not None and not is_list(batch.column(feature.name).type)
-        stats[feature.name].update(*column, scalar=scalar)
-
-
-def finish_all(stats: dict[str, FeatureStats]) -> PackedStats:
-    """`finish` for every feature; returns them packed (`PackedStats`), not to change again."""
-    for feature_stats in stats.values():
-        feature_stats.finish()
-    return PackedStats(stats)
 
 
 _ZSTD = pa.Codec("zstd", compression_level=1)

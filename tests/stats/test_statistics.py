@@ -16,10 +16,12 @@ import pyarrow as pa
 import pytest
 import tensorflow as tf
 from support.datasets import ROOT, convert, expected_rows
+from support.stats import assert_same_state
 from tensorflow_metadata.proto.v0 import statistics_pb2
 
 from beam_jobs.inspection.stats_table import load_statistics
-from beam_jobs.stats.accumulate import FeatureStats, PackedStats, finish_all, merge_all
+from beam_jobs.stats.accumulate import FeatureStats, PackedStats, merge_all
+from beam_jobs.stats.batches import finish_all
 from beam_jobs.stats.proto import equal_width
 
 _Stats = statistics_pb2.FeatureNameStatistics
@@ -182,7 +184,7 @@ def test_packed_statistics_pickle_once_and_merge_as_the_accumulators_do():
     ]
     plain = merge_all(pickle.loads(pickle.dumps(finish_all(dict(s)))) for s in shards)
     packed = [finish_all(s) for s in shards]
-    assert all(isinstance(p, PackedStats) and p["x"].sampler is None for p in packed)
+    assert all(isinstance(p, PackedStats) and p["x"].sample is None for p in packed)
     blobs = [pickle.dumps(p) for p in packed]
     assert [pickle.dumps(p) for p in packed] == blobs  # pickled once: the same bytes again
     travelled = [pickle.loads(pickle.dumps(pickle.loads(b))) for b in blobs]  # twice, as stages do
@@ -220,7 +222,7 @@ def test_a_shards_sample_is_bounded_and_its_edges_hold_their_rank():
     stats = FeatureStats("float32")
     for batch in batches:
         stats.update(np.arange(1001), pa.array(batch))
-        assert stats.sampled <= 2 * RESERVOIR  # the same memory whatever the shard holds
+        assert stats.sample.filled <= 2 * RESERVOIR  # the same memory whatever the shard holds
     assert len(pickle.dumps(stats)) < 3 * RESERVOIR * 8  # the filled part only
     everything = np.sort(np.concatenate(batches))
     edges = stats.quantile_edges(10)
@@ -241,14 +243,14 @@ def test_a_small_features_sample_takes_its_size_and_a_pickled_one_samples_on_ali
     batches = [rng.normal(size=300) for _ in range(70)]
     small = FeatureStats("float32")
     small.update(np.arange(301), pa.array(batches[0]))
-    assert len(small.sample) == 300  # not 2 * RESERVOIR buffers for 300 numbers
+    assert len(small.sample.keys) == 300  # not 2 * RESERVOIR buffers for 300 numbers
     straight, travelled = FeatureStats("float32"), FeatureStats("float32")
     for i, batch in enumerate(batches):
         straight.update(np.arange(301), pa.array(batch))
         travelled.update(np.arange(301), pa.array(batch))
         if i % 9 == 0:  # as a shard's statistics travel between steps, then take more
             travelled = pickle.loads(pickle.dumps(travelled))
-    assert straight.sampled == travelled.sampled and straight.sampled > RESERVOIR
+    assert straight.sample.filled == travelled.sample.filled > RESERVOIR
     assert straight.quantile_edges(10) == travelled.quantile_edges(10)
 
 
@@ -478,10 +480,5 @@ def test_a_scalar_column_counts_without_its_offsets_as_with_them(dtype):
         offsets, flat = value_lists(column, dtype)
         fast.update(offsets, flat, scalar=True)
         slow.update(offsets, flat)
-    a, b = fast.__getstate__(), slow.__getstate__()
-    for name in a:
-        if isinstance(a[name], np.ndarray):
-            assert np.array_equal(a[name], b[name], equal_nan=True), name
-        elif name != "sampler":
-            assert a[name] == b[name] or (a[name] != a[name] and b[name] != b[name]), name
+    assert_same_state(fast, slow)
     assert fast.nans + fast.numbers + fast.missing == slow.records  # every row counted once

@@ -1,0 +1,141 @@
+"""Number features updated in step (one 2-D pass and one shared sample a batch) give the
+statistics each feature's own update gives, whatever leaves the step and when."""
+
+from __future__ import annotations
+
+import pickle
+
+import numpy as np
+import pyarrow as pa
+import pytest
+from support.stats import assert_same_state
+
+from beam_jobs.codec.examples import ExampleEncoder
+from beam_jobs.stats.accumulate import RESERVOIR, FeatureStats
+from beam_jobs.stats.batches import finish_all, new_stats, update_all
+from tfdata_reader.manifest import FeatureSpec
+
+_MOMENTS = ("mean", "m2")  # summed in another order: equal within rounding
+
+
+def _features(count: int) -> list[FeatureSpec]:
+    dtypes = ["float32", "int64", "float32", "bytes"]
+    return [FeatureSpec(f"f{i}", dtypes[i % len(dtypes)]) for i in range(count)]
+
+
+def _batch(features, rows: int, rng, spoil: dict[int, str]) -> pa.RecordBatch:
+    """A batch of the features; `spoil`: feature index -> "null", "nan", "inf" or "list"."""
+    columns = {}
+    for i, feature in enumerate(features):
+        kind = spoil.get(i)
+        if feature.dtype == "bytes":
+            columns[feature.name] = pa.array(rng.choice(["a", "b", "c"], rows), pa.binary())
+            continue
+        values = rng.normal(size=rows) * 10
+        values[rng.random(rows) < 0.05] = 0.0  # zeros: counted
+        if feature.dtype == "int64":
+            values = np.round(values).astype(np.int64)
+        cells = values.tolist()
+        if kind == "null" and rows:
+            cells[rng.integers(rows)] = None
+        if kind in ("nan", "inf") and rows and feature.dtype == "float32":
+            cells[rng.integers(rows)] = float(kind) * (1 if rng.random() < 0.5 else -1)
+        columns[feature.name] = pa.array(cells, pa.int64() if feature.dtype == "int64" else None)
+    return pa.record_batch(columns)
+
+
+def _alone(stats, features, batch) -> None:
+    """Each feature's own update (the path before features were updated in step)."""
+    for feature, (offsets, values) in zip(
+        features, ExampleEncoder(features).columns(batch), strict=True
+    ):
+        stats[feature.name].update(offsets, values, scalar=True)
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_features_in_step_give_each_features_own_statistics(seed):
+    rng = np.random.default_rng(seed)
+    features = _features(13)
+    encoder = ExampleEncoder(features)
+    together, alone = new_stats(features), new_stats(features)
+    # Large and small batches (the sample cut back past 2 * RESERVOIR rows, a batch larger than
+    # RESERVOIR), an empty one, and features leaving the step at random batches.
+    for rows in [3000, 9000, 0, 700, 20000, 5, 4000, 12000]:
+        spoil = {int(i): str(rng.choice(["null", "nan", "inf"])) for i in
+                 rng.choice(len(features), rng.integers(0, 3), replace=False)}  # fmt: skip
+        batch = _batch(features, rows, rng, spoil)
+        update_all(together, features, encoder.columns(batch), batch)
+        _alone(alone, features, batch)
+    in_step = [s for s in together.values() if s.group is not None]
+    assert in_step or seed != 0  # seed 0 leaves some in step to the end
+    for name in together:
+        assert_same_state(together[name], alone[name], close=_MOMENTS)
+    # Finished together (one sort of the shared sample) or alone: the same edges.
+    finished, mine = finish_all(together), finish_all(alone)
+    for name in finished:
+        a, b = finished[name], mine[name]
+        assert a.group is None and a.sample is None
+        assert (a.edges is None) == (b.edges is None)
+        if a.edges is not None:
+            assert np.array_equal(a.edges, b.edges), name
+    again = pickle.loads(pickle.dumps(finished))
+    assert [again[n].records for n in again] == [mine[n].records for n in mine]
+
+
+def test_a_shard_starts_in_step_and_its_features_leave_one_by_one():
+    rng = np.random.default_rng(9)
+    features = _features(8)
+    encoder = ExampleEncoder(features)
+    stats, alone = new_stats(features), new_stats(features)
+    numbers = [f.name for f in features if f.dtype != "bytes"]  # six: f0-f2, f4-f6
+
+    def add(spoil):
+        batch = _batch(features, 2 * RESERVOIR + 5, rng, spoil)
+        update_all(stats, features, encoder.columns(batch), batch)
+        _alone(alone, features, batch)
+        return sorted(n for n in numbers if stats[n].group is not None)
+
+    assert add({}) == numbers  # every number feature in step, the bytes one alone
+    assert add({1: "null"}) == ["f0", "f2", "f4", "f5", "f6"]
+    assert add({0: "nan", 6: "inf"}) == ["f2", "f4", "f5"]
+    assert add({}) == ["f2", "f4", "f5"]  # one that left does not come back
+    group = stats["f2"].group
+    assert group.sample.width == 3 and [m.column for m in group.members] == [0, 1, 2]
+    for name in stats:
+        assert_same_state(stats[name], alone[name], close=_MOMENTS)
+
+
+def test_a_live_feature_in_step_reads_and_pickles_as_one_alone():
+    features = _features(3)[:3]  # f0 float32, f1 int64, f2 float32
+    rng = np.random.default_rng(4)
+    batch = _batch(features, 500, rng, {})
+    stats, alone = new_stats(features), new_stats(features)
+    update_all(stats, features, ExampleEncoder(features).columns(batch), batch)
+    _alone(alone, features, batch)
+    travelled = pickle.loads(pickle.dumps(stats["f1"]))  # leaves the step: a sample of its own
+    assert travelled.group is None and stats["f1"].group is None
+    assert stats["f0"].group.sample.width == 2
+    assert stats["f2"].quantile_edges(10) == alone["f2"].quantile_edges(10)
+    assert travelled.quantile_edges(4) == alone["f1"].quantile_edges(4)
+    # A feature updated directly leaves the step first; the others go on in it.
+    more = _batch(features, 300, rng, {})
+    columns = ExampleEncoder(features).columns(more)
+    stats["f0"].update(*columns[0], scalar=True)
+    alone["f0"].update(*columns[0], scalar=True)
+    assert_same_state(stats["f0"], alone["f0"], close=_MOMENTS)
+
+
+def test_one_number_feature_or_none_in_step_is_updated_alone():
+    features = [FeatureSpec("x", "float32"), FeatureSpec("w", "bytes")]
+    batch = pa.record_batch({"x": pa.array([1.0, 2.0]), "w": pa.array([b"a", b"b"])})
+    stats = new_stats(features)
+    update_all(stats, features, ExampleEncoder(features).columns(batch), batch)
+    assert all(s.group is None for s in stats.values())
+    assert (stats["x"].records, stats["x"].low, stats["x"].high) == (2, 1.0, 2.0)
+    lists = [FeatureSpec("a", "int64"), FeatureSpec("b", "int64")]
+    batch = pa.record_batch({"a": pa.array([[1], [2]]), "b": pa.array([[3], [4]])})
+    stats = new_stats(lists)
+    update_all(stats, lists, ExampleEncoder(lists).columns(batch), batch)
+    assert all(s.group is None for s in stats.values())  # list columns: each alone
+    assert (stats["b"].low, stats["b"].high, stats["b"].mean) == (3.0, 4.0, 3.5)
+    assert isinstance(stats["a"], FeatureStats)

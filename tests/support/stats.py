@@ -1,0 +1,34 @@
+"""Comparing statistics accumulators field by field."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from beam_jobs.stats.accumulate import FeatureStats
+
+
+def _state(stats: FeatureStats) -> dict:
+    """An accumulator's fields, its sample's as fields of their own."""
+    state = stats.__getstate__()
+    sample = state.pop("sample")
+    if sample is not None:
+        state |= {f"sample.{name}": value for name, value in sample.__getstate__().items()}
+    return state
+
+
+def assert_same_state(a: FeatureStats, b: FeatureStats, close: tuple[str, ...] = ()) -> None:
+    """The same fields (generators by where they are; `close` ones within float rounding)."""
+    mine, theirs = _state(a), _state(b)
+    assert sorted(mine) == sorted(theirs)
+    for name, value in mine.items():
+        other = theirs[name]
+        if isinstance(value, np.ndarray):
+            assert np.array_equal(value, other, equal_nan=True), name
+        elif isinstance(value, np.random.Generator):
+            assert value.bit_generator.state == other.bit_generator.state, name
+        elif name in close:
+            assert math.isclose(value, other, rel_tol=1e-9, abs_tol=1e-9), name
+        elif name != "sampler":
+            assert value == other or (value != value and other != other), name
