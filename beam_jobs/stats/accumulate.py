@@ -52,6 +52,7 @@ _MG_DELTA_FIELD = 4
 LONG_VALUE = 256  # bytes: longer values are one placeholder in the top values
 LONG_PLACEHOLDER = "__LONG_VALUE__"
 FINISHED_BUCKETS = 100
+SHARES_HELD = 32  # finished shards' quantile shares held before they enter the sketch (26 KB)
 # Distinct bytes values counted exactly (each value's count kept, long values as the
 # placeholder); past it, the Misra-Gries sketch takes over, its counts estimates. A category,
 # a code, a carrier or a plane's tail number stays under it; an id or free text does not.
@@ -89,6 +90,9 @@ class FeatureStats:
     column: int = 0
     group: Any = None
     quantiles: Any = None  # tfx-bsl QuantilesSketch, merging finished shards' edges
+    # Finished shards' shares (middles, weights) not in `quantiles` yet: added SHARES_HELD at a
+    # time, as one call costs about as much as ten (50 us), whatever it holds.
+    shares: list = dataclasses.field(default_factory=list)
     distinct: Any = None  # tfx-bsl KmvSketch
     top: Any = None  # tfx-bsl MisraGriesSketch
     top_weight: float = 0.0  # 0: `top` got every value; else the largest weight of a sampled one
@@ -104,7 +108,9 @@ class FeatureStats:
     def __getstate__(self) -> dict:
         self._fold_counts()
         self._leave_group()
+        self._add_held_shares()
         state = dict(self.__dict__)
+        state["pending"], state["shares"] = [], []  # empty now: new lists, not this one's
         for name in ("distinct", "top"):
             if state[name] is not None:
                 state[name] = state[name].Serialize()
@@ -126,6 +132,8 @@ class FeatureStats:
         copied.__setstate__(self.__getstate__())
         if self.quantiles is not None:
             copied.quantiles = pickle.loads(pickle.dumps(self.quantiles))
+        if self.sample is not None:
+            copied.sample = copy.deepcopy(self.sample)
         return copied
 
     def update(self, offsets: np.ndarray, values: pa.Array, scalar: bool = False) -> None:
@@ -190,7 +198,7 @@ class FeatureStats:
         self._add_to_sample(numbers)
 
     def _add_to_sample(self, numbers: np.ndarray) -> None:
-        if self.quantiles is not None or self.edges is not None:
+        if self.quantiles is not None or self.edges is not None or self.shares:
             raise RuntimeError("finished or merged statistics take no more values")
         if self.sample is None:
             self.sample = BottomK()
@@ -329,7 +337,8 @@ class FeatureStats:
         self.top_weight = max(self.top_weight, other.top_weight)
         if self.dtype == "bytes":
             self._merge_counts(other)
-        for name in ("quantiles", "distinct", "top"):
+        self._merge_shares(other)
+        for name in ("distinct", "top"):
             theirs = getattr(other, name)
             if theirs is None:
                 continue
@@ -367,14 +376,41 @@ class FeatureStats:
     def _add_shares(self, edges: np.ndarray, numbers: int) -> None:
         """Adds a finished shard's numbers to the quantile sketch as its shares: each of the
         100 holds `numbers / 100` values, added at its middle (one more percent of rank error
-        at most)."""
-        if self.quantiles is None:
+        at most). Held until SHARES_HELD shards' are, then added in one call (the sketch is
+        the same as when added one shard at a time: it takes the values in order)."""
+        middles = (edges[:-1] + edges[1:]) / 2
+        self.shares.append((middles, np.full(len(middles), numbers / len(middles), np.float32)))
+        if len(self.shares) >= SHARES_HELD:
+            self._add_held_shares()
+
+    def _add_held_shares(self) -> None:
+        if self.shares:
+            self.quantiles = self._sketch_with_shares(self.quantiles)
+            self.shares = []
+
+    def _sketch_with_shares(self, sketch: Any) -> Any:
+        """`sketch` (None: a new one) with the held shares added."""
+        if sketch is None:
             from tfx_bsl import sketches
 
-            self.quantiles = sketches.QuantilesSketch(QUANTILE_EPSILON, _MAX_ELEMENTS, 1)
-        middles = (edges[:-1] + edges[1:]) / 2
-        weights = np.full(len(middles), numbers / len(middles), np.float32)
-        self.quantiles.AddValues(pa.array(middles), pa.array(weights))
+            sketch = sketches.QuantilesSketch(QUANTILE_EPSILON, _MAX_ELEMENTS, 1)
+        middles, weights = zip(*self.shares, strict=True)
+        sketch.AddValues(pa.array(np.concatenate(middles)), pa.array(np.concatenate(weights)))
+        return sketch
+
+    def _merge_shares(self, other: FeatureStats) -> None:
+        """Takes `other`'s quantiles: its held shares after this one's, or its sketch."""
+        if other.quantiles is None:
+            self.shares.extend(other.shares)
+            if len(self.shares) >= SHARES_HELD:
+                self._add_held_shares()
+            return
+        self._add_held_shares()
+        other._add_held_shares()
+        if self.quantiles is None:
+            self.quantiles = other.quantiles
+        else:
+            self.quantiles.Merge(other.quantiles)
 
     @property
     def average(self) -> float:
@@ -409,10 +445,14 @@ class FeatureStats:
             found = [ranked[:, 0] for ranked in self.sample.ranked(*buckets)]
         elif self.edges is not None:  # finished: its 101 edges hold 100 equal shares
             found = [np.quantile(self.edges, np.linspace(0, 1, count + 1)) for count in buckets]
-        elif self.quantiles is not None:
-            # Asking finalizes a sketch (no values may be added after): ask a copy, which
-            # answers every count as a fresh copy would (checked on 3,000 random sketches).
-            sketch = pickle.loads(pickle.dumps(self.quantiles))
+        elif self.quantiles is not None or self.shares:
+            if self.quantiles is None:  # held shares alone: a sketch of them, asked and let go
+                sketch = self._sketch_with_shares(None)
+            else:
+                # Asking finalizes a sketch (no values may be added after): ask a copy, which
+                # answers every count as a fresh copy would (checked on 3,000 random sketches).
+                self._add_held_shares()
+                sketch = pickle.loads(pickle.dumps(self.quantiles))
             found = [
                 sketch.GetQuantiles(count).flatten().to_numpy(zero_copy_only=False)
                 for count in buckets

@@ -16,7 +16,7 @@ import pyarrow as pa
 import pytest
 import tensorflow as tf
 from support.datasets import ROOT, convert, expected_rows
-from support.stats import assert_same_state
+from support.stats import _state, assert_same_state
 from tensorflow_metadata.proto.v0 import statistics_pb2
 
 from beam_jobs.inspection.stats_table import load_statistics
@@ -482,3 +482,59 @@ def test_a_scalar_column_counts_without_its_offsets_as_with_them(dtype):
         slow.update(offsets, flat)
     assert_same_state(fast, slow)
     assert fast.nans + fast.numbers + fast.missing == slow.records  # every row counted once
+
+
+def test_held_shares_make_the_sketch_shards_added_one_at_a_time_make():
+    from tfx_bsl import sketches
+
+    from beam_jobs.stats.accumulate import QUANTILE_EPSILON, SHARES_HELD
+
+    rng = np.random.default_rng(12)
+    parts = [_stats("float32", [[float(v)] for v in rng.normal(i % 7, 1, 50 + i)])
+             for i in range(2 * SHARES_HELD + 5)]  # fmt: skip
+    one_by_one = sketches.QuantilesSketch(QUANTILE_EPSILON, 1 << 32, 1)
+    for part in parts:
+        part.finish()
+        middles = (part.edges[:-1] + part.edges[1:]) / 2
+        weights = np.full(100, part.numbers / 100, np.float32)
+        one_by_one.AddValues(pa.array(middles), pa.array(weights))
+    merged = merge_all([{"x": p} for p in parts])["x"]
+    assert len(merged.shares) == 5  # two calls of SHARES_HELD shards' shares, five held
+    travelled = pickle.loads(pickle.dumps(merged))  # pickled: every share in the sketch
+    one_by_one.Compact()  # as pickling an accumulator compacts its sketch
+    assert travelled.shares == [] and pickle.dumps(travelled.quantiles) == pickle.dumps(one_by_one)
+    assert merged.quantile_edges_of(10, 100) == travelled.quantile_edges_of(10, 100)
+    # Fewer shards than SHARES_HELD: asked, a sketch of their shares answers and is let go.
+    few = merge_all([{"x": p} for p in parts[:3]])["x"]
+    edges = few.quantile_edges_of(10, 100)
+    assert (len(few.shares), few.quantiles) == (3, None)
+    assert pickle.loads(pickle.dumps(few)).quantile_edges_of(10, 100) == edges
+    with pytest.raises(RuntimeError, match="take no more values"):
+        merge_all([{"x": parts[0]}])["x"].update(np.arange(2), pa.array([1.0]))
+
+
+def test_a_copy_shares_nothing_with_its_original():
+    import copy
+
+    rng = np.random.default_rng(2)
+    live = _stats("float32", [[float(v)] for v in rng.normal(size=300)])
+    before = _state(live)
+    twin = copy.deepcopy(live)
+    twin.update(np.arange(4), pa.array([1.0, 2.0, 3.0]))
+    assert_same_state(live, _restored(before))
+    part = _stats("float32", [[1.0], [2.0]])
+    part.finish()
+    merge_all([{"x": part}])  # copies the part: its copy's shares stay the copy's
+    assert part.shares == [] and part.edges is not None
+    assert len(merge_all([{"x": part}])["x"].shares) == 1  # its edges once, not twice
+
+
+def _restored(state: dict) -> FeatureStats:
+    from beam_jobs.stats.sample import BottomK
+
+    stats = FeatureStats(state["dtype"])
+    sample = BottomK()
+    fields = {k: v for k, v in state.items() if not k.startswith("sample.")}
+    sample.__dict__.update({k[7:]: v for k, v in state.items() if k.startswith("sample.")})
+    stats.__setstate__(fields | {"sample": sample})
+    return stats
