@@ -212,11 +212,7 @@ def _one_value_prefix(key: bytes, tag: int, size: int) -> bytes:
 def _float_block(keys: Sequence[bytes], values: Sequence[pa.Array], n: int) -> tuple[pa.Array, int]:
     """The entries of consecutive one-float-per-row features, for every row: the same width in
     every row, so they are written into one byte matrix (no per-row lengths, no masks)."""
-    template, offsets = b"", []
-    for key in keys:
-        template += _one_value_prefix(key, _TAGS["float32"], 4)
-        offsets.append(len(template))
-        template += bytes(4)
+    template, offsets = _float_template(tuple(keys))
     width = len(template)
     matrix = np.empty((n, width), dtype=np.uint8)
     matrix[:] = np.frombuffer(template, dtype=np.uint8)  # every row's prefixes at once
@@ -228,6 +224,18 @@ def _float_block(keys: Sequence[bytes], values: Sequence[pa.Array], n: int) -> t
     for name, column in zip(names, values, strict=True):
         records[name] = column.to_numpy(zero_copy_only=False)
     return _binary(matrix.reshape(-1), np.full(n, width, dtype=np.int64)), width
+
+
+@functools.lru_cache(maxsize=64)
+def _float_template(keys: tuple[bytes, ...]) -> tuple[bytes, tuple[int, ...]]:
+    """The bytes of one row's entries of one-float features, zeros for the floats, and where
+    each float goes (a batch of thousands of features asks for the same run every batch)."""
+    template, offsets = b"", []
+    for key in keys:
+        template += _one_value_prefix(key, _TAGS["float32"], 4)
+        offsets.append(len(template))
+        template += bytes(4)
+    return template, tuple(offsets)
 
 
 @functools.lru_cache(maxsize=4096)
@@ -293,8 +301,11 @@ def encode_examples(
             total += width
             run.clear()
 
+    scalar: dict[int, bool] = {}  # by the offsets' id: columns of a batch may share them
     for name, dtype, (offsets, values) in zip(names, dtypes, columns, strict=True):
-        if dtype != "bytes" and num_rows and _is_scalar(offsets):
+        if id(offsets) not in scalar:
+            scalar[id(offsets)] = _is_scalar(offsets)
+        if dtype != "bytes" and num_rows and scalar[id(offsets)]:
             if dtype != run_dtype:
                 end_run()
                 run_dtype = dtype

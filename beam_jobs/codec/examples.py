@@ -32,11 +32,17 @@ def is_list(arrow_type: pa.DataType) -> bool:
     )
 
 
-def value_lists(column: pa.Array, dtype: str) -> tuple[np.ndarray, pa.Array]:
+def value_lists(
+    column: pa.Array, dtype: str, one_each: np.ndarray | None = None
+) -> tuple[np.ndarray, pa.Array]:
     """A scalar or list column as (row offsets from 0, the values cast to the Example dtype,
-    without nulls): a null row has no values."""
+    without nulls): a null row has no values. `one_each`: the offsets of one value a row
+    (0, 1, ..., rows), given as the offsets of a scalar column without nulls (read-only: the
+    columns of a batch share it)."""
     if isinstance(column, pa.ChunkedArray):
         column = column.combine_chunks()
+    if one_each is not None and not column.null_count and not is_list(column.type):
+        return one_each, pc.cast(column, VALUE_TYPES[dtype], safe=False)
     if is_list(column.type):
         # list_flatten skips null lists, whatever their offsets cover.
         values = pc.list_flatten(column)
@@ -64,8 +70,11 @@ class ExampleEncoder:
         return self.encode_columns(self.columns(batch), batch.num_rows)
 
     def columns(self, batch: pa.RecordBatch) -> list[tuple[np.ndarray, pa.Array]]:
-        """Each feature's `value_lists`, in the features' order (statistics use them too)."""
-        return [value_lists(batch.column(f.name), f.dtype) for f in self._features]
+        """Each feature's `value_lists`, in the features' order (statistics use them too);
+        the scalar columns without nulls share one offsets array."""
+        one_each = np.arange(batch.num_rows + 1, dtype=np.int64)
+        one_each.flags.writeable = False
+        return [value_lists(batch.column(f.name), f.dtype, one_each) for f in self._features]
 
     def encode_columns(self, columns: list[tuple[np.ndarray, pa.Array]], rows: int) -> list[bytes]:
         """`encode` of a batch whose `columns` are given."""

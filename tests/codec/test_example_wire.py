@@ -174,3 +174,23 @@ def test_features_with_one_value_a_row_match_protobuf_whatever_the_lengths():
     features, batch = _batch(columns)
     encoded = ExampleEncoder(features).encode(batch)
     assert encoded == [_protobuf_example(columns, row) for row in range(rows)]
+
+
+def test_scalar_columns_without_nulls_share_one_read_only_offsets_array():
+    columns = [
+        ("x", "float32", False, [1.0, 2.0, 3.0]),
+        ("n", "int64", False, [4, 5, 6]),
+        ("gap", "float32", False, [1.0, None, 2.0]),
+        ("l", "int64", True, [[1], [2, 3], []]),
+        ("s", "bytes", False, [b"a", b"b", b"c"]),
+    ]
+    features, batch = _batch(columns)
+    lists = ExampleEncoder(features).columns(batch)
+    shared = lists[0][0]
+    assert [offsets is shared for offsets, _ in lists] == [True, True, False, False, True]
+    assert shared.tolist() == [0, 1, 2, 3] and not shared.flags.writeable
+    assert lists[2][0].tolist() == [0, 1, 1, 2] and lists[3][0].tolist() == [0, 1, 3, 3]
+    assert [v.type for _, v in lists[:2]] == [pa.float32(), pa.int64()]
+    assert ExampleEncoder(features).encode(batch) == [
+        _protobuf_example(columns, row) for row in range(3)
+    ]
