@@ -98,8 +98,11 @@ class Projection:
         Raises:
           UsageError: naming a column the input does not have, or two outputs of one name.
         """
+        names = [f.name for f in features]
+        if self.is_identity and len(set(names)) == len(names):
+            return list(features)  # frozen specs: no copies (5,000 took 33 ms each plan step)
         by_name = {f.name: f for f in features}
-        kept = list(self.columns) or [f.name for f in features]
+        kept = list(self.columns) or names
         renames = dict(self.renames)
         unknown = list(dict.fromkeys(n for n in [*kept, *renames] if n not in by_name))
         if unknown:
