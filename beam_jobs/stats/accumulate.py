@@ -134,6 +134,8 @@ class FeatureStats:
             copied.quantiles = pickle.loads(pickle.dumps(self.quantiles))
         if self.sample is not None:
             copied.sample = copy.deepcopy(self.sample)
+        if self.sampler is not None:  # a bytes feature's: the copy draws on its own
+            copied.sampler = copy.deepcopy(self.sampler)
         return copied
 
     def update(self, offsets: np.ndarray, values: pa.Array, scalar: bool = False) -> None:
@@ -179,8 +181,10 @@ class FeatureStats:
                 return
             low, high = numbers.min(), numbers.max()
         self.numbers += len(numbers)
-        self.low = _pick(min, self.low, float(low))
-        self.high = _pick(max, self.high, float(high))
+        # + 0.0: a zero extreme is +0.0, whichever zero min() met first (the order of a
+        # reduction's comparisons differs between 1-D and 2-D, float32 and float64).
+        self.low = _pick(min, self.low, float(low) + 0.0)
+        self.high = _pick(max, self.high, float(high) + 0.0)
         if low <= 0 <= high:  # else no zero among them: no pass to count
             self.zeros += int(np.count_nonzero(numbers == 0))
         finite = numbers
@@ -270,7 +274,13 @@ class FeatureStats:
         if len(parts) == 1:  # one batch's value counts: each value once already
             self.counts = parts[0]
         else:  # a group-by costs a millisecond or more however small its table
-            merged = pa.concat_tables(parts).group_by("values").aggregate([("counts", "sum")])
+            # One thread: the rows in first-seen order (threads give them in any order, and
+            # the pickled statistics would differ from run to run).
+            merged = (
+                pa.concat_tables(parts)
+                .group_by("values", use_threads=False)
+                .aggregate([("counts", "sum")])
+            )
             self.counts = merged.rename_columns({"counts_sum": "counts"})
         self.pending, self.pending_rows = [], 0
         if self.counts.num_rows > EXACT_DISTINCT:
@@ -549,7 +559,7 @@ def _misra_gries_delta(sketch: Any) -> float:
 def bounded(edges: Any, low: Any, high: Any) -> Any:
     """Quantile edges (a column each, or one) with their ends the exact minimum and maximum,
     whatever was sampled, and the inner edges within them."""
-    edges = np.clip(edges, low, high)
+    edges = np.clip(edges, low, high) + 0.0  # zeros as +0.0, whichever the sample held
     edges[0], edges[-1] = low, high
     return edges
 

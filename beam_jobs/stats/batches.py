@@ -45,10 +45,10 @@ def update_all(
     """Adds a batch: each feature's `value_lists`, as the encoder made them from `batch`.
     A column of the batch that is no list holds one value a record (or a null), which spares
     its offsets a look (without the batch each is looked at, and each feature is updated
-    alone)."""
+    alone). A batch may give some of the features only: the others are left as they were."""
     rows = len(columns[0][0]) - 1 if columns else 0
     alone: list[tuple[FeatureStats, Column, bool]] = []
-    in_step: list[tuple[FeatureStats, Column, bool]] = []
+    in_step: dict[int, list[tuple[FeatureStats, Column, bool]]] = {}  # by group
     joining: list[tuple[FeatureStats, Column, bool]] = []
     # The schema's types at once: a column looked up by name costs microseconds, thousands a
     # batch with thousands of features.
@@ -59,14 +59,14 @@ def update_all(
         scalar = batch is not None and not is_list(types[feature.name])
         full = scalar and len(column[1]) == rows  # one value a record: no null
         if own.group is not None:
-            in_step.append((own, column, scalar))
+            in_step.setdefault(id(own.group), []).append((own, column, scalar))
         elif full and own.dtype != "bytes" and own.records == 0 < rows:
             joining.append((own, column, scalar))  # the shard's first batch: all may start
         else:
             alone.append((own, column, scalar))
-    if in_step:
-        alone.extend(_update_in_step(in_step, rows))
-    elif len(joining) >= MIN_GROUP:
+    for candidates in in_step.values():
+        alone.extend(_update_in_step(candidates, rows))
+    if len(joining) >= MIN_GROUP:
         _Group([own for own, _, _ in joining])
         alone.extend(_update_in_step(joining, rows))
     else:
@@ -90,8 +90,11 @@ def _update_in_step(
     candidates: list[tuple[FeatureStats, Column, bool]], rows: int
 ) -> list[tuple[FeatureStats, Column, bool]]:
     """Updates the features of a group with their columns of one batch (and whether each is
-    scalar); returns those that are not (or no longer) in step, to update alone."""
+    scalar); returns those that are not (or no longer) in step, to update alone. Members the
+    batch does not give leave the step (they draw no keys for it)."""
     group = candidates[0][0].group
+    given = {id(own) for own, _, _ in candidates}
+    group.release([m for m in group.members if id(m) not in given])
     # A member's numbers a row: each column's copy and reductions run over contiguous memory.
     numbers = np.empty((len(group.members), rows), np.float64)
     fit = np.zeros(len(group.members), bool)
@@ -100,7 +103,9 @@ def _update_in_step(
             numbers[own.column] = values.to_numpy()
             fit[own.column] = True
     if rows:
-        low, high = numbers.min(axis=1), numbers.max(axis=1)  # NaN for a column with one
+        # NaN for a column with one; + 0.0 makes a zero extreme +0.0, whichever zero the
+        # reduction met first (FeatureStats.update does the same).
+        low, high = numbers.min(axis=1) + 0.0, numbers.max(axis=1) + 0.0
         fit &= np.isfinite(low) & np.isfinite(high)
     if not fit.all():
         kept = np.flatnonzero(fit)

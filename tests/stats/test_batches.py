@@ -139,3 +139,54 @@ def test_one_number_feature_or_none_in_step_is_updated_alone():
     assert all(s.group is None for s in stats.values())  # list columns: each alone
     assert (stats["b"].low, stats["b"].high, stats["b"].mean) == (3.0, 4.0, 3.5)
     assert isinstance(stats["a"], FeatureStats)
+
+
+def _call(stats, features, values) -> None:
+    pairs = zip(features, values, strict=True)
+    batch = pa.record_batch({f.name: pa.array(v, pa.float64()) for f, v in pairs})
+    update_all(stats, features, ExampleEncoder(features).columns(batch), batch)
+
+
+def test_a_batch_of_some_features_leaves_the_others_as_they_were():
+    a, b, c, d = (FeatureSpec(n, "float32") for n in "abcd")
+    stats = new_stats([a, b, c])
+    _call(stats, [a, b, c], [[1.0, 2.0]] * 3)
+    _call(stats, [a, b], [[3.0, 4.0]] * 2)  # c is not given: it leaves the step, unchanged
+    assert {n: (s.records, s.low, s.high) for n, s in stats.items()} == {
+        "a": (4, 1.0, 4.0), "b": (4, 1.0, 4.0), "c": (2, 1.0, 2.0)
+    }  # fmt: skip
+    assert stats["c"].group is None and stats["a"].group.sample.width == 2
+    # Two groups (one a batch of a and b made, one of c and d), then a batch of all four.
+    stats, alone = new_stats([a, b, c, d]), new_stats([a, b, c, d])
+    batches = [([a, b], [[1.0, 2.0]] * 2), ([c, d], [[100.0, 200.0]] * 2),
+               ([a, b, c, d], [[10.0], [10.0], [500.0], [500.0]])]  # fmt: skip
+    for features, values in batches:
+        _call(stats, features, values)
+        for feature, column in zip(features, values, strict=True):
+            alone[feature.name].update(np.arange(len(column) + 1), pa.array(column), scalar=True)
+    assert {n: (s.records, s.low, s.high) for n, s in stats.items()} == {
+        "a": (3, 1.0, 10.0), "b": (3, 1.0, 10.0), "c": (3, 100.0, 500.0), "d": (3, 100.0, 500.0)
+    }  # fmt: skip
+    for name in stats:
+        assert_same_state(stats[name], alone[name], close=_MOMENTS)
+
+
+def test_zeros_of_either_sign_give_the_same_extremes_and_edges_in_step_or_alone():
+    rng = np.random.default_rng(8)
+    features = [FeatureSpec(f"z{i}", "float32") for i in range(3)]
+    together, alone = new_stats(features), new_stats(features)
+    for _ in range(40):
+        values = [rng.choice([0.0, -0.0, 2.5, -1.0], 50, p=[0.4, 0.4, 0.1, 0.1]).tolist()
+                  for _ in features]  # fmt: skip
+        values[0] = [abs(v) if v == 0 else v for v in values[0]]  # some columns' zero extremes
+        _call(together, features, values)
+        pairs = zip(features, values, strict=True)
+        batch = pa.record_batch({f.name: pa.array(v) for f, v in pairs})
+        _alone(alone, features, batch)
+    for name in together:
+        assert_same_state(together[name], alone[name], close=_MOMENTS)
+        assert together[name].quantile_edges(10) == alone[name].quantile_edges(10)
+    finished, mine = finish_all(together), finish_all(alone)
+    for name in finished:
+        assert np.array_equal(np.signbit(finished[name].edges), np.signbit(mine[name].edges))
+        assert not np.signbit(finished[name].edges[finished[name].edges == 0]).any()

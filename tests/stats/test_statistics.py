@@ -527,6 +527,12 @@ def test_a_copy_shares_nothing_with_its_original():
     merge_all([{"x": part}])  # copies the part: its copy's shares stay the copy's
     assert part.shares == [] and part.edges is not None
     assert len(merge_all([{"x": part}])["x"].shares) == 1  # its edges once, not twice
+    # A bytes feature's sampler (its top values' sample, past many distinct values) too.
+    words = _stats("bytes", [[f"w{i}".encode()] for i in range(12_000)])
+    twin = copy.deepcopy(words)
+    twin.update(np.arange(1001), pa.array([b"hot"] * 1000, pa.binary()))
+    assert words.sampler.bit_generator.state != twin.sampler.bit_generator.state
+    assert words.sampler.bit_generator.state == copy.deepcopy(words).sampler.bit_generator.state
 
 
 def _restored(state: dict) -> FeatureStats:

@@ -19,16 +19,21 @@ def _state(stats: FeatureStats) -> dict:
 
 
 def assert_same_state(a: FeatureStats, b: FeatureStats, close: tuple[str, ...] = ()) -> None:
-    """The same fields (generators by where they are; `close` ones within float rounding)."""
+    """The same fields (generators by where they are; `close` ones within float rounding;
+    the others' floats to the sign of a zero, which statistics.pb's bytes show)."""
     mine, theirs = _state(a), _state(b)
     assert sorted(mine) == sorted(theirs)
     for name, value in mine.items():
         other = theirs[name]
         if isinstance(value, np.ndarray):
             assert np.array_equal(value, other, equal_nan=True), name
+            if value.dtype.kind == "f":
+                assert np.array_equal(np.signbit(value), np.signbit(other)), name
         elif isinstance(value, np.random.Generator):
             assert value.bit_generator.state == other.bit_generator.state, name
         elif name in close:
             assert math.isclose(value, other, rel_tol=1e-9, abs_tol=1e-9), name
         elif name != "sampler":
             assert value == other or (value != value and other != other), name
+            if isinstance(value, float):
+                assert math.copysign(1, value) == math.copysign(1, other), name
