@@ -25,6 +25,7 @@ __all__ = [
     "TOP_VALUES_EXACT",
     "dataset_statistics",
     "equal_width",
+    "equal_width_rows",
     "is_exact",
     "statistics_list",
 ]
@@ -60,13 +61,48 @@ def dataset_statistics(
     name: str, records: int, stats: dict[str, FeatureStats], features: Sequence[FeatureSpec]
 ) -> statistics_pb2.DatasetFeatureStatistics:
     dataset = statistics_pb2.DatasetFeatureStatistics(name=name, num_examples=records)
+    histograms = _histograms({f.name: stats[f.name] for f in features
+                              if f.dtype in _TYPES and f.name in stats})  # fmt: skip
     for feature in features:
-        dataset.features.append(_feature(feature.name, stats.get(feature.name), feature.dtype))
+        dataset.features.append(
+            _feature(feature.name, stats.get(feature.name), feature.dtype, histograms)
+        )
     return dataset
 
 
+_Histograms = tuple[list[float], list[tuple[float, float, float]] | None]
+
+
+def _histograms(stats: dict[str, FeatureStats]) -> dict[str, _Histograms]:
+    """Each number feature's quantile edges and equal-width buckets (None: its min or max is
+    infinite), the buckets of all of them at once (a few NumPy calls for thousands of
+    features)."""
+    found: dict[str, _Histograms] = {}
+    spread: dict[int, list[tuple[str, list[float], int]]] = {}  # by the count of fine edges
+    for name, feature in stats.items():
+        low, high = feature.low, feature.high
+        if not feature.numbers or low is None or high is None:
+            continue
+        edges, fine = feature.quantile_edges_of(HISTOGRAM_BUCKETS, _FINE_BUCKETS)
+        found[name] = (edges, None)
+        if not np.isfinite([low, high]).all():
+            continue
+        if low == high:
+            found[name] = (edges, [(low, high, float(feature.numbers))])
+        else:
+            spread.setdefault(len(fine), []).append((name, fine, feature.numbers))
+    for rows in spread.values():
+        fines = np.array([fine for _, fine, _ in rows], np.float64)
+        totals = np.array([total for _, _, total in rows], np.float64)
+        bounds, counts = equal_width_rows(fines, totals, HISTOGRAM_BUCKETS)
+        for (name, _, _), bound, count in zip(rows, bounds.tolist(), counts.tolist(), strict=True):
+            buckets = list(zip(bound[:-1], bound[1:], count, strict=True))
+            found[name] = (found[name][0], buckets)
+    return found
+
+
 def _feature(
-    name: str, stats: FeatureStats | None, dtype: str
+    name: str, stats: FeatureStats | None, dtype: str, histograms: dict[str, _Histograms]
 ) -> statistics_pb2.FeatureNameStatistics:
     stats = stats or FeatureStats(dtype)
     result = statistics_pb2.FeatureNameStatistics()
@@ -74,7 +110,7 @@ def _feature(
     common = _common(stats)
     if dtype in _TYPES:
         result.type = _TYPES[dtype]
-        result.num_stats.CopyFrom(_numbers(stats, common))
+        result.num_stats.CopyFrom(_numbers(stats, common, histograms.get(name)))
         return result
     top = stats.top_values(TOP_VALUES)
     texts = [_text(value) for value, _ in top]
@@ -124,11 +160,11 @@ def _common(stats: FeatureStats) -> statistics_pb2.CommonStatistics:
 
 
 def _numbers(
-    stats: FeatureStats, common: statistics_pb2.CommonStatistics
+    stats: FeatureStats, common: statistics_pb2.CommonStatistics, histograms: _Histograms | None
 ) -> statistics_pb2.NumericStatistics:
     result = statistics_pb2.NumericStatistics(common_stats=common)
     low, high = stats.low, stats.high
-    if not stats.numbers or low is None or high is None:
+    if histograms is None or low is None or high is None:  # no numbers
         if stats.nans:
             result.histograms.add(num_nan=stats.nans, type=statistics_pb2.Histogram.QUANTILES)
         return result
@@ -137,11 +173,11 @@ def _numbers(
     result.num_zeros = stats.zeros
     result.min = low
     result.max = high
-    edges, fine = stats.quantile_edges_of(HISTOGRAM_BUCKETS, _FINE_BUCKETS)
+    edges, widths = histograms
     result.median = edges[len(edges) // 2]
-    if np.isfinite([low, high]).all():
+    if widths is not None:
         standard = result.histograms.add(num_nan=stats.nans, type=statistics_pb2.Histogram.STANDARD)
-        for low, high, count in equal_width(fine, stats.numbers, HISTOGRAM_BUCKETS):
+        for low, high, count in widths:
             standard.buckets.add(low_value=low, high_value=high, sample_count=count)
     quantiles = result.histograms.add(num_nan=stats.nans, type=statistics_pb2.Histogram.QUANTILES)
     share = stats.numbers / HISTOGRAM_BUCKETS
@@ -159,23 +195,35 @@ def equal_width(
     low, high = edges[0], edges[-1]
     if low == high:
         return [(low, high, float(total))]
-    bounds = np.linspace(low, high, buckets + 1)
-    share = total / (len(edges) - 1)
-    a, b = np.asarray(edges[:-1], dtype=np.float64), np.asarray(edges[1:], dtype=np.float64)
-    # Each quantile bucket's share by equal-width bucket, one row each, summed in order (as
-    # a loop over them would add them): a spread in proportion to the overlap, or a point's
-    # whole share in the bucket that holds it.
+    bounds, counts = equal_width_rows(np.array([edges], np.float64), np.array([total]), buckets)
+    return list(zip(bounds[0, :-1].tolist(), bounds[0, 1:].tolist(), counts[0].tolist(),
+                    strict=True))  # fmt: skip
+
+
+def equal_width_rows(
+    edges: np.ndarray, totals: np.ndarray, buckets: int
+) -> tuple[np.ndarray, np.ndarray]:
+    """`equal_width` of several features at once: a row of quantile edges each (its first below
+    its last), and their totals; returns each row's `buckets + 1` bounds and its counts."""
+    bounds = np.linspace(edges[:, 0], edges[:, -1], buckets + 1, axis=1)
+    share = np.asarray(totals, np.float64) / (edges.shape[1] - 1)
+    a, b = edges[:, :-1, None], edges[:, 1:, None]  # a quantile bucket a row of each feature
+    # Each quantile bucket's share by equal-width bucket, summed in order (as a loop over them
+    # would add them): a spread in proportion to the overlap, or a point's whole share in the
+    # bucket that holds it.
     overlap = np.clip(
-        np.minimum(bounds[1:], b[:, None]) - np.maximum(bounds[:-1], a[:, None]), 0, None
+        np.minimum(bounds[:, None, 1:], b) - np.maximum(bounds[:, None, :-1], a), 0, None
     )
-    point = a == b
-    with np.errstate(divide="ignore", invalid="ignore"):
-        rows = share * overlap / (b - a)[:, None]
+    point = (a == b)[:, :, 0]
+    width = np.where(point, 1.0, (b - a)[:, :, 0])
+    rows = share[:, None, None] * overlap / width[:, :, None]
     rows[point] = 0.0
-    holder = np.minimum(np.searchsorted(bounds, a[point], side="right") - 1, buckets - 1)
-    rows[np.flatnonzero(point), holder] = share
-    counts = np.add.reduce(rows, axis=0) if len(rows) else np.zeros(buckets)
-    return [(float(bounds[i]), float(bounds[i + 1]), float(counts[i])) for i in range(buckets)]
+    feature, bucket = np.nonzero(point)
+    at = a[feature, bucket, 0]
+    # The bucket whose low bound is the last at or below the point (searchsorted "right").
+    holder = np.minimum((bounds[feature] <= at[:, None]).sum(axis=1) - 1, buckets - 1)
+    rows[feature, bucket, holder] = share[feature]
+    return bounds, np.add.reduce(rows, axis=1)
 
 
 def _bytes(

@@ -4,6 +4,7 @@ checked against pandas (and Python's json module) on the same input."""
 from __future__ import annotations
 
 import collections
+import itertools
 import json
 import math
 import pickle
@@ -544,3 +545,35 @@ def _restored(state: dict) -> FeatureStats:
     sample.__dict__.update({k[7:]: v for k, v in state.items() if k.startswith("sample.")})
     stats.__setstate__(fields | {"sample": sample})
     return stats
+
+
+def _spread_by_loop(edges: list[float], total: int, buckets: int) -> list[float]:
+    """The equal-width counts, a quantile bucket at a time (the definition)."""
+    low, high = edges[0], edges[-1]
+    width = (high - low) / buckets
+    counts = [0.0] * buckets
+    share = total / (len(edges) - 1)
+    for a, b in itertools.pairwise(edges):
+        if a == b:  # a point: its whole share in the bucket that holds it
+            counts[min(int((a - low) // width), buckets - 1)] += share
+            continue
+        for i in range(buckets):
+            left, right = low + i * width, low + (i + 1) * width
+            counts[i] += share * max(0.0, min(right, b) - max(left, a)) / (b - a)
+    return counts
+
+
+def test_equal_width_of_many_features_at_once_is_each_ones():
+    from beam_jobs.stats.proto import equal_width_rows
+
+    rng = np.random.default_rng(6)
+    rows = [np.sort(rng.normal(size=101)), np.sort(rng.choice([0.0, 1.0, 2.5, 9.0], 101)),
+            np.sort(np.round(rng.exponential(size=101), 1)), np.linspace(-3, 7, 101)]  # fmt: skip
+    totals = [1000, 77, 123_457, 5]
+    bounds, counts = equal_width_rows(np.array(rows), np.array(totals), 10)
+    for row, total, bound, count in zip(rows, totals, bounds, counts, strict=True):
+        alone = equal_width(row.tolist(), total, 10)
+        assert alone == list(zip(bound[:-1].tolist(), bound[1:].tolist(), count.tolist(),
+                                 strict=True))  # fmt: skip
+        assert sum(count) == pytest.approx(total)
+        assert count.tolist() == pytest.approx(_spread_by_loop(row.tolist(), total, 10), rel=1e-9)
