@@ -577,3 +577,16 @@ def test_equal_width_of_many_features_at_once_is_each_ones():
                                  strict=True))  # fmt: skip
         assert sum(count) == pytest.approx(total)
         assert count.tolist() == pytest.approx(_spread_by_loop(row.tolist(), total, 10), rel=1e-9)
+
+
+def test_a_row_of_equal_width_bounds_is_the_same_beside_any_other():
+    from beam_jobs.stats.proto import equal_width_rows
+
+    # A denormal range: linspace of arrays took another formula for every row with it.
+    rows = np.array([[0.0, 0.5, 1.0], [0.0, 0.0, 5e-324], [-3e38, 0.0, 3e38]])
+    bounds, counts = equal_width_rows(rows, np.array([3, 2, 9]), 10)
+    for row, total, bound in zip(rows, [3, 2, 9], bounds, strict=True):
+        assert bound.tolist() == np.linspace(row[0], row[-1], 11).tolist()
+        alone = equal_width(row.tolist(), total, 10)
+        assert [b for b, _, _ in alone] == bound[:-1].tolist()
+    assert counts[0].tolist() == [c for _, _, c in equal_width([0.0, 0.5, 1.0], 3, 10)]
