@@ -143,12 +143,12 @@ def _payload(offsets: np.ndarray, values: pa.Array, dtype: str) -> tuple[pa.Arra
 
 
 def _entry(
-    key: bytes, dtype: str, offsets: np.ndarray, values: pa.Array
+    key: bytes, dtype: str, offsets: np.ndarray, values: pa.Array, scalar: bool
 ) -> tuple[pa.Array, pa.Array, np.ndarray]:
     """One feature's map entry for every row as its header and its list content, and the
-    entry's byte length."""
+    entry's byte length (`scalar`: `_is_scalar(offsets)`)."""
     n = len(offsets) - 1
-    if dtype == "bytes" and n and _is_scalar(offsets):
+    if dtype == "bytes" and n and scalar:
         # One value a row: its BytesList's 0a varint(len) goes in the header, as a packed
         # list's does, and the value itself is the payload (no framing pass, no list join).
         payload = values.cast(pa.large_binary())
@@ -305,14 +305,15 @@ def encode_examples(
     for name, dtype, (offsets, values) in zip(names, dtypes, columns, strict=True):
         if id(offsets) not in scalar:
             scalar[id(offsets)] = _is_scalar(offsets)
-        if dtype != "bytes" and num_rows and scalar[id(offsets)]:
+        one_each = scalar[id(offsets)]
+        if dtype != "bytes" and num_rows and one_each:
             if dtype != run_dtype:
                 end_run()
                 run_dtype = dtype
             run.append((name.encode(), values))
             continue
         end_run()
-        header, payload, size = _entry(name.encode(), dtype, offsets, values)
+        header, payload, size = _entry(name.encode(), dtype, offsets, values, one_each)
         parts += [header, payload]
         total += size
     end_run()

@@ -39,7 +39,7 @@ def new_stats(features: Sequence[FeatureSpec]) -> dict[str, FeatureStats]:
 def update_all(
     stats: dict[str, FeatureStats],
     features: Sequence[FeatureSpec],
-    columns: Sequence[tuple[np.ndarray, pa.Array]],
+    columns: Sequence[Column],
     batch: pa.RecordBatch | None = None,
 ) -> None:
     """Adds a batch: each feature's `value_lists`, as the encoder made them from `batch`.
@@ -177,5 +177,4 @@ class _Group:
         for member in self.members:
             member.edges = edges[member.column] if self.sample.filled else None
             member.sample, member.column, member.group = None, 0, None
-            member.sampler = None
         self.members = []
