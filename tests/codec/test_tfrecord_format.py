@@ -1,5 +1,6 @@
 import gzip
 import io
+import zlib
 
 import pytest
 
@@ -64,13 +65,47 @@ def test_a_gzip_shards_bytes_do_not_depend_on_how_records_are_batched(level):
     assert gzip.decompress(one) == frame_records(records)
 
 
-def test_tensorflow_reads_our_gzip_shard(tmp_path):
+@pytest.mark.parametrize("level", [1, 6])
+def test_tensorflow_reads_our_gzip_shard(tmp_path, level):
+    import random
+
     tf = pytest.importorskip("tensorflow")
+    rng = random.Random(level)
+    records = [*RECORDS, *(rng.randbytes(rng.randrange(3000)) for _ in range(2000))]
     path = tmp_path / "x.tfrecord.gz"
-    with ShardFileWriter(open(path, "wb"), "gzip") as w:
-        w.write_records(RECORDS)
+    with ShardFileWriter(open(path, "wb"), "gzip", level) as w:
+        w.write_records(records)
+    stored = path.read_bytes()
+    # 2.9 MiB framed: one gzip member at ISA-L's level 1, one a MiB at libdeflate's level 6
+    assert _members(stored) == (3 if level == 6 else 1)
     got = [r.numpy() for r in tf.data.TFRecordDataset(str(path), compression_type="GZIP")]
-    assert got == RECORDS
+    assert got == records
+
+
+@pytest.mark.parametrize("level", [1, 4, 6, 9])
+def test_an_empty_gzip_shard_is_one_empty_member(tmp_path, level):
+    tf = pytest.importorskip("tensorflow")
+    path = tmp_path / "empty.tfrecord.gz"
+    with ShardFileWriter(open(path, "wb"), "gzip", level) as w:
+        w.write_records([])
+    assert gzip.decompress(path.read_bytes()) == b""
+    assert list(tf.data.TFRecordDataset(str(path), compression_type="GZIP")) == []
+
+
+def test_each_gzip_level_has_its_library():
+    from beam_jobs.codec.deflate import engine
+
+    assert [engine(level) for level in range(1, 10)] == ["isal"] * 3 + ["libdeflate"] * 6
+
+
+def _members(stored: bytes) -> int:
+    count = 0
+    while stored:
+        d = zlib.decompressobj(31)
+        d.decompress(stored)
+        assert d.eof
+        stored, count = d.unused_data, count + 1
+    return count
 
 
 def test_count_records_walks_and_checks():
