@@ -34,7 +34,7 @@ from beam_jobs.core.splits import Split
 from beam_jobs.core.tasks import ShardPart, WriteTask, WrittenShard, sum_counts
 from beam_jobs.formats.base import InputFormat, PieceReport
 from beam_jobs.formats.lines.line_numbers import with_line_numbers
-from beam_jobs.schema.precision import rounded_integers
+from beam_jobs.schema.precision import rounded_integers_of
 from beam_jobs.schema.projection import Projection
 from beam_jobs.schema.split_hash import assign_splits
 from beam_jobs.sink import progress
@@ -270,8 +270,9 @@ class WriteShardFn(beam.DoFn):
                 batch, columns = kept, self._encoder.columns(kept)
         output.writer.write_records(examples)
         update_all(output.stats, self._spec.features, columns, batch)
-        for feature in self._floats:
-            output.rounded[feature] += rounded_integers(batch.column(feature))
+        floats = [batch.column(feature) for feature in self._floats]
+        for feature, count in zip(self._floats, rounded_integers_of(floats), strict=True):
+            output.rounded[feature] += count
 
     def _written(
         self,
