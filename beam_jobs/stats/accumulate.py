@@ -463,8 +463,9 @@ class FeatureStats:
                 # answers every count as a fresh copy would (checked on 3,000 random sketches).
                 self._add_held_shares()
                 sketch = pickle.loads(pickle.dumps(self.quantiles))
+            # One fixed-size list, made for the call: its values are the list's.
             found = [
-                sketch.GetQuantiles(count).flatten().to_numpy(zero_copy_only=False)
+                sketch.GetQuantiles(count).values.to_numpy(zero_copy_only=False)
                 for count in buckets
             ]
         else:
@@ -559,7 +560,9 @@ def _misra_gries_delta(sketch: Any) -> float:
 def bounded(edges: Any, low: Any, high: Any) -> Any:
     """Quantile edges (a column each, or one) with their ends the exact minimum and maximum,
     whatever was sampled, and the inner edges within them."""
-    edges = np.clip(edges, low, high) + 0.0  # zeros as +0.0, whichever the sample held
+    # np.clip's checks cost more than the clipping of 101 edges (publishing asks twice a
+    # feature); + 0.0 gives zeros as +0.0, whichever the sample held.
+    edges = np.minimum(np.maximum(edges, low), high) + 0.0
     edges[0], edges[-1] = low, high
     return edges
 
