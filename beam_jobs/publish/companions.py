@@ -14,7 +14,7 @@ from beam_jobs.core.tasks import WrittenShard
 from beam_jobs.schema.tfds import TFDS_NAMES, tfds_files
 from beam_jobs.schema.tfmd import SCHEMA_NAME, schema_pbtxt
 from beam_jobs.sink.temp_folder import write_atomically
-from beam_jobs.stats.accumulate import merge_all
+from beam_jobs.stats.packed import merge_all
 from beam_jobs.stats.proto import ALL_EXAMPLES, STATISTICS_NAME, statistics_list
 from tfdata_reader.manifest import CompanionFile, Manifest
 

@@ -23,7 +23,7 @@ from beam_jobs.core.tasks import WrittenShard, sum_counts
 from beam_jobs.plan.shards import choose_num_shards
 from beam_jobs.sink.counters import counter
 from beam_jobs.sink.dead_letter import write_dead_letter
-from beam_jobs.stats.accumulate import PackedStats, merge_all
+from beam_jobs.stats.packed import PackedStats, merge_all
 from tfdata_reader.manifest import shard_name
 
 __all__ = ["PickShardFn", "WriteGroupFn", "every_index", "framed_size", "shard_count"]

@@ -24,7 +24,7 @@ from beam_jobs.core.errors import DataError, raised_for_launcher
 from beam_jobs.core.paths import is_local
 from beam_jobs.core.tasks import WriteTask, WrittenShard, sum_counts
 from beam_jobs.sink.dead_letter import dead_letter_temp_path
-from beam_jobs.stats.accumulate import PackedStats, merge_all
+from beam_jobs.stats.packed import PackedStats, merge_all
 
 __all__ = ["JoinParts", "join_parts", "tasks_by_shard"]
 

@@ -24,7 +24,6 @@ import dataclasses
 import math
 import pickle
 import struct
-from collections.abc import Iterable, Iterator, Mapping
 from typing import Any
 
 import numpy as np
@@ -33,7 +32,7 @@ import pyarrow.compute as pc
 
 from beam_jobs.stats.sample import RESERVOIR, BottomK
 
-__all__ = ["RESERVOIR", "FeatureStats", "PackedStats", "bounded", "merge_all"]
+__all__ = ["RESERVOIR", "FeatureStats", "bounded"]
 
 # Rank error of the quantile sketch that merges the shards' edges: 1% of the values. Half that
 # made adding values ten times slower here (larger buffers to sort).
@@ -576,77 +575,3 @@ def _pick(choose: Any, ours: Any, theirs: Any) -> Any:
     if theirs is None:
         return ours
     return theirs if ours is None else choose(ours, theirs)
-
-
-_ZSTD = pa.Codec("zstd", compression_level=1)
-
-
-class PackedStats(Mapping[str, FeatureStats]):
-    """A shard's finished statistics, pickled once (when first pickled) and then sent as
-    those bytes.
-
-    A runner pickles an element each time it crosses between stages, and again to estimate
-    its size; a shard of 5,000 features carries 5,000 accumulators, 0.1 s a pickling, against
-    a copy of 5 MB. Unpickled, it unpacks when first read. The blob is compressed (Arrow's
-    zstd, level 1: 5 MB in 14 ms, zlib took 68): a small shard's statistics are mostly
-    fixed-size and empty (101 histogram edges for two values), 10.2 KB pickled and 1.1 KB
-    compressed for 11 features, and publishing holds every shard's at once (20,000 shards:
-    several copies of 200 MB, uncompressed).
-    """
-
-    def __init__(self, stats: Mapping[str, FeatureStats] | None = None) -> None:
-        self._stats = stats
-        self._blob: bytes | None = None
-
-    @classmethod
-    def _from_blob(cls, blob: bytes) -> PackedStats:
-        packed = cls()
-        packed._blob = blob
-        return packed
-
-    def __reduce__(self) -> tuple:
-        if self._blob is None:
-            pickled = pickle.dumps(dict(self._unpacked()), pickle.HIGHEST_PROTOCOL)
-            size = struct.pack("<Q", len(pickled))  # zstd's decompression asks for it
-            self._blob = size + _ZSTD.compress(pickled, asbytes=True)
-            # Packed, the live accumulators are let go (the blob unpacks them again when read).
-            self._stats = None
-        return PackedStats._from_blob, (self._blob,)
-
-    def fresh(self) -> dict[str, FeatureStats]:
-        """New accumulators of the same statistics, for a caller to change (merge)."""
-        if self._blob is None:
-            return {name: copy.deepcopy(s) for name, s in self._unpacked().items()}
-        (size,) = struct.unpack_from("<Q", self._blob)
-        return pickle.loads(_ZSTD.decompress(self._blob[8:], size, asbytes=True))
-
-    def _unpacked(self) -> Mapping[str, FeatureStats]:
-        if self._stats is None:
-            self._stats = self.fresh() if self._blob is not None else {}
-        return self._stats
-
-    def __getitem__(self, name: str) -> FeatureStats:
-        return self._unpacked()[name]
-
-    def __iter__(self) -> Iterator[str]:
-        return iter(self._unpacked())
-
-    def __len__(self) -> int:
-        return len(self._unpacked())
-
-
-def merge_all(parts: Iterable[Mapping[str, FeatureStats]]) -> dict[str, FeatureStats]:
-    """Feature -> the accumulators of several shards merged, in the order given (new objects:
-    the parts are left as they were)."""
-    merged: dict[str, FeatureStats] = {}
-    for part in parts:
-        # Merging spends its argument: copies of the part's accumulators.
-        if isinstance(part, PackedStats):
-            own = part.fresh()
-        else:
-            own = {name: copy.deepcopy(stats) for name, stats in part.items()}
-        for name, stats in own.items():
-            if name not in merged:
-                merged[name] = FeatureStats(stats.dtype)
-            merged[name].merge(stats)
-    return merged

@@ -20,7 +20,8 @@ import numpy as np
 import pyarrow as pa
 
 from beam_jobs.codec.examples import is_list
-from beam_jobs.stats.accumulate import FINISHED_BUCKETS, FeatureStats, PackedStats, bounded
+from beam_jobs.stats.accumulate import FINISHED_BUCKETS, FeatureStats, bounded
+from beam_jobs.stats.packed import PackedStats
 from beam_jobs.stats.sample import BottomK
 from tfdata_reader.manifest import FeatureSpec
 

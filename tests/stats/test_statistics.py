@@ -21,8 +21,9 @@ from support.stats import _state, assert_same_state
 from tensorflow_metadata.proto.v0 import statistics_pb2
 
 from beam_jobs.inspection.stats_table import load_statistics
-from beam_jobs.stats.accumulate import FeatureStats, PackedStats, merge_all
+from beam_jobs.stats.accumulate import FeatureStats
 from beam_jobs.stats.batches import finish_all
+from beam_jobs.stats.packed import PackedStats, merge_all
 from beam_jobs.stats.proto import equal_width
 
 _Stats = statistics_pb2.FeatureNameStatistics
