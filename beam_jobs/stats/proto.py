@@ -54,21 +54,35 @@ def statistics_list(
     """(name, records, feature -> stats) per dataset -> the proto, features in spec order."""
     result = statistics_pb2.DatasetFeatureStatisticsList()
     for name, records, stats in datasets:
-        result.datasets.append(dataset_statistics(name, records, stats, features))
+        _dataset(result.datasets.add(), name, records, stats, features)
     return result
 
 
 def dataset_statistics(
     name: str, records: int, stats: dict[str, FeatureStats], features: Sequence[FeatureSpec]
 ) -> statistics_pb2.DatasetFeatureStatistics:
-    dataset = statistics_pb2.DatasetFeatureStatistics(name=name, num_examples=records)
+    dataset = statistics_pb2.DatasetFeatureStatistics()
+    _dataset(dataset, name, records, stats, features)
+    return dataset
+
+
+def _dataset(
+    dataset: statistics_pb2.DatasetFeatureStatistics,
+    name: str,
+    records: int,
+    stats: dict[str, FeatureStats],
+    features: Sequence[FeatureSpec],
+) -> None:
+    dataset.name, dataset.num_examples = name, records
     histograms = _histograms({f.name: stats[f.name] for f in features
                               if f.dtype in _TYPES and f.name in stats})  # fmt: skip
     for feature in features:
-        dataset.features.append(
-            _feature(feature.name, stats.get(feature.name), feature.dtype, histograms)
-        )
-    return dataset
+        # Each message is filled where it lives: building one apart and copying it in took a
+        # third of the proto's time for thousands of features.
+        _feature(
+            dataset.features.add(), feature.name, stats.get(feature.name), feature.dtype,
+            histograms,
+        )  # fmt: skip
 
 
 _Histograms = tuple[list[float], list[tuple[float, float, float]] | None]
@@ -106,28 +120,30 @@ def _histograms(stats: dict[str, FeatureStats]) -> dict[str, _Histograms]:
 
 
 def _feature(
-    name: str, stats: FeatureStats | None, dtype: str, histograms: dict[str, _Histograms]
-) -> statistics_pb2.FeatureNameStatistics:
+    result: statistics_pb2.FeatureNameStatistics,
+    name: str,
+    stats: FeatureStats | None,
+    dtype: str,
+    histograms: dict[str, _Histograms],
+) -> None:
     stats = stats or FeatureStats(dtype)
-    result = statistics_pb2.FeatureNameStatistics()
     result.path.step.append(name)
-    common = _common(stats)
     if dtype in _TYPES:
         result.type = _TYPES[dtype]
-        result.num_stats.CopyFrom(_numbers(stats, common, histograms.get(name)))
-        return result
+        _numbers(result.num_stats, stats, histograms.get(name))
+        return
     top = stats.top_values(TOP_VALUES)
     texts = [_text(value) for value, _ in top]
     # Which counts are exact: TFDV's proto has no word for it, so custom statistics say it.
     result.custom_stats.add(name=DISTINCT_EXACT, num=float(stats.distinct_exact))
     if stats.binary or None in texts:  # binary (images, say): lengths and a distinct count
         result.type = statistics_pb2.FeatureNameStatistics.BYTES
-        result.bytes_stats.CopyFrom(_bytes(stats, common))
-        return result
+        _bytes(result.bytes_stats, stats)
+        return
     result.custom_stats.add(name=TOP_VALUES_EXACT, num=float(stats.top_exact))
     result.type = statistics_pb2.FeatureNameStatistics.STRING
     strings = result.string_stats
-    strings.common_stats.CopyFrom(common)
+    _common(strings.common_stats, stats)
     strings.unique = stats.distinct_estimate()
     strings.avg_length = stats.length / stats.values if stats.values else 0.0
     for rank, (text, (_, count)) in enumerate(zip(texts, top, strict=True)):
@@ -135,7 +151,6 @@ def _feature(
         strings.rank_histogram.buckets.add(
             low_rank=rank, high_rank=rank, label=text, sample_count=count
         )
-    return result
 
 
 def is_exact(feature: statistics_pb2.FeatureNameStatistics, name: str) -> bool:
@@ -151,27 +166,26 @@ def _text(value: bytes) -> str | None:
         return None
 
 
-def _common(stats: FeatureStats) -> statistics_pb2.CommonStatistics:
+def _common(result: statistics_pb2.CommonStatistics, stats: FeatureStats) -> None:
+    result.SetInParent()  # present, if all zeros, as when it was copied in
     present = stats.records - stats.missing
-    return statistics_pb2.CommonStatistics(
-        num_non_missing=present,
-        num_missing=stats.missing,
-        min_num_values=stats.min_values or 0,
-        max_num_values=stats.max_values,
-        avg_num_values=stats.values / present if present else 0.0,
-        tot_num_values=stats.values,
-    )
+    result.num_non_missing = present
+    result.num_missing = stats.missing
+    result.min_num_values = stats.min_values or 0
+    result.max_num_values = stats.max_values
+    result.avg_num_values = stats.values / present if present else 0.0
+    result.tot_num_values = stats.values
 
 
 def _numbers(
-    stats: FeatureStats, common: statistics_pb2.CommonStatistics, histograms: _Histograms | None
-) -> statistics_pb2.NumericStatistics:
-    result = statistics_pb2.NumericStatistics(common_stats=common)
+    result: statistics_pb2.NumericStatistics, stats: FeatureStats, histograms: _Histograms | None
+) -> None:
+    _common(result.common_stats, stats)
     low, high = stats.low, stats.high
     if histograms is None or low is None or high is None:  # no numbers
         if stats.nans:
             result.histograms.add(num_nan=stats.nans, type=statistics_pb2.Histogram.QUANTILES)
-        return result
+        return
     result.mean = stats.average
     result.std_dev = stats.std_dev
     result.num_zeros = stats.zeros
@@ -187,7 +201,6 @@ def _numbers(
     share = stats.numbers / HISTOGRAM_BUCKETS
     for low, high in itertools.pairwise(edges):
         quantiles.buckets.add(low_value=low, high_value=high, sample_count=share)
-    return result
 
 
 def equal_width(
@@ -243,14 +256,10 @@ def _bounds(low: np.ndarray, high: np.ndarray, buckets: int) -> np.ndarray:
     return bounds
 
 
-def _bytes(
-    stats: FeatureStats, common: statistics_pb2.CommonStatistics
-) -> statistics_pb2.BytesStatistics:
-    return statistics_pb2.BytesStatistics(
-        common_stats=common,
-        unique=stats.distinct_estimate(),
-        avg_num_bytes=stats.length / stats.values if stats.values else 0.0,
-        min_num_bytes=float(stats.min_length or 0),
-        max_num_bytes=float(stats.max_length),
-        max_num_bytes_int=stats.max_length,
-    )
+def _bytes(result: statistics_pb2.BytesStatistics, stats: FeatureStats) -> None:
+    _common(result.common_stats, stats)
+    result.unique = stats.distinct_estimate()
+    result.avg_num_bytes = stats.length / stats.values if stats.values else 0.0
+    result.min_num_bytes = float(stats.min_length or 0)
+    result.max_num_bytes = float(stats.max_length)
+    result.max_num_bytes_int = stats.max_length
