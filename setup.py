@@ -35,7 +35,6 @@ setup(
         "zstandard",
         "orjson",  # dead-letter lines (beam_jobs/sink/dead_letter.py) and split hashes
         "isal",  # ISA-L's DEFLATE for GZIP shards (beam_jobs/codec/deflate.py; zlib without it)
-        "deflate",  # libdeflate for GZIP levels 4-9 (beam_jobs/codec/deflate.py; zlib without it)
         "tqdm",  # the live progress bar on a terminal (beam_jobs/sink/progress.py)
     ],
     # dask: `--runner DaskRunner` (beam_jobs/job/on_dask.py). dev: the tests, which also run on a

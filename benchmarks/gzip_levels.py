@@ -2,7 +2,7 @@
 
 CsvExampleGen writes the same rows as tfx-bsl's Examples (features in hash order) compressed
 by TensorFlow's GZIP at zlib's default level 6. This encodes one CSV file both ways, frames the
-records, and compresses ours at each of our levels (ISA-L 1-3, libdeflate 4-9) and at zlib's
+records, and compresses ours at each of our levels (ISA-L 1-3, zlib 4-9) and at zlib's
 level 6: prints each one's bytes against CsvExampleGen's and its speed against zlib level 6's
 (best of 3, one core).
 

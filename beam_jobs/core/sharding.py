@@ -64,9 +64,8 @@ class ShardingOptions:
         parse=flags.parse_int,
         accept=flags.whole_number,
         metavar="N",
-        help="GZIP level, 1 (fastest; the default) to 9 (smallest): 1-3 use ISA-L, 4-9 "
-        "libdeflate (at 6 about the size of zlib's and TensorFlow's default level 6, at 2-3.6x "
-        "its speed).",
+        help="GZIP level, 1 (fastest; the default) to 9 (smallest): 1-3 use ISA-L, 4-9 zlib "
+        "(zlib's and TensorFlow's default is 6).",
     )
     shard_prefix: str = flags.option(
         DEFAULT_SHARD_PREFIX,

@@ -98,6 +98,10 @@ class WrittenShard:
     rounded_integers: dict[str, int] = dataclasses.field(default_factory=dict)
     # Cells read as missing for holding a missing-value marker (NA, NULL), by feature.
     null_markers: dict[str, int] = dataclasses.field(default_factory=dict)
+    # A GZIP part of a shard: its member's bytes up to its sync flush and their CRC32C, the
+    # CRC-32 and length of its framed records (`codec.gzip_member.OpenMember`), for joining
+    # parts into one member.
+    member: tuple[int, int, int, int] | None = None
 
 
 def sum_counts(counts: Iterable[Mapping[str, int]]) -> dict[str, int]:

@@ -3,9 +3,10 @@
 A write task reads its pieces of the input once and writes each split's rows to a file of its
 own: a part of that split's shard (`plan_split_tasks`). A shard of one part is that part; a
 shard of several is their files one after the other, which is a valid TFRecord file (framed
-records back to back) and a valid GZIP file (gzip members back to back, which TensorFlow and
-every gzip reader read as one stream). The records are those the shard's byte range of the
-input holds, in input order, as when each split's writers read all of the input.
+records back to back). GZIP parts are joined into one gzip member (`codec.gzip_member`: each
+part's blocks up to its sync flush, one closing block and trailer), since TensorFlow's reader
+does not always read members back to back. The records are those the shard's byte range of
+the input holds, in input order, as when each split's writers read all of the input.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ import google_crc32c
 from apache_beam.io.filesystem import CompressionTypes
 from apache_beam.io.filesystems import FileSystems
 
+from beam_jobs.codec.gzip_member import HEADER_BYTES, OpenMember, closing, combined
 from beam_jobs.core.errors import DataError, raised_for_launcher
 from beam_jobs.core.paths import is_local
 from beam_jobs.core.tasks import WriteTask, WrittenShard, sum_counts
@@ -35,32 +37,68 @@ def _shard_key(part: WrittenShard) -> tuple[str, int]:
     return part.split or "", part.index
 
 
-def _copy(paths: list[str], out: BinaryIO, size: int, crc: int) -> tuple[int, str]:
-    """Writes the files to `out` one after the other; returns the size and CRC32C of what
-    `out` then holds (`size` and `crc`: of what it held before)."""
-    for path in paths:
+# A stretch of a part's file to copy: (path, first byte, end byte or None for its end).
+_Stretch = tuple[str, int, int | None]
+
+
+def _copy(stretches: list[_Stretch], out: BinaryIO, size: int, crc: int) -> tuple[int, int]:
+    """Writes the files' stretches to `out` one after the other; returns the size and CRC32C
+    of what `out` then holds (`size` and `crc`: of what it held before)."""
+    for path, start, end in stretches:
         with FileSystems.open(path, compression_type=CompressionTypes.UNCOMPRESSED) as f:
-            while chunk := f.read(_CHUNK):
+            f.seek(start)
+            left = None if end is None else end - start
+            while left is None or left > 0:
+                chunk = f.read(_CHUNK if left is None else min(_CHUNK, left))
+                if not chunk:
+                    break
                 out.write(chunk)
                 size += len(chunk)
                 crc = google_crc32c.extend(crc, chunk)
-    return size, f"{crc:08x}"
+                if left is not None:
+                    left -= len(chunk)
+            if left:
+                raise DataError(f"{path}: ends {left} bytes before the part's size")
+    return size, crc
+
+
+def _layout(parts: list[WrittenShard]) -> tuple[tuple[int, int], list[_Stretch], bytes]:
+    """How the joined file is made: the size and CRC32C of the first part's bytes kept in
+    place, the other parts' stretches after them, and the bytes that end it. Framed records
+    are copied whole; GZIP parts' blocks up to each one's sync flush (the first's header kept,
+    the others' left out), then one closing block and trailer."""
+    first = parts[0]
+    if first.member is None:  # not GZIP: whole files
+        rest: list[_Stretch] = [(p.temp_path, 0, None) for p in parts[1:]]
+        return (first.bytes, int(first.crc32c, 16)), rest, b""
+    opened = []
+    for part in parts:
+        if part.member is None:
+            raise DataError(f"{part.name}: a part of a GZIP shard was not written to be joined")
+        opened.append(OpenMember(*part.member))
+    pairs = zip(parts[1:], opened[1:], strict=True)
+    rest = [(p.temp_path, HEADER_BYTES, m.open_bytes) for p, m in pairs]
+    kept = (opened[0].open_bytes, opened[0].open_crc32c)
+    return kept, rest, closing(*combined(opened))
 
 
 def _concatenate(parts: list[WrittenShard], temp_dir: str) -> tuple[str, int, str]:
     """The parts' files as one: (its path, size, CRC32C). On local disk the other parts are
     appended to the first (only they are copied); elsewhere all go to a new file."""
-    first, rest = parts[0], [p.temp_path for p in parts[1:]]
+    first = parts[0]
+    (kept, crc), rest, end = _layout(parts)
     if is_local(first.temp_path):
         with open(first.temp_path, "r+b") as out:
-            out.truncate(first.bytes)  # as written: a retried join appends once
-            out.seek(first.bytes)
-            size, crc = _copy(rest, out, first.bytes, int(first.crc32c, 16))
-        return first.temp_path, size, crc
+            out.truncate(kept)  # as written, up to the join: a retried join appends once
+            out.seek(kept)
+            size, crc = _copy(rest, out, kept, crc)
+            out.write(end)
+        return first.temp_path, size + len(end), f"{google_crc32c.extend(crc, end):08x}"
     path = FileSystems.join(temp_dir, f"{first.name}.{uuid.uuid4().hex}")
     with FileSystems.create(path, compression_type=CompressionTypes.UNCOMPRESSED) as out:
-        size, crc = _copy([first.temp_path, *rest], out, 0, 0)
-    return path, size, crc
+        size, crc = _copy([(first.temp_path, 0, kept), *rest], out, 0, 0)
+        out.write(end)
+    return path, size + len(end), f"{google_crc32c.extend(crc, end):08x}"
 
 
 def join_parts(
@@ -88,7 +126,7 @@ def join_parts(
     if dead_letters:
         dead_letter = dead_letter_temp_path(temp_dir, first.name)
         with FileSystems.create(dead_letter, compression_type=CompressionTypes.UNCOMPRESSED) as f:
-            _copy(dead_letters, f, 0, 0)
+            _copy([(path, 0, None) for path in dead_letters], f, 0, 0)
     FileSystems.delete([p.temp_path for p in parts if p.temp_path != temp_path] + dead_letters)
     # The parts' quantile edges go into one sketch, which publishing merges as it is.
     stats = PackedStats(merge_all(p.stats for p in parts))  # sent on as one blob
@@ -110,6 +148,7 @@ def join_parts(
         label_values=tuple(sorted({v for p in parts for v in p.label_values})),
         stats=stats,
         part=0,
+        member=None,  # closed: one whole member
     )
 
 

@@ -168,7 +168,10 @@ class WriteShardFn(beam.DoFn):
         # The task's index keeps the temporary names of one shard's parts apart.
         temp_path = FileSystems.join(spec.temp_dir, f"{name}.{task.index}.{uuid.uuid4().hex}")
         raw = FileSystems.create(temp_path, compression_type=CompressionTypes.UNCOMPRESSED)
-        writer = ShardFileWriter(raw, spec.sharding.compression, spec.sharding.compression_level)
+        sharding = spec.sharding
+        # A part of a shard ends so that it joins the others into one gzip member.
+        joinable = not task.whole_shard
+        writer = ShardFileWriter(raw, sharding.compression, sharding.compression_level, joinable)
         return _Output(target, name, temp_path, writer, new_stats(spec.features))
 
     def _write_task(self, task: WriteTask, context: Any) -> list[WrittenShard]:
@@ -311,6 +314,7 @@ class WriteShardFn(beam.DoFn):
             part=task.index,
             rounded_integers=self._rounded(output, reports if first else []),
             null_markers=self._renamed(r.null_markers for r in reports) if first else {},
+            member=writer.member,
         )
 
     def _renamed(self, counts: Iterable[Mapping[str, int]]) -> dict[str, int]:
