@@ -200,30 +200,31 @@ def test_number_columns_cast_together_hold_each_columns_own_cast():
     # Columns of one type without nulls are cast in one call and cut apart; each must hold
     # what casting it alone gives (float64 -> float32 rounding, overflow to infinity, -0.0,
     # NaN, subnormals; integers of another width; a float column of an int64 feature).
-    from beam_jobs.codec.examples import value_lists
+    from beam_jobs.codec.examples import TOGETHER_MIN_COLUMNS, value_lists
 
     rng = np.random.default_rng(3)
-    rows = 7
+    rows, many = 7, TOGETHER_MIN_COLUMNS
     special = [-0.0, math.nan, 1e39, -1e39, 1e-45, 2.0**24 + 1, math.inf]
-    arrays = {
-        "f0": pa.array(special, pa.float64()),
-        "f1": pa.array(rng.normal(size=rows) * 1e6, pa.float64()),
-        "gap": pa.array([1.0, None, 2.0, 3.0, 4.0, 5.0, 6.0], pa.float64()),
-        "f2": pa.array(rng.normal(size=rows), pa.float64()),
-        "i0": pa.array(rng.integers(-(2**31), 2**31, rows), pa.int32()),
-        "i1": pa.array(rng.integers(-(2**31), 2**31, rows), pa.int32()),
-        "i2": pa.array(rng.integers(-(2**31), 2**31, rows), pa.int32()),
-        "n0": pa.array([2**63 - 1, -(2**63), 0, 1, -1, 127, 128], pa.int64()),
-        "n1": pa.array([1.0, 2.0, -3.0, 0.0, 5.0, 6.0, 7.0], pa.float64()),
-        "n2": pa.array([9.0, 2.5, -3.5, 1e18, 5.0, 6.0, 7.0], pa.float64()),
-        "one": pa.array([b"a"] * rows, pa.binary()),
+    arrays = {"f0": pa.array(special, pa.float64())}
+    arrays |= {f"f{i}": pa.array(rng.normal(size=rows) * 10.0**i) for i in range(1, many)}
+    arrays["gap"] = pa.array([1.0, None, 2.0, 3.0, 4.0, 5.0, 6.0], pa.float64())
+    arrays |= {
+        f"i{i}": pa.array(rng.integers(-(2**31), 2**31, rows), pa.int32()) for i in range(many + 1)
     }
-    dtypes = {"i0": "int64", "i1": "float32", "i2": "int64", "n0": "int64", "n1": "int64"}
-    dtypes |= {"n2": "int64", "one": "bytes"}
+    arrays["n0"] = pa.array([2**63 - 1, -(2**63), 0, 1, -1, 127, 128], pa.int64())
+    arrays |= {f"n{i}": pa.array(rng.normal(size=rows) * 1e15) for i in range(1, many + 1)}
+    arrays["one"] = pa.array([b"a"] * rows, pa.binary())
+    dtypes = {"i1": "float32", "n0": "int64", "one": "bytes"}
+    dtypes |= {f"i{i}": "int64" for i in range(many + 1) if i != 1}
+    dtypes |= {f"n{i}": "int64" for i in range(1, many + 1)}  # floats of an int64 feature
     features = [FeatureSpec(name, dtypes.get(name, "float32")) for name in arrays]
     batch = pa.RecordBatch.from_arrays(list(arrays.values()), list(arrays))
     got = ExampleEncoder(features).columns(batch)
-    assert sorted(cast_together(batch, features)) == ["f0", "f1", "f2", "i0", "i2", "n1", "n2"]
+    # f0-f7 (float64 -> float32), i0 and i2-i8 (int32 -> int64), n1-n8 (float64 -> int64);
+    # gap has a null, i1 (int32 -> float32) and n0 (int64 -> int64) are alone in theirs.
+    expected = [f"f{i}" for i in range(many)] + [f"i{i}" for i in range(many + 1) if i != 1]
+    expected += [f"n{i}" for i in range(1, many + 1)]
+    assert sorted(cast_together(batch, features)) == sorted(expected)
     for feature, (offsets, values) in zip(features, got, strict=True):
         alone_offsets, alone = value_lists(batch.column(feature.name), feature.dtype)
         assert offsets.tolist() == alone_offsets.tolist(), feature.name
@@ -232,3 +233,7 @@ def test_number_columns_cast_together_hold_each_columns_own_cast():
             assert values.to_pylist() == alone.to_pylist()
         else:  # bit for bit: -0.0 and NaN included
             assert values.to_numpy().tobytes() == alone.to_numpy().tobytes(), feature.name
+    wide = pa.RecordBatch.from_arrays(
+        [pa.array(np.arange(5000.0))] * many, [f"f{i}" for i in range(many)]
+    )
+    assert cast_together(wide, features[:many]) == {}  # more rows than TOGETHER_MAX_ROWS

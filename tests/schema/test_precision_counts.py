@@ -25,8 +25,10 @@ def test_columns_looked_at_together_count_as_each_alone():
     ]
     alone = [rounded_integers(c) for c in columns]
     assert alone == [0, 0, 2, 0, 1, 2, 1, 0, 1, 1, 0]
-    assert rounded_integers_of(columns) == alone
-    assert rounded_integers_of(columns[:2]) == [0, 0]  # together, no number past 2**24
+    assert rounded_integers_of(columns, min_columns=2) == alone
+    assert rounded_integers_of(columns) == alone  # groups of fewer than 8: one by one
+    assert rounded_integers_of(columns[:2], min_columns=2) == [0, 0]  # none past 2**24
+    assert rounded_integers_of(columns, min_columns=2, max_rows=2) == alone  # 3 rows: alone
     assert rounded_integers_of([]) == []
     rng = np.random.default_rng(0)
     many = [pa.array(rng.normal(size=50) * 1e7) for _ in range(30)]
