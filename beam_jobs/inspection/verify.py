@@ -11,11 +11,11 @@ directory that the manifest does not list.
 from __future__ import annotations
 
 import dataclasses
-import gzip
+import io
 import logging
 import re
 import zlib
-from typing import Any, BinaryIO, cast
+from typing import Any, BinaryIO
 
 import google_crc32c
 from apache_beam.io.filesystem import CompressionTypes
@@ -63,14 +63,60 @@ class _Measured:
             pass
 
 
+class _GzipMembers(io.RawIOBase):
+    """A gzip file's data, member after member (as `gzip.GzipFile` reads it), counting the
+    members and those that hold nothing."""
+
+    def __init__(self, raw: _Measured) -> None:
+        self._raw = raw
+        self._member: Any = None  # the member being read
+        self._held = 0  # bytes its data held so far
+        self._out, self._at = b"", 0
+        self._done = False
+        self.members = 0
+        self.empty = 0
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer: Any) -> int:
+        while self._at == len(self._out) and not self._done:
+            self._fill()
+        count = min(len(buffer), len(self._out) - self._at)
+        buffer[:count] = self._out[self._at : self._at + count]
+        self._at += count
+        return count
+
+    def _fill(self) -> None:
+        data, found = self._raw.read(_CHUNK), []
+        if not data:
+            if self._member is not None or not self.members:
+                raise EOFError("the gzip stream ends before its end marker")
+            self._done = True
+        while data:
+            if self._member is None:
+                self._member, self._held = zlib.decompressobj(31), 0
+            out = self._member.decompress(data)
+            self._held += len(out)
+            found.append(out)
+            data = b""
+            if self._member.eof:
+                self.members += 1
+                self.empty += not self._held
+                data, self._member = self._member.unused_data, None
+        self._out, self._at = b"".join(found), 0
+
+
 def _check_shard(path: str, shard: ShardInfo, compression: str) -> list[str]:
     problems = []
     with FileSystems.open(path, compression_type=CompressionTypes.UNCOMPRESSED) as raw:
         measured = _Measured(raw)
         records: int | None = None
         stream: Any = measured
+        members = None
         if compression == Compression.GZIP:
-            stream = gzip.GzipFile(fileobj=cast(BinaryIO, measured))  # reads through it
+            members = _GzipMembers(measured)  # reads through it
+            stream = io.BufferedReader(members, _CHUNK)
         try:
             records = count_records(stream)
         except FramingError as e:
@@ -78,6 +124,14 @@ def _check_shard(path: str, shard: ShardInfo, compression: str) -> list[str]:
         except (OSError, EOFError, zlib.error) as e:
             problems.append(f"cannot decompress: {e}")
         measured.drain()
+    if members is not None and records is not None and members.members > 1:
+        # Written before shards were one member each: TensorFlow's reader stops at an empty
+        # member, and sometimes at a member's end, reading fewer records than the file holds.
+        empty = f", {members.empty} of them empty" if members.empty else ""
+        problems.append(
+            f"{members.members} gzip members{empty}: TensorFlow's GZIP reader may read fewer "
+            "records than it holds; convert it again (shards are now written as one member)"
+        )
     problems.extend(shard.mismatches(size=measured.bytes, crc32c=measured.crc))
     if records is not None and records != shard.records:
         problems.append(f"holds {records} records, manifest says {shard.records}")

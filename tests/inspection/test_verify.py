@@ -181,3 +181,56 @@ def test_a_dataset_published_anew_while_verified_is_verified_against_the_new_man
     monkeypatch.setattr(verify_module, "load_manifest", load)
     assert verify(str(out)) == (new_manifest, [])
     assert len(calls) == 3  # the first, its re-read, and the re-read after the second pass
+
+
+def _gzip_dataset(tmp_path):
+    from beam_jobs.publish.output_dir import load_manifest
+
+    tmp_path.mkdir(exist_ok=True)
+    csv = tmp_path / "in.csv"
+    csv.write_text("a,b\n" + "".join(f"{i},{i * 0.5}\n" for i in range(300)))
+    out = tmp_path / "gz"
+    assert (
+        main(["convert", "--input", str(csv), "--output", str(out), "--compression", "gzip"]) == 0
+    )
+    return out, load_manifest(str(out))
+
+
+def test_a_gzip_shard_of_several_members_is_named(tmp_path):
+    # What shards joined from parts were before they were one member: TensorFlow's reader
+    # stops at an empty member (here the first), and sometimes at a member's end.
+    import dataclasses
+    import gzip
+
+    out, manifest = _gzip_dataset(tmp_path)
+    shard = manifest.shards[0]
+    path = out / shard.path
+    framed = gzip.decompress(path.read_bytes())
+    members = gzip.compress(b"") + gzip.compress(framed[:100]) + gzip.compress(framed[100:])
+    path.write_bytes(members)
+    relisted = dataclasses.replace(
+        shard, bytes=len(members), crc32c=f"{google_crc32c.value(members):08x}"
+    )
+    edited = dataclasses.replace(manifest, shards=[relisted, *manifest.shards[1:]])
+    (out / "manifest.json").write_text(edited.to_json())
+    assert verify(str(out))[1] == [
+        ShardProblem(
+            shard.path,
+            "3 gzip members, 1 of them empty: TensorFlow's GZIP reader may read fewer records "
+            "than it holds; convert it again (shards are now written as one member)",
+        )
+    ]
+
+
+def test_a_cut_gzip_shard_cannot_be_decompressed(tmp_path):
+    out, manifest = _gzip_dataset(tmp_path)
+    shard = manifest.shards[0]
+    path = out / shard.path
+    path.write_bytes(path.read_bytes()[:-5])
+    problems = [p.problem for p in verify(str(out))[1]]
+    assert problems[0] == "cannot decompress: the gzip stream ends before its end marker"
+    assert problems[1] == f"size is {shard.bytes - 5} bytes, manifest says {shard.bytes}"
+    assert main(["verify", str(out)]) == 1
+    # Written whole, a shard is one member, and verifies.
+    fresh, _ = _gzip_dataset(tmp_path / "again")
+    assert verify(str(fresh))[1] == []
