@@ -1,8 +1,8 @@
 import gzip
 import io
-import zlib
 
 import pytest
+from support.gzip_files import gzip_members
 
 from beam_jobs.codec.framing import count_records, frame_records, masked_crc32c
 from beam_jobs.codec.shard_file import ShardFileWriter
@@ -76,7 +76,7 @@ def test_tensorflow_reads_our_gzip_shard(tmp_path, level):
     with ShardFileWriter(open(path, "wb"), "gzip", level) as w:
         w.write_records(records)
     stored = path.read_bytes()
-    assert _members(stored) == 1  # 2.9 MiB framed, fed a MiB at a time: one member
+    assert gzip_members(stored) == 1  # 2.9 MiB framed, fed a MiB at a time: one member
     got = [r.numpy() for r in tf.data.TFRecordDataset(str(path), compression_type="GZIP")]
     assert got == records
 
@@ -95,16 +95,6 @@ def test_each_gzip_level_has_its_library():
     from beam_jobs.codec.deflate import engine
 
     assert [engine(level) for level in range(1, 10)] == ["isal"] * 3 + ["zlib"] * 6
-
-
-def _members(stored: bytes) -> int:
-    count = 0
-    while stored:
-        d = zlib.decompressobj(31)
-        d.decompress(stored)
-        assert d.eof
-        stored, count = d.unused_data, count + 1
-    return count
 
 
 def test_count_records_walks_and_checks():

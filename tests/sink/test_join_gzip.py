@@ -7,11 +7,11 @@ from __future__ import annotations
 import gzip
 import pathlib
 import random
-import zlib
 
 import google_crc32c
 import pytest
 import tensorflow as tf
+from support.gzip_files import gzip_members
 
 from beam_jobs.codec.framing import frame_records
 from beam_jobs.codec.shard_file import ShardFileWriter
@@ -20,16 +20,6 @@ from beam_jobs.core.tasks import WrittenShard
 from beam_jobs.sink.join_parts import join_parts
 
 _NAME = "train-00000-of-00001.tfrecord.gz"
-
-
-def _members(stored: bytes) -> int:
-    count = 0
-    while stored:
-        d = zlib.decompressobj(31)
-        d.decompress(stored)
-        assert d.eof
-        stored, count = d.unused_data, count + 1
-    return count
 
 
 def _part(tmp_path, index: int, records: list[bytes], level: int) -> WrittenShard:
@@ -59,7 +49,7 @@ def test_parts_join_into_one_member_that_tensorflow_reads_whole(tmp_path, level,
     everything = [r for records in parts for r in records]
     assert (joined.records, joined.bytes) == (len(everything), len(stored))
     assert joined.crc32c == f"{google_crc32c.value(stored):08x}" and joined.member is None
-    assert _members(stored) == 1
+    assert gzip_members(stored) == 1
     assert gzip.decompress(stored) == frame_records(everything)
     read = [r.numpy() for r in tf.data.TFRecordDataset(joined.temp_path, compression_type="GZIP")]
     assert read == everything
