@@ -73,7 +73,9 @@ def checked_blocks(
                 shard_records,
                 "records its manifest lists (read",
                 start + before + size,
-                "); it is truncated, corrupt or replaced: run `tfrecord-etl verify` on the dataset",
+                "); it is truncated, corrupt or replaced (or a GZIP file of several members, as "
+                "earlier versions joined parts, which TensorFlow reads short): run "
+                "`tfrecord-etl verify` on the dataset",
             ],
             summarize=1,
         )

@@ -7,6 +7,7 @@ import shutil
 
 import google_crc32c
 import pytest
+from support.gzip_files import as_members, gzip_dataset
 
 from beam_jobs.cli import main
 from beam_jobs.inspection.verify import ShardProblem, verify
@@ -183,39 +184,14 @@ def test_a_dataset_published_anew_while_verified_is_verified_against_the_new_man
     assert len(calls) == 3  # the first, its re-read, and the re-read after the second pass
 
 
-def _gzip_dataset(tmp_path):
-    from beam_jobs.publish.output_dir import load_manifest
-
-    tmp_path.mkdir(exist_ok=True)
-    csv = tmp_path / "in.csv"
-    csv.write_text("a,b\n" + "".join(f"{i},{i * 0.5}\n" for i in range(300)))
-    out = tmp_path / "gz"
-    assert (
-        main(["convert", "--input", str(csv), "--output", str(out), "--compression", "gzip"]) == 0
-    )
-    return out, load_manifest(str(out))
-
-
 def test_a_gzip_shard_of_several_members_is_named(tmp_path):
     # What shards joined from parts were before they were one member: TensorFlow's reader
     # stops at an empty member (here the first), and sometimes at a member's end.
-    import dataclasses
-    import gzip
-
-    out, manifest = _gzip_dataset(tmp_path)
-    shard = manifest.shards[0]
-    path = out / shard.path
-    framed = gzip.decompress(path.read_bytes())
-    members = gzip.compress(b"") + gzip.compress(framed[:100]) + gzip.compress(framed[100:])
-    path.write_bytes(members)
-    relisted = dataclasses.replace(
-        shard, bytes=len(members), crc32c=f"{google_crc32c.value(members):08x}"
-    )
-    edited = dataclasses.replace(manifest, shards=[relisted, *manifest.shards[1:]])
-    (out / "manifest.json").write_text(edited.to_json())
+    out, manifest = gzip_dataset(tmp_path)
+    shard = as_members(out, manifest)
     assert verify(str(out))[1] == [
         ShardProblem(
-            shard.path,
+            shard,
             "3 gzip members, 1 of them empty: TensorFlow's GZIP reader may read fewer records "
             "than it holds; convert it again (shards are now written as one member)",
         )
@@ -223,7 +199,7 @@ def test_a_gzip_shard_of_several_members_is_named(tmp_path):
 
 
 def test_a_cut_gzip_shard_cannot_be_decompressed(tmp_path):
-    out, manifest = _gzip_dataset(tmp_path)
+    out, manifest = gzip_dataset(tmp_path)
     shard = manifest.shards[0]
     path = out / shard.path
     path.write_bytes(path.read_bytes()[:-5])
@@ -232,5 +208,5 @@ def test_a_cut_gzip_shard_cannot_be_decompressed(tmp_path):
     assert problems[1] == f"size is {shard.bytes - 5} bytes, manifest says {shard.bytes}"
     assert main(["verify", str(out)]) == 1
     # Written whole, a shard is one member, and verifies.
-    fresh, _ = _gzip_dataset(tmp_path / "again")
+    fresh, _ = gzip_dataset(tmp_path / "again")
     assert verify(str(fresh))[1] == []

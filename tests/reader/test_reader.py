@@ -178,6 +178,18 @@ def test_a_damaged_shard_fails_reading_and_names_the_file(converted, tmp_path, d
     assert "it is truncated, corrupt or replaced" in message
 
 
+def test_a_gzip_shard_of_several_members_fails_reading_and_says_what_it_may_be(tmp_path):
+    from support.gzip_files import as_members, gzip_dataset
+
+    out, manifest = gzip_dataset(tmp_path)
+    shard = as_members(out, manifest)  # TensorFlow stops at its empty first member
+    with pytest.raises(tf.errors.InvalidArgumentError) as e:
+        _ids(make_dataset(str(out), 50, shuffle=False))
+    message = str(e.value)
+    assert f"[shard] [{out / shard}] [does not hold the] [{manifest.total_records}]" in message
+    assert "a GZIP file of several members, as earlier versions joined parts" in message
+
+
 def test_a_damaged_shard_outside_this_pipelines_range_does_not_matter(converted, tmp_path):
     copy, _ = _damaged_copy(converted, tmp_path, _cut_last_three)
     context = tf.distribute.InputContext(2, 1, 2)  # reads shards 1, 3, 5...; shard 4 is damaged
