@@ -32,7 +32,7 @@ import pyarrow.compute as pc
 
 from beam_jobs.stats.sample import RESERVOIR, BottomK
 
-__all__ = ["RESERVOIR", "FeatureStats", "bounded"]
+__all__ = ["RESERVOIR", "FeatureStats", "bounded", "pick"]
 
 # Rank error of the quantile sketch that merges the shards' edges: 1% of the values. Half that
 # made adding values ten times slower here (larger buffers to sort).
@@ -148,7 +148,7 @@ class FeatureStats:
             self.missing += rows - present_count
             self.values += present_count
             if present_count:
-                self.min_values = _pick(min, self.min_values, 1)
+                self.min_values = pick(min, self.min_values, 1)
                 self.max_values = max(self.max_values, 1)
         else:
             counts = np.diff(offsets)
@@ -157,7 +157,7 @@ class FeatureStats:
             self.missing += len(counts) - len(present)
             self.values += int(offsets[-1] - offsets[0]) if len(offsets) else 0
             if len(present):
-                self.min_values = _pick(min, self.min_values, int(present.min()))
+                self.min_values = pick(min, self.min_values, int(present.min()))
                 self.max_values = max(self.max_values, int(present.max()))
         if len(values) == 0:
             return
@@ -182,8 +182,8 @@ class FeatureStats:
         self.numbers += len(numbers)
         # + 0.0: a zero extreme is +0.0, whichever zero min() met first (the order of a
         # reduction's comparisons differs between 1-D and 2-D, float32 and float64).
-        self.low = _pick(min, self.low, float(low) + 0.0)
-        self.high = _pick(max, self.high, float(high) + 0.0)
+        self.low = pick(min, self.low, float(low) + 0.0)
+        self.high = pick(max, self.high, float(high) + 0.0)
         if low <= 0 <= high:  # else no zero among them: no pass to count
             self.zeros += int(np.count_nonzero(numbers == 0))
         finite = numbers
@@ -230,7 +230,7 @@ class FeatureStats:
         self.length += int(pc.sum(lengths).as_py())
         if not self.binary:
             self.binary = not _is_utf8(values)
-        self.min_length = _pick(min, self.min_length, extremes["min"].as_py())
+        self.min_length = pick(min, self.min_length, extremes["min"].as_py())
         self.max_length = max(self.max_length, extremes["max"].as_py())
         if self.distinct is None:
             self.distinct = sketches.KmvSketch(KMV_SLOTS)
@@ -329,19 +329,19 @@ class FeatureStats:
         self.missing += other.missing
         self.values += other.values
         self.max_values = max(self.max_values, other.max_values)
-        self.min_values = _pick(min, self.min_values, other.min_values)
+        self.min_values = pick(min, self.min_values, other.min_values)
         self.numbers += other.numbers
         if other.finite:
             self._merge_moments(other.finite, other.mean, other.m2)
         self.plus_inf += other.plus_inf
         self.minus_inf += other.minus_inf
         self.binary = self.binary or other.binary
-        self.low = _pick(min, self.low, other.low)
-        self.high = _pick(max, self.high, other.high)
+        self.low = pick(min, self.low, other.low)
+        self.high = pick(max, self.high, other.high)
         self.zeros += other.zeros
         self.nans += other.nans
         self.length += other.length
-        self.min_length = _pick(min, self.min_length, other.min_length)
+        self.min_length = pick(min, self.min_length, other.min_length)
         self.max_length = max(self.max_length, other.max_length)
         self.top_weight = max(self.top_weight, other.top_weight)
         if self.dtype == "bytes":
@@ -570,7 +570,7 @@ def _by_count(pair: tuple[int, bytes]) -> tuple[int, bytes]:
     return -pair[0], pair[1]
 
 
-def _pick(choose: Any, ours: Any, theirs: Any) -> Any:
+def pick(choose: Any, ours: Any, theirs: Any) -> Any:
     """min/max of two values where None means none seen yet."""
     if theirs is None:
         return ours

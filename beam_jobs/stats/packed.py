@@ -23,7 +23,7 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
-from beam_jobs.stats.accumulate import FINISHED_BUCKETS, SHARES_HELD, FeatureStats
+from beam_jobs.stats.accumulate import FINISHED_BUCKETS, SHARES_HELD, FeatureStats, pick
 
 __all__ = ["PackedStats", "merge_all"]
 
@@ -210,8 +210,9 @@ def _merged_columns(parts: list[_Columns]) -> dict[str, FeatureStats]:
             "nans", "length")  # fmt: skip
     total = {field: np.zeros(count, np.int64) for field in ints}
     most = {field: np.zeros(count, np.int64) for field in ("max_values", "max_length")}
-    least = {field: [None] * count for field in ("min_values", "min_length", "low")}
-    high: list[Any] = [None] * count
+    # Extremes that may be None (none seen yet), picked as FeatureStats.merge picks them.
+    choices = {"min_values": min, "min_length": min, "low": min, "high": max}
+    picked: dict[str, list[Any]] = {field: [None] * count for field in choices}
     top_weight = np.zeros(count, np.float64)
     binary = np.zeros(count, bool)
     finite = np.zeros(count, np.int64)
@@ -224,22 +225,24 @@ def _merged_columns(parts: list[_Columns]) -> dict[str, FeatureStats]:
         def column(field: str, kind: Any, fields: dict = fields, row: np.ndarray = row) -> Any:
             return np.array(fields[field], kind)[row]
 
+        numbers = column("numbers", np.int64)
         for field in ints:
-            total[field] += column(field, np.int64)
+            total[field] += numbers if field == "numbers" else column(field, np.int64)
         for field in most:
             most[field] = np.maximum(most[field], column(field, np.int64))
         top_weight = np.maximum(top_weight, column("top_weight", np.float64))
         binary |= column("binary", bool)
-        for field in least:
-            theirs = [fields[field][i] for i in row.tolist()]
-            least[field] = [_least(a, b) for a, b in zip(least[field], theirs, strict=True)]
-        theirs = [fields["high"][i] for i in row.tolist()]
-        high = [_most(a, b) for a, b in zip(high, theirs, strict=True)]
+        at_row = row.tolist()
+        for field, choose in choices.items():
+            theirs = [fields[field][i] for i in at_row]
+            picked[field] = [
+                pick(choose, ours, their) for ours, their in zip(picked[field], theirs, strict=True)
+            ]
         finite, mean, m2 = _merged_moments(
             finite, mean, m2, column("finite", np.int64), column("mean", np.float64),
             column("m2", np.float64),
         )  # fmt: skip
-        _add_shares(shares, part, row, column("numbers", np.int64))
+        _add_shares(shares, part, row, numbers)
     first, at = parts[0], positions[0]
     merged = {}
     for i, name in enumerate(names):
@@ -248,28 +251,14 @@ def _merged_columns(parts: list[_Columns]) -> dict[str, FeatureStats]:
             setattr(stats, field, int(total[field][i]))
         for field in most:
             setattr(stats, field, int(most[field][i]))
-        for field in least:
-            setattr(stats, field, least[field][i])
-        stats.high = high[i]
+        for field in choices:
+            setattr(stats, field, picked[field][i])
         stats.top_weight = float(top_weight[i])
         stats.binary = bool(binary[i])
         stats.finite, stats.mean, stats.m2 = int(finite[i]), float(mean[i]), float(m2[i])
         _hold_shares(stats, shares[i])
         merged[name] = stats
     return merged
-
-
-def _least(ours: Any, theirs: Any) -> Any:
-    """`min` of two values where None means none seen yet (as `FeatureStats.merge`)."""
-    if theirs is None:
-        return ours
-    return theirs if ours is None else min(ours, theirs)
-
-
-def _most(ours: Any, theirs: Any) -> Any:
-    if theirs is None:
-        return ours
-    return theirs if ours is None else max(ours, theirs)
 
 
 def _merged_moments(
