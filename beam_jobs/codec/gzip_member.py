@@ -18,7 +18,7 @@ import struct
 from collections.abc import Sequence
 from typing import NamedTuple
 
-__all__ = ["HEADER_BYTES", "OpenMember", "closing", "combined", "split_tail"]
+__all__ = ["HEADER_BYTES", "OpenMember", "check_closing", "closing", "combined"]
 
 HEADER_BYTES = 10  # zlib's and ISA-L's gzip header: no name, comment or extra field
 _FINAL_EMPTY_BLOCK = b"\x03\x00"  # what zlib and ISA-L write at the end after a sync flush
@@ -40,7 +40,7 @@ def closing(crc32: int, length: int) -> bytes:
     return _FINAL_EMPTY_BLOCK + struct.pack("<II", crc32, length & 0xFFFFFFFF)
 
 
-def split_tail(tail: bytes, crc32: int, length: int) -> None:
+def check_closing(tail: bytes, crc32: int, length: int) -> None:
     """Checks that a compressor's last output after a sync flush is exactly `closing`: the
     join writes that end itself.
 

@@ -15,7 +15,7 @@ import google_crc32c
 
 from beam_jobs.codec.deflate import compressor, crc32
 from beam_jobs.codec.framing import frame_records
-from beam_jobs.codec.gzip_member import OpenMember, split_tail
+from beam_jobs.codec.gzip_member import OpenMember, check_closing
 from beam_jobs.core.compression import DEFAULT_GZIP_LEVEL, Compression
 
 __all__ = ["ShardFileWriter", "SizeOnly"]
@@ -91,7 +91,7 @@ class ShardFileWriter:
             self._store(self._gzip.compress(bytes(self._pending)) + self._gzip.flush(_SYNC))
             self.member = OpenMember(self.bytes, self._crc, self._data_crc32, self._length)
             tail = self._gzip.flush()
-            split_tail(tail, self._data_crc32, self._length)
+            check_closing(tail, self._data_crc32, self._length)
             self._store(tail)
         elif self._gzip:
             self._store(self._gzip.compress(bytes(self._pending)) + self._gzip.flush())
