@@ -8,7 +8,7 @@ no values. List columns keep their values; a null list becomes empty too.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Hashable, Sequence
 
 import numpy as np
 import pyarrow as pa
@@ -25,6 +25,7 @@ __all__ = [
     "cast_together",
     "decode_examples",
     "is_list",
+    "number_groups",
     "value_lists",
 ]
 
@@ -65,35 +66,45 @@ def value_lists(
     return offsets, pc.cast(values, VALUE_TYPES[dtype], safe=False)
 
 
-# Columns are cast together when a call's cost (7 us, whatever it holds) outweighs copying
-# them end to end: batches of few rows and many columns (5,000 columns of 453 rows: 35 -> 8 ms).
-# With 20,000 rows of 24 floats the copy costs more (0.39 -> 0.62 ms), as with 4 columns.
+# Columns are handled a group at a time when a call's cost (7 us, whatever it holds) outweighs
+# copying them end to end: batches of few rows and many columns (5,000 columns of 453 rows:
+# a cast a column 35 ms, together 8). With 20,000 rows of 24 floats the copy costs more (0.39
+# -> 0.62 ms), as with 4 columns.
 TOGETHER_MAX_ROWS = 4096
 TOGETHER_MIN_COLUMNS = 8
 
 
+def number_groups(
+    columns: Sequence[pa.Array | pa.ChunkedArray],
+    keys: Sequence[Hashable | None],
+    min_columns: int = TOGETHER_MIN_COLUMNS,
+    max_rows: int = TOGETHER_MAX_ROWS,
+) -> list[list[int]]:
+    """Positions of the columns worth handling a group at a time: scalar number columns
+    without nulls (whole arrays, not chunked) of at most `max_rows` values, grouped by their
+    type and their `keys` entry (None: left out), in groups of at least `min_columns`."""
+    groups: dict[tuple[pa.DataType, Hashable], list[int]] = {}
+    for i, (column, key) in enumerate(zip(columns, keys, strict=True)):
+        kind = column.type
+        number = pa.types.is_floating(kind) or pa.types.is_integer(kind)
+        whole = isinstance(column, pa.Array) and len(column) <= max_rows
+        if key is not None and number and whole and not column.null_count:
+            groups.setdefault((kind, key), []).append(i)
+    return [members for members in groups.values() if len(members) >= min_columns]
+
+
 def cast_together(batch: pa.RecordBatch, features: Sequence[FeatureSpec]) -> dict[str, pa.Array]:
-    """The scalar number columns without nulls of a batch of at most TOGETHER_MAX_ROWS rows,
-    cast to their Example dtype a type at a time: each type's columns (at least
-    TOGETHER_MIN_COLUMNS) joined end to end, cast in one call and cut apart again, the same
-    values as a cast a column. Others: none (each is cast alone)."""
-    if batch.num_rows > TOGETHER_MAX_ROWS:
-        return {}
-    groups: dict[tuple[pa.DataType, str], list[str]] = {}
-    for feature in features:
-        column = batch.column(feature.name)
-        number = pa.types.is_floating(column.type) or pa.types.is_integer(column.type)
-        whole = isinstance(column, pa.Array)  # a table's chunked columns go one by one
-        if number and whole and feature.dtype != "bytes" and not column.null_count:
-            groups.setdefault((column.type, feature.dtype), []).append(feature.name)
+    """The columns of `number_groups` (by Example dtype) cast to their Example dtype a group at
+    a time: joined end to end, cast in one call and cut apart again, the same values as a cast
+    a column. Other columns: none (each is cast alone)."""
+    columns = [batch.column(f.name) for f in features]
+    dtypes = [None if f.dtype == "bytes" else f.dtype for f in features]
     rows = batch.num_rows
     cast: dict[str, pa.Array] = {}
-    for (_, dtype), names in groups.items():
-        if len(names) < TOGETHER_MIN_COLUMNS:
-            continue
-        joined = pa.concat_arrays([batch.column(name) for name in names])
-        values = pc.cast(joined, VALUE_TYPES[dtype], safe=False)
-        cast.update((name, values.slice(i * rows, rows)) for i, name in enumerate(names))
+    for members in number_groups(columns, dtypes):
+        joined = pa.concat_arrays([columns[i] for i in members])
+        values = pc.cast(joined, VALUE_TYPES[features[members[0]].dtype], safe=False)
+        cast.update((features[i].name, values.slice(k * rows, rows)) for k, i in enumerate(members))
     return cast
 
 

@@ -15,6 +15,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from beam_jobs.codec.examples import TOGETHER_MAX_ROWS, TOGETHER_MIN_COLUMNS, number_groups
 from beam_jobs.schema.type_notes import TypeNote, log_notes
 from tfdata_reader.manifest import FeatureSpec
 
@@ -97,25 +98,16 @@ def rounded_integers(column: pa.Array | pa.ChunkedArray) -> int:
 
 
 def rounded_integers_of(
-    columns: Sequence[pa.Array | pa.ChunkedArray], min_columns: int = 8, max_rows: int = 4096
+    columns: Sequence[pa.Array | pa.ChunkedArray],
+    min_columns: int = TOGETHER_MIN_COLUMNS,
+    max_rows: int = TOGETHER_MAX_ROWS,
 ) -> list[int]:
-    """`rounded_integers` of each column. Number columns of one type without nulls, at least
-    `min_columns` of at most `max_rows` values, are looked at together first: when none holds
-    a number past 2**24 (most data), none has one float32 changes, in one pass over them all
-    instead of a few calls a column (5,000 columns of 453 rows: 34 ms a batch, 5 ms
-    together; with more rows or fewer columns joining them costs more than the calls)."""
+    """`rounded_integers` of each column. The columns of `number_groups` are looked at a
+    group at a time first: when none holds a number past 2**24 (most data), none has one
+    float32 changes, in one pass over them all instead of a few calls a column (5,000 columns
+    of 453 rows: 34 ms a batch, 5 ms together)."""
     counts: list[int | None] = [None] * len(columns)
-    groups: dict[pa.DataType, list[int]] = {}
-    for i, column in enumerate(columns):
-        if len(column) > max_rows:
-            continue
-        kind = column.type
-        number = pa.types.is_floating(kind) or pa.types.is_integer(kind)
-        if number and isinstance(column, pa.Array) and not column.null_count:
-            groups.setdefault(kind, []).append(i)
-    for members in groups.values():
-        if len(members) < min_columns:
-            continue
+    for members in number_groups(columns, [0] * len(columns), min_columns, max_rows):
         joined = pa.concat_arrays([columns[i] for i in members]).to_numpy()
         if not np.any(np.abs(joined.astype(np.float64, copy=False)) > _EXACT_IN_FLOAT32):
             for i in members:
