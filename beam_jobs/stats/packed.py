@@ -135,14 +135,14 @@ class PackedStats(Mapping[str, FeatureStats]):
     def _parts(self) -> tuple[list[str], _Columns, dict[str, FeatureStats]]:
         """What the blob holds: names, plain features' columns, other accumulators (new)."""
         if self._blob is None:
-            return _pack({name: copy.deepcopy(s) for name, s in self._unpacked().items()})
+            return _pack(_copies(self._unpacked()))
         (size,) = struct.unpack_from("<Q", self._blob)
         return pickle.loads(_ZSTD.decompress(self._blob[8:], size, asbytes=True))
 
     def fresh(self) -> dict[str, FeatureStats]:
         """New accumulators of the same statistics, for a caller to change (merge)."""
         if self._blob is None:
-            return {name: copy.deepcopy(s) for name, s in self._unpacked().items()}
+            return _copies(self._unpacked())
         order, columns, others = self._parts()
         plain = columns.accumulators()
         return {name: plain[name] if name in plain else others[name] for name in order}
@@ -187,7 +187,7 @@ def merge_all(parts: Iterable[Mapping[str, FeatureStats]]) -> dict[str, FeatureS
 
 
 def _copies(part: Mapping[str, FeatureStats]) -> dict[str, FeatureStats]:
-    # Merging spends its argument: copies of the part's accumulators.
+    """New accumulators of the same statistics (merging spends its argument)."""
     return {name: copy.deepcopy(stats) for name, stats in part.items()}
 
 
