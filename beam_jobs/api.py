@@ -16,7 +16,6 @@ as `tfrecord-etl convert` (same checks, same typed errors), without the end-of-r
 from __future__ import annotations
 
 import contextlib
-import difflib
 from collections.abc import Mapping, Sequence
 from os import PathLike
 from typing import Any
@@ -32,30 +31,24 @@ __all__ = ["convert", "convert_config"]
 
 
 def convert_config(
-    input: str | PathLike | Sequence[str | PathLike], output: str | PathLike, **options: Any
+    input: str | PathLike[str] | Sequence[str | PathLike[str]],
+    output: str | PathLike[str],
+    **options: Any,
 ) -> ConvertConfig:
     """The `ConvertConfig` that `convert(input, output, **options)` runs.
 
     Raises:
       UsageError: naming an unknown keyword or a value its flag does not take.
     """
-    names = {n for f in flags.flags(ConvertConfig) for n in f.names} - {"input", "output"}
-    unknown = sorted(set(options) - names)
-    if unknown:
-        close = [difflib.get_close_matches(u, sorted(names), n=1, cutoff=0.75) for u in unknown]
-        hints = [
-            f"{u} (did you mean {c[0]}?)" if c else u for u, c in zip(unknown, close, strict=True)
-        ]
-        raise UsageError(
-            f"convert() got unknown keyword argument{'s' if len(unknown) > 1 else ''} "
-            f"{', '.join(hints)}; Beam's own options go in pipeline_options={{...}}"
-        )
+    flags.check_keywords(
+        ConvertConfig, options, "convert()", "; Beam's own options go in pipeline_options={...}"
+    )
     return ConvertConfig.from_flags({"input": input, "output": output, **options})
 
 
 def convert(
-    input: str | PathLike | Sequence[str | PathLike],
-    output: str | PathLike,
+    input: str | PathLike[str] | Sequence[str | PathLike[str]],
+    output: str | PathLike[str],
     *,
     pipeline_options: Mapping[str, Any] | None = None,
     verbose: bool = False,

@@ -97,7 +97,7 @@ def _convert(argv: list[str]) -> int:
         from beam_jobs.inspection.report import describe_plan
 
         config = result.config
-        print(describe_plan(result.plan, config.output, config.sharding.target_shard_bytes))
+        print(describe_plan(result.plan, config.output))
         _summary_line(status.value, EXIT_OK, planned_shards=len(result.plan.shards))
         return EXIT_OK
     if result.submitted_job is not None:
@@ -117,7 +117,7 @@ def _convert(argv: list[str]) -> int:
             *null_markers_note(manifest),
         ]
         print("\n".join([summarize_run(manifest, elapsed), *notes]))
-        if manifest.counts.get("bad_records", 0):
+        if manifest.counts.bad_records:
             print("\n".join(bad_rows_note(result.config.output, manifest.dead_letter)))
     else:
         print(
@@ -128,9 +128,9 @@ def _convert(argv: list[str]) -> int:
     _summary_line(
         status.value,
         EXIT_OK,
-        records_read=manifest.counts.get("records_read", manifest.total_records),
+        records_read=manifest.counts.records_read or manifest.total_records,
         records_written=manifest.total_records,
-        bad_records=manifest.counts.get("bad_records", 0),
+        bad_records=manifest.counts.bad_records,
         shards=len(manifest.shards),
         bytes=manifest.total_bytes,
         fingerprint=manifest.fingerprint,
@@ -196,7 +196,7 @@ def _inspect_inputs(args: argparse.Namespace) -> int:
     if args.schema:
         print(schema_to_json(list(plan.features)), end="")
     else:
-        print(describe_plan(plan, None, config.sharding.target_shard_bytes))
+        print(describe_plan(plan, None))
     return EXIT_OK
 
 

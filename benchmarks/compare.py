@@ -37,6 +37,47 @@ sys.path.insert(0, str(HERE))
 from data import write_csv  # noqa: E402
 
 
+def _wide(folder: pathlib.Path, rng: np.random.Generator) -> None:
+    n = 400_000
+    columns = {"id": np.arange(n), "k": rng.integers(0, 9, n)}
+    columns |= {f"x{i}": rng.normal(size=n).round(5) for i in range(24)}
+    folder.mkdir()
+    pcsv.write_csv(pa.table(columns), str(folder / "wide.csv"))
+
+
+def _dirty(folder: pathlib.Path, rng: np.random.Generator) -> None:
+    n = 600_000
+    values = rng.integers(0, 1000, n).astype(str).astype(object)
+    bad = rng.random(n) < 0.03
+    bad[:20_000] = False  # the sampled head is clean: the column is int64
+    values[bad] = "unknown"  # no integer, and no missing-value marker (`n/a` would be)
+    table = pa.table({"id": np.arange(n), "v": values.astype(str), "w": rng.normal(size=n)})
+    folder.mkdir()
+    pcsv.write_csv(table, str(folder / "dirty.csv"))
+
+
+def _clean(folder: pathlib.Path, dirty: pathlib.Path) -> None:
+    """The dirty file's twin with its bad values made good."""
+    text = pcsv.ConvertOptions(column_types={"v": pa.string()})
+    table = pcsv.read_csv(str(dirty / "dirty.csv"), convert_options=text)
+    v = table.column("v").to_numpy(zero_copy_only=False).astype(object)
+    v[v == "unknown"] = "7"
+    folder.mkdir()
+    clean = table.set_column(1, "v", pa.array(v, pa.string()))
+    pcsv.write_csv(clean, str(folder / "clean.csv"))
+
+
+def _many_and_one(many: pathlib.Path, one: pathlib.Path) -> None:
+    """4,000 small files, and the same rows in one file."""
+    for k in range(4000):
+        write_csv(many / f"part-{k:04d}.csv", 50, seed=k)
+    one.mkdir()
+    with open(one / "all.csv", "wb") as f:
+        for k in range(4000):
+            data = (many / f"part-{k:04d}.csv").read_bytes()
+            f.write(data if k == 0 else data[data.index(b"\n") + 1 :])
+
+
 def _inputs(work: pathlib.Path) -> dict[str, tuple[str, list[str]]]:
     """Generates each case's input once; returns case -> (input pattern, flags)."""
     rng = np.random.default_rng(1)
@@ -44,31 +85,14 @@ def _inputs(work: pathlib.Path) -> dict[str, tuple[str, list[str]]]:
         for k in range(4):
             write_csv(work / "narrow" / f"part-{k}.csv", 500_000, seed=k)
     if not (work / "wide").exists():
-        n = 400_000
-        columns = {"id": np.arange(n), "k": rng.integers(0, 9, n)}
-        columns |= {f"x{i}": rng.normal(size=n).round(5) for i in range(24)}
-        (work / "wide").mkdir()
-        pcsv.write_csv(pa.table(columns), str(work / "wide" / "wide.csv"))
+        _wide(work / "wide", rng)
     if not (work / "many").exists():
         for k in range(1000):
             write_csv(work / "many" / f"part-{k:04d}.csv", 50, seed=k)
     if not (work / "dirty").exists():
-        n = 600_000
-        values = rng.integers(0, 1000, n).astype(str).astype(object)
-        bad = rng.random(n) < 0.03
-        bad[:20_000] = False  # the sampled head is clean: the column is int64
-        values[bad] = "unknown"  # no integer, and no missing-value marker (`n/a` would be)
-        table = pa.table({"id": np.arange(n), "v": values.astype(str), "w": rng.normal(size=n)})
-        (work / "dirty").mkdir()
-        pcsv.write_csv(table, str(work / "dirty" / "dirty.csv"))
-    if not (work / "clean").exists():  # the dirty file's twin with its bad values made good
-        text = pcsv.ConvertOptions(column_types={"v": pa.string()})
-        table = pcsv.read_csv(str(work / "dirty" / "dirty.csv"), convert_options=text)
-        v = table.column("v").to_numpy(zero_copy_only=False).astype(object)
-        v[v == "unknown"] = "7"
-        (work / "clean").mkdir()
-        clean = table.set_column(1, "v", pa.array(v, pa.string()))
-        pcsv.write_csv(clean, str(work / "clean" / "clean.csv"))
+        _dirty(work / "dirty", rng)
+    if not (work / "clean").exists():
+        _clean(work / "clean", work / "dirty")
     for columns, rows in ((1000, 10_000), (5000, 2_000)):
         folder = work / f"columns{columns}"
         if not folder.exists():
@@ -76,13 +100,7 @@ def _inputs(work: pathlib.Path) -> dict[str, tuple[str, list[str]]]:
             table = pa.table({f"c{i}": rng.normal(size=rows).round(4) for i in range(columns)})
             pcsv.write_csv(table, str(folder / "data.csv"))
     if not (work / "many4000").exists():
-        for k in range(4000):
-            write_csv(work / "many4000" / f"part-{k:04d}.csv", 50, seed=k)
-        (work / "one").mkdir()
-        with open(work / "one" / "all.csv", "wb") as one:  # the same rows in one file
-            for k in range(4000):
-                data = (work / "many4000" / f"part-{k:04d}.csv").read_bytes()
-                one.write(data if k == 0 else data[data.index(b"\n") + 1 :])
+        _many_and_one(work / "many4000", work / "one")
     if not (work / "tiny").exists():
         write_csv(work / "tiny" / "tiny.csv", 16)
     schema = work / "dirty_schema.json"  # the column stays int64 (not text) whatever the sample

@@ -10,6 +10,7 @@ class, `inline_map` falls back to `Dataset.map`: slower, same results.
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Any
 
 import tensorflow as tf
 
@@ -23,7 +24,7 @@ except ImportError:  # pragma: no cover - exercised by the fallback test with it
 HAS_INLINE_MAP = _MapDataset is not None
 
 
-def inline_map(dataset: tf.data.Dataset, fn: Callable) -> tf.data.Dataset:
+def inline_map(dataset: tf.data.Dataset, fn: Callable[..., Any]) -> tf.data.Dataset:
     """`dataset.map(fn)`, run inline (single-threaded executor) where this TensorFlow allows."""
     if _MapDataset is None:
         return dataset.map(fn)

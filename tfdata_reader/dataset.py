@@ -28,7 +28,13 @@ import tensorflow as tf
 from tfdata_reader import partitions
 from tfdata_reader.images import image_decoder
 from tfdata_reader.integrity import shard_problem
-from tfdata_reader.manifest import MANIFEST_NAME, FeatureSpec, Manifest, ManifestError
+from tfdata_reader.manifest import (
+    MANIFEST_NAME,
+    Compression,
+    FeatureSpec,
+    Manifest,
+    ManifestError,
+)
 from tfdata_reader.options import DEFAULT_CYCLE_LENGTH, ReadOptions
 from tfdata_reader.records import checked_blocks
 from tfdata_reader.sharding import BY_FILE, FileRange, plan_reads
@@ -297,10 +303,10 @@ def _files(paths: list[str], ranges: list[FileRange], options: ReadOptions) -> t
 
 
 def _blocks(
-    ds: tf.data.Dataset, ranges: list[FileRange], compression: str, options: ReadOptions
+    ds: tf.data.Dataset, ranges: list[FileRange], compression: Compression, options: ReadOptions
 ) -> tf.data.Dataset:
     """Count-checked blocks of records, read from several shards at once."""
-    compression_type = "GZIP" if compression == "gzip" else ""
+    compression_type = compression.tf_name
     return ds.interleave(
         lambda p, start, stop, total: checked_blocks(
             p, start, stop, total, compression_type, options.block_length
@@ -439,7 +445,7 @@ def _dense(values: tf.RaggedTensor, default: int | float | bytes) -> tf.Tensor:
 
 
 def _parser(
-    spec: dict,
+    spec: dict[str, Any],
     options: ReadOptions,
     has_image: bool,
     vocabulary: list[str] | None,

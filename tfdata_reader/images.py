@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Any
 
 import tensorflow as tf
 
 __all__ = ["image_decoder"]
 
 
-def image_decoder(size: tuple[int, int] | None, channels: int) -> Callable:
+def image_decoder(size: tuple[int, int] | None, channels: int) -> Callable[..., Any]:
     """Decodes a batch of encoded images: ragged at their own sizes, or dense at `size`."""
 
     def decode_one(encoded: tf.Tensor) -> tf.Tensor:

@@ -3,7 +3,9 @@
 `manifest.json` is written last by a conversion and is the only thing readers trust: a shard
 that it does not list does not exist. This module is pure (no Beam, no TensorFlow, no I/O) so
 both sides import it cheaply; each side reads and writes the JSON text with its own file system.
-It is one module on purpose, though past 300 lines: the whole contract is read in one place.
+The manifest document is here; the feature spec (`features`) and the names of files and
+compressions (`names`) are beside it, and re-exported here: `tfdata_reader.manifest` is the one
+import of the contract.
 """
 
 from __future__ import annotations
@@ -11,16 +13,31 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
-import re
 from typing import Any
+
+from tfdata_reader.errors import ManifestError
+from tfdata_reader.features import DTYPES, FeatureSpec, schema_from_json, schema_to_json
+from tfdata_reader.names import (
+    COMPRESSIONS,
+    NAME_RULE,
+    Compression,
+    check_relative_path,
+    is_valid_name,
+    shard_name,
+    shard_prefix_of,
+    with_generation,
+    without_generation,
+)
 
 __all__ = [
     "COMPRESSIONS",
     "DTYPES",
     "FORMAT_VERSION",
     "MANIFEST_NAME",
+    "NAME_RULE",
     "CompanionFile",
     "Compression",
+    "Counts",
     "FeatureSpec",
     "Manifest",
     "ManifestError",
@@ -36,173 +53,6 @@ __all__ = [
 
 FORMAT_VERSION = 1
 MANIFEST_NAME = "manifest.json"
-DTYPES = ("int64", "float32", "bytes")
-COMPRESSIONS = ("none", "gzip")
-Compression = str  # one of COMPRESSIONS
-
-# Shard prefixes and split names: ASCII, so every file system and URL takes them as they are.
-_NAME_RE = re.compile(r"^[A-Za-z0-9_.]+$")
-NAME_RULE = "ASCII letters, digits, '_' and '.'"
-# prefix-INDEX-of-COUNT[.gGENERATION].tfrecord[.gz]; the generation tells apart the shards of
-# successive conversions into one folder (none for the first), so a new conversion never writes
-# over a file the current manifest lists.
-_GENERATION_TAG = re.compile(r"\.g\d+(?=\.tfrecord)")  # in a shard name
-_SHARD_NAME_RE = re.compile(r"^([A-Za-z0-9_.]+?)-\d{5,}-of-\d{5,}(\.g\d+)?\.tfrecord(\.gz)?$")
-
-
-_LOGICAL_RE = re.compile(
-    r"date32\[day\]|timestamp\[(s|ms|us|ns)(, tz=[^\]]+)?\]|(time64|duration)\[(s|ms|us|ns)\]"
-)
-
-
-def is_valid_name(name: str) -> bool:
-    """True for a shard prefix or split name: only ASCII letters, digits, '_' and '.'."""
-    return bool(_NAME_RE.fullmatch(name))
-
-
-def shard_prefix_of(name: str) -> str | None:
-    """The prefix of a file name that `shard_name` could have made, else None."""
-    match = _SHARD_NAME_RE.fullmatch(name)
-    return match.group(1) if match else None
-
-
-class ManifestError(ValueError):
-    """A manifest (or a schema file in the same format) is missing, malformed or inconsistent."""
-
-
-def check_relative_path(path: str, what: str) -> str:
-    """`path` if it names a file inside the dataset folder, else raises `ManifestError`.
-
-    A manifest lists files relative to its folder. An absolute path, a URL, a `..` or `.`
-    step, an empty step or a backslash could lead a reader or `verify` out of the dataset (to
-    `/etc/passwd`, another bucket), so none is accepted.
-    """
-    parts = path.split("/")
-    if (
-        not path
-        or path.startswith("/")
-        or "\\" in path
-        or ":" in parts[0]
-        or any(part in ("", ".", "..") for part in parts)
-    ):
-        raise ManifestError(
-            f"{what} {path!r} is not a plain relative path inside the dataset folder"
-        )
-    return path
-
-
-def shard_name(
-    prefix: str, index: int, num_shards: int, compression: Compression, generation: int = 0
-) -> str:
-    """Returns the file name of one shard, e.g. `data-00003-of-00012.tfrecord.gz`, or with a
-    generation above 0 `data-00003-of-00012.g2.tfrecord.gz`."""
-    if not is_valid_name(prefix):
-        raise ValueError(f"a shard prefix may hold only {NAME_RULE}, got {prefix!r}")
-    tag = f".g{generation}" if generation else ""
-    suffix = ".tfrecord.gz" if compression == "gzip" else ".tfrecord"
-    return f"{prefix}-{index:05d}-of-{num_shards:05d}{tag}{suffix}"
-
-
-def with_generation(name: str, generation: int) -> str:
-    """A generation-0 shard name as the same shard's name in `generation`."""
-    if not generation:
-        return name
-    stem, dot, rest = name.partition(".tfrecord")
-    return f"{stem}.g{generation}{dot}{rest}"
-
-
-@dataclasses.dataclass(frozen=True)
-class FeatureSpec:
-    """One feature of every record.
-
-    Attributes:
-      name: feature key in the `tf.train.Example`.
-      dtype: "int64", "float32" or "bytes".
-      shape: `[]` for one value per record, `[k]` for exactly k values, None for a variable count.
-      nullable: True when some records hold the feature with no values (a missing value).
-      logical_type: for an int64 feature holding dates or times, what its integers count, as
-        the Arrow type they are: `date32[day]` (days since 1970-01-01), `timestamp[us]` or
-        `timestamp[us, tz=Europe/Paris]` (microseconds since 1970-01-01 UTC; the time zone
-        the source gave), `time64[us]` (microseconds since midnight), `duration[us]`.
-      null_values: the cells of a text input (CSV) that were read as missing besides empty
-        ones (`NA`, `NULL`, ...); None when there were none to look for.
-    """
-
-    name: str
-    dtype: str
-    shape: list[int] | None = dataclasses.field(default_factory=list)
-    nullable: bool = False
-    logical_type: str | None = None
-    null_values: list[str] | None = None
-
-    def __post_init__(self) -> None:
-        if not self.name:
-            raise ManifestError("feature name must not be empty")
-        if self.dtype not in DTYPES:
-            raise ManifestError(
-                f"feature {self.name!r}: dtype must be one of {', '.join(DTYPES)}, "
-                f"got {self.dtype!r}"
-            )
-        if self.shape is not None and (
-            not isinstance(self.shape, list)
-            or any(not isinstance(d, int) or d < 1 for d in self.shape)
-        ):
-            raise ManifestError(
-                f"feature {self.name!r}: shape must be [] (scalar), [k] with k >= 1, or null "
-                f"(variable length), got {self.shape!r}"
-            )
-        if self.logical_type is not None and (
-            self.dtype != "int64" or not _LOGICAL_RE.fullmatch(self.logical_type)
-        ):
-            raise ManifestError(
-                f"feature {self.name!r}: logical_type must be date32[day], timestamp[UNIT] or "
-                "timestamp[UNIT, tz=ZONE], time64[UNIT] or duration[UNIT] on an int64 feature, "
-                f"got {self.logical_type!r} on {self.dtype}"
-            )
-        if self.null_values is not None and (
-            not isinstance(self.null_values, list)
-            or any(not isinstance(v, str) for v in self.null_values)
-        ):
-            raise ManifestError(
-                f"feature {self.name!r}: null_values must be a list of texts, got "
-                f"{self.null_values!r}"
-            )
-
-    @property
-    def is_fixed(self) -> bool:
-        """True when every record has exactly the same number of values."""
-        return self.shape is not None and not self.nullable
-
-    def to_json(self) -> dict[str, Any]:
-        # Field by field, not dataclasses.asdict: a manifest of 5,000 features made its JSON
-        # and fingerprint (each of them several times a run) in seconds through asdict.
-        obj: dict[str, Any] = {
-            "name": self.name,
-            "dtype": self.dtype,
-            "shape": None if self.shape is None else list(self.shape),
-            "nullable": self.nullable,
-        }
-        if self.logical_type is not None:
-            obj["logical_type"] = self.logical_type
-        if self.null_values is not None:
-            obj["null_values"] = list(self.null_values)
-        return obj
-
-    @classmethod
-    def from_json(cls, obj: Any) -> FeatureSpec:
-        if not isinstance(obj, dict) or "name" not in obj or "dtype" not in obj:
-            raise ManifestError(f"a feature needs at least 'name' and 'dtype', got {obj!r}")
-        unknown = set(obj) - {f.name for f in dataclasses.fields(cls)}
-        if unknown:
-            raise ManifestError(f"feature {obj['name']!r}: unknown keys {sorted(unknown)}")
-        return cls(
-            name=str(obj["name"]),
-            dtype=str(obj["dtype"]),
-            shape=obj.get("shape", []),
-            nullable=bool(obj.get("nullable", False)),
-            logical_type=obj.get("logical_type"),
-            null_values=obj.get("null_values"),
-        )
 
 
 @dataclasses.dataclass(frozen=True)
@@ -248,6 +98,86 @@ def _mismatches(bytes_: int, crc: str, size: int | None, crc32c: int | None) -> 
     return found
 
 
+def _int_map(obj: Any, what: str) -> dict[str, int]:
+    if not isinstance(obj, dict) or not all(isinstance(v, int) for v in obj.values()):
+        raise ManifestError(f"counts: {what} must map names to whole numbers, got {obj!r}")
+    return {str(k): int(v) for k, v in obj.items()}
+
+
+@dataclasses.dataclass(frozen=True)
+class Counts:
+    """What a conversion counted, as its manifest's `counts` records it.
+
+    Attributes:
+      records_read: input rows read (None: not recorded, as in a manifest made by hand).
+      records_written: records the shards hold (None: not recorded).
+      bad_records: rows set aside in the dead letter.
+      input_bytes_read: input bytes the writers read.
+      missing_values: by feature, the records that hold no value of it (recorded as
+        `null_values` before 2026-12-06, which is still read).
+      ignored_fields: by key, the values of keys the spec lacks, left out (JSON lines).
+      float32_rounded_integers: by float32 feature, whole numbers float32 changed.
+      null_markers: by feature, cells read as missing for holding a marker (`NA`, `NULL`).
+    """
+
+    records_read: int | None = None
+    records_written: int | None = None
+    bad_records: int = 0
+    input_bytes_read: int = 0
+    missing_values: dict[str, int] = dataclasses.field(default_factory=dict)
+    ignored_fields: dict[str, int] = dataclasses.field(default_factory=dict)
+    float32_rounded_integers: dict[str, int] = dataclasses.field(default_factory=dict)
+    null_markers: dict[str, int] = dataclasses.field(default_factory=dict)
+
+    @property
+    def recorded(self) -> bool:
+        """Whether the conversion recorded its counts (rows in and out)."""
+        return self.records_read is not None and self.records_written is not None
+
+    def to_json(self) -> dict[str, Any]:
+        if not self.recorded:
+            return {}
+        obj: dict[str, Any] = {
+            "records_read": self.records_read,
+            "records_written": self.records_written,
+            "bad_records": self.bad_records,
+            "input_bytes_read": self.input_bytes_read,
+            "missing_values": dict(self.missing_values),
+        }
+        for name in ("ignored_fields", "float32_rounded_integers", "null_markers"):
+            if getattr(self, name):
+                obj[name] = dict(getattr(self, name))
+        return obj
+
+    @classmethod
+    def from_json(cls, obj: Any) -> Counts:
+        if not isinstance(obj, dict):
+            raise ManifestError(f"counts must be an object, got {obj!r}")
+        try:
+            return cls(
+                records_read=_optional_int(obj.get("records_read")),
+                records_written=_optional_int(obj.get("records_written")),
+                bad_records=int(obj.get("bad_records", 0)),
+                input_bytes_read=int(obj.get("input_bytes_read", 0)),
+                missing_values=_int_map(
+                    obj.get("missing_values", obj.get("null_values", {})), "missing_values"
+                ),
+                ignored_fields=_int_map(obj.get("ignored_fields", {}), "ignored_fields"),
+                float32_rounded_integers=_int_map(
+                    obj.get("float32_rounded_integers", {}), "float32_rounded_integers"
+                ),
+                null_markers=_int_map(obj.get("null_markers", {}), "null_markers"),
+            )
+        except (TypeError, ValueError) as e:
+            if isinstance(e, ManifestError):
+                raise
+            raise ManifestError(f"malformed counts {obj!r}: {e}") from e
+
+
+def _optional_int(value: Any) -> int | None:
+    return None if value is None else int(value)
+
+
 @dataclasses.dataclass(frozen=True)
 class CompanionFile:
     """A file published beside the shards that describes them (`schema.pbtxt`,
@@ -279,7 +209,7 @@ class Manifest:
     compression: Compression
     inputs: dict[str, Any] = dataclasses.field(default_factory=dict)
     options: dict[str, Any] = dataclasses.field(default_factory=dict)
-    counts: dict[str, Any] = dataclasses.field(default_factory=dict)  # ints, and by feature
+    counts: Counts = dataclasses.field(default_factory=Counts)
     created: str = ""
     tool: dict[str, str] = dataclasses.field(default_factory=dict)
     dead_letter: list[str] = dataclasses.field(default_factory=list)  # JSON-lines files of bad rows
@@ -298,10 +228,12 @@ class Manifest:
             check_relative_path(companion.path, "companion file path")
         for path in self.dead_letter:
             check_relative_path(path, "dead-letter path")
-        if self.compression not in COMPRESSIONS:
+        try:  # the enum's value (JSON's text, or a member) as the member
+            object.__setattr__(self, "compression", Compression(self.compression))
+        except ValueError:
             raise ManifestError(
                 f"compression must be one of {', '.join(COMPRESSIONS)}, got {self.compression!r}"
-            )
+            ) from None
         names = [f.name for f in self.features]
         if len(set(names)) != len(names):
             raise ManifestError(f"duplicate feature names in {names}")
@@ -328,9 +260,9 @@ class Manifest:
             "label": self.label,
             "label_vocabulary": self.label_vocabulary,
             "splits": self.splits,
-            "compression": self.compression,
+            "compression": self.compression.value,
             "shards": [
-                [_GENERATION_TAG.sub("", s.path), s.records, s.bytes, s.crc32c, s.split]
+                [without_generation(s.path), s.records, s.bytes, s.crc32c, s.split]
                 for s in self.shards
             ],
         }
@@ -373,7 +305,7 @@ class Manifest:
             "format_version": self.format_version,
             "tool": self.tool,
             "created": self.created,
-            "compression": self.compression,
+            "compression": self.compression.value,
             "generation": self.generation,
             "total_records": self.total_records,
             "total_bytes": self.total_bytes,
@@ -382,7 +314,7 @@ class Manifest:
             "shards": [s.to_json() for s in self.shards],
             "inputs": self.inputs,
             "options": self.options,
-            "counts": self.counts,
+            "counts": self.counts.to_json(),
             "dead_letter": self.dead_letter,
         }
         if self.companions:
@@ -417,7 +349,7 @@ class Manifest:
                 compression=obj["compression"],
                 inputs=obj.get("inputs", {}),
                 options=obj.get("options", {}),
-                counts=obj.get("counts", {}),
+                counts=Counts.from_json(obj.get("counts", {})),
                 created=obj.get("created", ""),
                 tool=obj.get("tool", {}),
                 dead_letter=list(obj.get("dead_letter", [])),
@@ -443,24 +375,3 @@ class Manifest:
                 f"{manifest.total_records}"
             )
         return manifest
-
-
-def schema_to_json(features: list[FeatureSpec]) -> str:
-    """The `--schema` file format: the manifest's feature list alone, a feature per line (a
-    wide file's schema stays readable, and a diff shows which feature changed)."""
-    lines = ",\n".join(f"  {json.dumps(f.to_json())}" for f in features)
-    return f'{{"features": [\n{lines}\n]}}\n' if features else '{"features": []}\n'
-
-
-def schema_from_json(text: str | bytes, source: str = "schema") -> list[FeatureSpec]:
-    """Parses a `--schema` file (or a whole manifest, whose `features` it takes)."""
-    try:
-        obj = json.loads(text)
-    except ValueError as e:
-        raise ManifestError(f"{source}: not valid JSON: {e}") from e
-    if not isinstance(obj, dict) or not isinstance(obj.get("features"), list):
-        raise ManifestError(f'{source}: expected {{"features": [...]}}')
-    try:
-        return [FeatureSpec.from_json(f) for f in obj["features"]]
-    except ManifestError as e:
-        raise ManifestError(f"{source}: {e}") from e

@@ -98,6 +98,14 @@ class ReadOptions:
             object.__setattr__(self, "features", tuple(self.features))
         if self.image_size is not None:
             object.__setattr__(self, "image_size", tuple(self.image_size))
+        self._check_counts()
+        self._check_images()
+        if self.fill_missing is not None and not isinstance(self.fill_missing, Mapping):
+            raise ValueError(
+                f"fill_missing must be a dict of feature name -> value, got {self.fill_missing!r}"
+            )
+
+    def _check_counts(self) -> None:
         if self.num_epochs is not None and self.num_epochs < 1:
             raise ValueError(
                 f"num_epochs must be at least 1 or None (forever), got {self.num_epochs}"
@@ -111,14 +119,12 @@ class ReadOptions:
             raise ValueError(
                 f"num_parallel_calls must be at least 1 or AUTOTUNE, got {self.num_parallel_calls}"
             )
+
+    def _check_images(self) -> None:
         if self.image_size is not None and not self.decode_images:
             raise ValueError("image_size needs decode_images=True")
         if self.image_size is not None and (len(self.image_size) != 2 or min(self.image_size) < 1):
             raise ValueError(f"image_size must be (height, width) >= 1, got {self.image_size}")
-        if self.fill_missing is not None and not isinstance(self.fill_missing, Mapping):
-            raise ValueError(
-                f"fill_missing must be a dict of feature name -> value, got {self.fill_missing!r}"
-            )
         if self.image_channels not in _IMAGE_CHANNELS:
             raise ValueError(
                 f"image_channels must be one of {_IMAGE_CHANNELS}, got {self.image_channels}"

@@ -152,14 +152,20 @@ def merge(partitions: Sequence[tuple[str, Manifest]], names: Sequence[str] | Non
                 "features every partition has"
             )
         for attribute in ("compression", "label", "label_vocabulary"):
-            if getattr(manifest, attribute) != getattr(first, attribute):
+            here, there = _json_value(manifest, attribute), _json_value(first, attribute)
+            if here != there:
                 raise ValueError(
-                    f"{path}: {attribute} is {getattr(manifest, attribute)!r} there but "
-                    f"{getattr(first, attribute)!r} in {first_path}; the partitions cannot be "
-                    "read as one"
+                    f"{path}: {attribute} is {here!r} there but {there!r} in {first_path}; the "
+                    "partitions cannot be read as one"
                 )
     features = [
         _merged_feature(name, [(p, m.feature(name)) for p, m in partitions]) for name in wanted
     ]
     shards = [shard for _, manifest in partitions for shard in manifest.shards]
     return dataclasses.replace(first, shards=shards, features=features)
+
+
+def _json_value(manifest: Manifest, attribute: str) -> object:
+    """An attribute as its manifest records it (a compression by its name)."""
+    value = getattr(manifest, attribute)
+    return value.value if attribute == "compression" else value

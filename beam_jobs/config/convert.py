@@ -20,7 +20,7 @@ from beam_jobs.core.sharding import ShardingOptions
 from beam_jobs.core.splits import Split, accept_splits, parse_splits
 from beam_jobs.core.units import parse_size
 from beam_jobs.formats.base import DEFAULT_MAX_RECORD_BYTES, ReadSettings
-from beam_jobs.formats.csv.dialect import Dialect
+from beam_jobs.formats.lines.layout import Dialect
 from beam_jobs.formats.registry import FORMATS, guess_format
 from beam_jobs.schema.projection import Projection
 

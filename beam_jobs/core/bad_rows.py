@@ -10,6 +10,7 @@ import base64
 import dataclasses
 import functools
 import re
+from typing import Any
 
 __all__ = [
     "DEAD_LETTER_DIR",
@@ -39,7 +40,7 @@ class BadRow:
     range_end: int
     reason: str
     row: int | None
-    content: dict
+    content: dict[str, Any]
     offset: int | None = None  # where the row starts in the file, when known
     line: int | None = None  # the line it starts on (1 = the first), for line-based formats
 
@@ -55,7 +56,7 @@ class BadRow:
         row.__dict__.update(self.__dict__, offset=offset, line=line)
         return row
 
-    def to_json(self) -> dict:
+    def to_json(self) -> dict[str, Any]:
         return {
             "file": self.path,
             "line": self.line,
@@ -79,7 +80,7 @@ def short_reason(reason: str) -> str:
     )
 
 
-def as_text(value: bytes | str | None) -> str | dict | None:
+def as_text(value: bytes | str | None) -> str | dict[str, Any] | None:
     """Text as is; bytes decoded as UTF-8, or given as {"base64": ...} when they are not."""
     if value is None or isinstance(value, str):
         return value
@@ -94,7 +95,7 @@ def dead_letter_name(shard_name: str) -> str:
     return f"{DEAD_LETTER_DIR}/{shard_name}.jsonl"
 
 
-def row_location(row: dict) -> str:
+def row_location(row: dict[str, Any]) -> str:
     """Where a dead-letter row was: `file:line`, else the file and its byte offset (TFRecord
     records), else the file alone (oversized records, Parquet rows)."""
     where = str(row.get("file", "?"))

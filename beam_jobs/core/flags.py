@@ -28,6 +28,7 @@ __all__ = [
     "accept_names",
     "add_arguments",
     "bare_values",
+    "check_keywords",
     "find",
     "flags",
     "group",
@@ -143,7 +144,7 @@ def is_absent(value: Any) -> bool:
     return False
 
 
-def _flag_of(field: dataclasses.Field) -> Flag:
+def _flag_of(field: dataclasses.Field[Any]) -> Flag:
     return Flag(**{"name": field.name, **field.metadata[_FLAG]})
 
 
@@ -152,7 +153,7 @@ def flags(cls: type) -> list[Flag]:
     return [flag for _, flag in _walk(cls)]
 
 
-def _walk(cls: type) -> Iterator[tuple[dataclasses.Field, Flag]]:
+def _walk(cls: type) -> Iterator[tuple[dataclasses.Field[Any], Flag]]:
     for field in dataclasses.fields(cls):
         if _GROUP in field.metadata:
             yield from _walk(field.metadata[_GROUP])
@@ -163,6 +164,23 @@ def _walk(cls: type) -> Iterator[tuple[dataclasses.Field, Flag]]:
 def find(cls: type, name: str) -> Flag | None:
     """The flag called `name` (or one of its aliases), if `cls` has it."""
     return next((f for f in flags(cls) if name in f.names), None)
+
+
+def check_keywords(cls: type, given: Iterable[str], caller: str, besides: str = "") -> None:
+    """Raises UsageError naming each keyword of `given` that is no flag of `cls` (with the
+    flag it is closest to); `caller` names the function, `besides` what else it takes."""
+    import difflib
+
+    names = sorted({n for f in flags(cls) for n in f.names})
+    unknown = sorted(set(given) - set(names))
+    if not unknown:
+        return
+    close = [difflib.get_close_matches(u, names, n=1, cutoff=0.75) for u in unknown]
+    hints = [f"{u} (did you mean {c[0]}?)" if c else u for u, c in zip(unknown, close, strict=True)]
+    raise UsageError(
+        f"{caller} got unknown keyword argument{'s' if len(unknown) > 1 else ''} "
+        f"{', '.join(hints)}{besides}"
+    )
 
 
 def values(cls: type, given: Mapping[str, Any]) -> dict[str, Any]:

@@ -21,8 +21,8 @@ import pyarrow as pa
 from beam_jobs.core.bad_rows import BadRow
 from beam_jobs.core.inputs import Covered, InputFile, Piece, reading_input
 from beam_jobs.formats.compressed import compression_of
-from beam_jobs.formats.csv.dialect import Dialect
-from beam_jobs.formats.lines.cut_counts import Counting
+from beam_jobs.formats.lines.cut_counts import Counting, CutCounts
+from beam_jobs.formats.lines.layout import Dialect
 from tfdata_reader.manifest import FeatureSpec
 
 __all__ = [
@@ -123,7 +123,7 @@ class InputFormat(abc.ABC):
 
     def counting(self) -> Counting | None:
         """For line-based formats, what must be counted before each cut point (their writers
-        get the counts as `read_piece`'s context: CSV finds its first record by the quotes,
+        get the counts as `read_piece`'s `cut_counts`: CSV finds its first record by the quotes,
         and every bad row gets its line number from the newlines); None for the others."""
         return None
 
@@ -165,7 +165,7 @@ class InputFormat(abc.ABC):
         pieces: Sequence[Piece],
         features: Sequence[FeatureSpec],
         on_bad_row: OnBadRow,
-        context: Any,
+        cut_counts: CutCounts | None,
         reports: list[PieceReport],
     ) -> Iterator[tuple[Piece, pa.RecordBatch]]:
         """`read_piece` of each piece in turn, each batch with its piece, each piece read
@@ -173,7 +173,7 @@ class InputFormat(abc.ABC):
         to `reports`. A format may read several pieces at once (CSV: small files)."""
         for piece in pieces:
             with reading_input(piece.path, piece.stamp):
-                read = self.read_piece(piece, features, on_bad_row, context)
+                read = self.read_piece(piece, features, on_bad_row, cut_counts)
                 while True:
                     try:
                         batch = next(read)
@@ -189,7 +189,7 @@ class InputFormat(abc.ABC):
         piece: Piece,
         features: Sequence[FeatureSpec],
         on_bad_row: OnBadRow,
-        context: Any = None,
+        cut_counts: CutCounts | None = None,
     ) -> Generator[pa.RecordBatch, None, PieceReport | None]:
         """The records that start inside `piece`, as batches conformed to `features`; bad
         records go to `on_bad_row`. A piece of a compressed file is always the whole file.

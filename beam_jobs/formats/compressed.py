@@ -130,22 +130,31 @@ class _ZstdUnits:
         return unit
 
     def _next(self) -> bytes | None:
-        buffer = self._buffer
+        """The next unit of the stream when the buffer holds all of it (b"" for padding or a
+        skippable frame, dropped), else None."""
         if self._state == "block":
-            if len(buffer) < 3:
-                return None
-            header = int.from_bytes(buffer[:3], "little")
-            size = 3 + (1 if (header >> 1) & 3 == 1 else header >> 3)  # RLE: one stored byte
-            if len(buffer) < size:
-                return None
-            if header & 1:  # the frame's last block
-                self._state = "checksum" if self._checksum else "frame"
-            return self._take(size)
+            return self._block()
         if self._state == "checksum":
-            if len(buffer) < 4:
+            if len(self._buffer) < 4:
                 return None
             self._state = "frame"
             return self._take(4)
+        return self._frame_start()
+
+    def _block(self) -> bytes | None:
+        buffer = self._buffer
+        if len(buffer) < 3:
+            return None
+        header = int.from_bytes(buffer[:3], "little")
+        size = 3 + (1 if (header >> 1) & 3 == 1 else header >> 3)  # RLE: one stored byte
+        if len(buffer) < size:
+            return None
+        if header & 1:  # the frame's last block
+            self._state = "checksum" if self._checksum else "frame"
+        return self._take(size)
+
+    def _frame_start(self) -> bytes | None:
+        buffer = self._buffer
         stripped = buffer.lstrip(b"\0")  # zero padding between or after frames
         if len(stripped) < len(buffer):
             del buffer[: len(buffer) - len(stripped)]

@@ -28,6 +28,7 @@ from beam_jobs.core.errors import DataError, UsageError
 from beam_jobs.core.inputs import InputFile, Piece
 from beam_jobs.formats.base import InputFormat, OnBadRow, ReadSettings, Sample
 from beam_jobs.formats.compressed import open_input
+from beam_jobs.formats.lines.cut_counts import CutCounts
 from beam_jobs.schema.conform import conform, infer_from_table
 from tfdata_reader.manifest import FeatureSpec
 
@@ -273,7 +274,9 @@ class ImagesFormat(InputFormat):
             **row,
         }
 
-    def _batch(self, records: list[dict], features: Sequence[FeatureSpec]) -> pa.RecordBatch:
+    def _batch(
+        self, records: list[dict[str, Any]], features: Sequence[FeatureSpec]
+    ) -> pa.RecordBatch:
         table = pa.Table.from_pylist(
             records,
             schema=pa.schema([(f.name, VALUE_TYPES[f.dtype]) for f in features]),
@@ -309,7 +312,7 @@ class ImagesFormat(InputFormat):
         piece: Piece,
         features: Sequence[FeatureSpec],
         on_bad_row: OnBadRow,
-        context: Any = None,
+        cut_counts: CutCounts | None = None,
     ) -> Generator[pa.RecordBatch, None, None]:
         with open_input(piece.path) as stream:
             data = stream.read()

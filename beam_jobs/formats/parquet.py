@@ -22,6 +22,7 @@ from beam_jobs.core.errors import DataError
 from beam_jobs.core.inputs import InputFile, Piece
 from beam_jobs.formats.base import InputFormat, OnBadRow, PieceReport, ReadSettings, Sample
 from beam_jobs.formats.compressed import open_input
+from beam_jobs.formats.lines.cut_counts import CutCounts
 from beam_jobs.schema.conform import conform, flatten_structs, infer_from_table, merge_features
 from beam_jobs.schema.precision import LOOKED_AT, warn_float32_rounding
 from tfdata_reader.manifest import FeatureSpec
@@ -66,7 +67,7 @@ def _open(path: str):
         raise DataError(f"{path}: not a Parquet file: {e}") from e
 
 
-def _bad_cells(batch: pa.RecordBatch, index: int) -> dict:
+def _bad_cells(batch: pa.RecordBatch, index: int) -> dict[str, Any]:
     return {"cells": {k: repr(v) for k, v in batch.slice(index, 1).to_pylist()[0].items()}}
 
 
@@ -251,7 +252,7 @@ class ParquetFormat(InputFormat):
         piece: Piece,
         features: Sequence[FeatureSpec],
         on_bad_row: OnBadRow,
-        context: Any = None,
+        cut_counts: CutCounts | None = None,
     ) -> Generator[pa.RecordBatch, None, PieceReport]:
         parquet = _open(piece.path)
         starts = row_group_starts(parquet.metadata)
@@ -262,7 +263,7 @@ class ParquetFormat(InputFormat):
             return PieceReport()
         rows_before = 0
         converted = self.converted(features)
-        rounded: collections.Counter = collections.Counter()
+        rounded: collections.Counter[str] = collections.Counter()
         for raw in _batches(parquet, groups, piece.path):
             batch, bad = conform(raw, converted, rounded)
             for index, reason in sorted(bad.items()):

@@ -5,7 +5,6 @@ from __future__ import annotations
 import dataclasses
 import logging
 from collections.abc import Generator, Iterator, Sequence
-from typing import Any
 
 import pyarrow as pa
 
@@ -13,6 +12,7 @@ from beam_jobs.core.errors import DataError
 from beam_jobs.core.inputs import InputFile, Piece
 from beam_jobs.formats.base import InputFormat, OnBadRow, ReadSettings, Sample
 from beam_jobs.formats.lines.chunks import split_lines
+from beam_jobs.formats.lines.cut_counts import CutCounts
 from beam_jobs.formats.lines.pieces import piece_chunks, refuse_wide_text, sample_head
 from tfdata_reader.manifest import FeatureSpec
 
@@ -86,7 +86,7 @@ class TextFormat(InputFormat):
         piece: Piece,
         features: Sequence[FeatureSpec],
         on_bad_row: OnBadRow,
-        context: Any = None,
+        cut_counts: CutCounts | None = None,
     ) -> Generator[pa.RecordBatch, None, None]:
         for offset, chunk in piece_chunks(piece, self.max_record_bytes):
             text = self._utf8(chunk, piece.path, offset)

@@ -16,7 +16,6 @@ import concurrent.futures
 import dataclasses
 import io
 from collections.abc import Callable, Generator, Iterator, Sequence
-from typing import Any
 
 import pyarrow as pa
 
@@ -27,6 +26,7 @@ from beam_jobs.core.errors import DataError, FramingError
 from beam_jobs.core.inputs import Covered, InputFile, Piece
 from beam_jobs.formats.base import InputFormat, OnBadRow, PieceReport, ReadSettings, Sample
 from beam_jobs.formats.compressed import Codec, compression_of, open_input, read_head
+from beam_jobs.formats.lines.cut_counts import CutCounts
 from beam_jobs.schema.conform import conform, infer_from_table, merge_features
 from tfdata_reader.manifest import FeatureSpec
 
@@ -232,7 +232,7 @@ class TFRecordFormat(InputFormat):
         piece: Piece,
         features: Sequence[FeatureSpec],
         on_bad_row: OnBadRow,
-        context: Any = None,
+        cut_counts: CutCounts | None = None,
     ) -> Generator[pa.RecordBatch, None, PieceReport]:
         compression = self._compression(piece.path)
         records: list[bytes] = []

@@ -12,13 +12,13 @@ from __future__ import annotations
 import dataclasses
 import json
 from collections.abc import Iterator
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
 from beam_jobs.codec.examples import decode_examples
-from beam_jobs.core.compression import Compression
 from beam_jobs.publish.output_dir import load_manifest
 from tfdata_reader.manifest import Manifest
 
@@ -171,11 +171,13 @@ class _Records:
         return taken
 
 
-def _batches(folder: str, manifest: Manifest) -> Iterator[tuple[list[bytes], list[tuple]]]:
+def _batches(
+    folder: str, manifest: Manifest
+) -> Iterator[tuple[list[bytes], list[tuple[Any, ...]]]]:
     """Batches of serialized records in shard order, each with (shard, index) per record."""
     import tensorflow as tf
 
-    compression = "GZIP" if manifest.compression == Compression.GZIP else ""
+    compression = manifest.compression.tf_name
     for shard in manifest.shards:
         path = f"{folder.rstrip('/')}/{shard.path}"
         dataset = tf.data.TFRecordDataset(path, compression_type=compression).batch(_BATCH)

@@ -12,6 +12,7 @@ import dataclasses
 import html
 import json
 from collections.abc import Sequence
+from typing import Any
 
 from apache_beam.io.filesystem import CompressionTypes
 from apache_beam.io.filesystems import FileSystems
@@ -95,7 +96,7 @@ def dead_letter_reasons(paths: Sequence[str]) -> tuple[list[DeadLetterReason], i
     return sorted(found.values(), key=lambda r: (-r.count, r.reason)), other
 
 
-def _example(row: dict) -> str:
+def _example(row: dict[str, Any]) -> str:
     where = row_location(row)
     content = row.get("raw", row.get("cells"))
     text = content if isinstance(content, str) else json.dumps(content, ensure_ascii=False)
@@ -173,8 +174,8 @@ def _table(header: Sequence[str], rows: Sequence[Sequence[object]], cls: str = "
 
 def _summary(m: Manifest) -> str:
     counts = m.counts
-    read = counts.get("records_read", m.total_records)
-    bad = counts.get("bad_records", 0)
+    read = counts.records_read if counts.records_read is not None else m.total_records
+    bad = counts.bad_records
     rows = [
         ("records read", f"{read:,}"),
         ("records written", f"{m.total_records:,}"),

@@ -114,9 +114,9 @@ def summarize_run(manifest: Manifest, elapsed_seconds: float) -> str:
             f"{count_of(len(manifest.inputs.get('files', [])), 'file')}, "
             f"{format_size(input_bytes)}",
         ),
-        ("records read", f"{manifest.counts.get('records_read', 0):,}"),
+        ("records read", f"{manifest.counts.records_read or 0:,}"),
         ("records written", f"{manifest.total_records:,}"),
-        ("bad records", f"{manifest.counts.get('bad_records', 0):,}"),
+        ("bad records", f"{manifest.counts.bad_records:,}"),
         ("shards", f"{len(sizes)}, {format_size(min(sizes))} to {format_size(max(sizes))}"),
         ("bytes written", format_size(manifest.total_bytes)),
         ("fingerprint", manifest.fingerprint),
@@ -135,7 +135,7 @@ def missing_label_note(manifest: Manifest) -> list[str]:
     float), the same as a real -1, so a careful user filters or fills them."""
     if manifest.label is None:
         return []
-    missing = manifest.counts.get("null_values", {}).get(manifest.label, 0)
+    missing = manifest.counts.missing_values.get(manifest.label, 0)
     if not missing:
         return []
     fill = "its id -1" if manifest.label_vocabulary else "-1 (NaN for floats)"
@@ -148,7 +148,7 @@ def missing_label_note(manifest: Manifest) -> list[str]:
 
 def rounded_integers_note(manifest: Manifest) -> list[str]:
     """A warning naming the float32 features whose whole numbers float32 changed."""
-    rounded = manifest.counts.get("float32_rounded_integers") or {}
+    rounded = manifest.counts.float32_rounded_integers
     if not rounded:
         return []
     shown = ", ".join(f"{k} ({n:,})" for k, n in rounded.items())
@@ -162,7 +162,7 @@ def rounded_integers_note(manifest: Manifest) -> list[str]:
 def null_markers_note(manifest: Manifest) -> list[str]:
     """A warning naming the features whose missing-value markers (NA, NULL, ...) were read as
     missing, and how many cells each."""
-    found = manifest.counts.get("null_markers") or {}
+    found = manifest.counts.null_markers
     if not found:
         return []
     by_name = {f.name: f for f in manifest.features}
@@ -179,7 +179,7 @@ def null_markers_note(manifest: Manifest) -> list[str]:
 
 def ignored_fields_note(manifest: Manifest) -> list[str]:
     """A warning naming the keys (JSON lines) that were not features and were left out."""
-    ignored = manifest.counts.get("ignored_fields") or {}
+    ignored = manifest.counts.ignored_fields
     if not ignored:
         return []
     shown = ", ".join(f"{k} ({n:,})" for k, n in list(ignored.items())[:10])
@@ -209,7 +209,8 @@ def bad_rows_note(output: str, dead_letters: Sequence[str], limit: int = 5) -> l
     return [f"first bad rows (all of them are in {folder}/):", *(f"  {r}" for r in rows)]
 
 
-def _planned_shards(plan: ConversionPlan, target_shard_bytes: int) -> str:
+def _planned_shards(plan: ConversionPlan) -> str:
+    target_shard_bytes = plan.sharding.target_shard_bytes
     if not plan.splits:
         estimate = plan.estimated_output_bytes / len(plan.shards)
         each = " each" if len(plan.shards) > 1 else ""
@@ -238,7 +239,7 @@ def _planned_shards(plan: ConversionPlan, target_shard_bytes: int) -> str:
     )
 
 
-def describe_plan(plan: ConversionPlan, output: str | None, target_shard_bytes: int) -> str:
+def describe_plan(plan: ConversionPlan, output: str | None) -> str:
     """What `convert --dry_run` (and `inspect --input`, without an output) prints: inputs,
     features, and the planned shards."""
     lines = [
@@ -248,8 +249,8 @@ def describe_plan(plan: ConversionPlan, output: str | None, target_shard_bytes: 
         f"estimate     {count_of(round(plan.estimated_records), 'record')}, "
         f"{format_size(plan.estimated_output_bytes)} of shards "
         f"({plan.output_bytes_per_input_byte:.3f} output bytes per input byte, from samples)",
-        _planned_shards(plan, target_shard_bytes),
-        *(f"warning: {w}" for w in plan_warnings(plan, target_shard_bytes)),
+        _planned_shards(plan),
+        *(f"warning: {w}" for w in plan_warnings(plan)),
         "",
         feature_table(plan.features),
         "",

@@ -107,7 +107,7 @@ class _GzipMembers(io.RawIOBase):
         self._out, self._at = b"".join(found), 0
 
 
-def _check_shard(path: str, shard: ShardInfo, compression: str) -> list[str]:
+def _check_shard(path: str, shard: ShardInfo, compression: Compression) -> list[str]:
     problems = []
     with FileSystems.open(path, compression_type=CompressionTypes.UNCOMPRESSED) as raw:
         measured = _Measured(raw)
@@ -142,12 +142,10 @@ def _count_problems(manifest: Manifest) -> list[str]:
     """The manifest's counts must add up: records read = written + set aside, and written =
     the records its shards list."""
     counts = manifest.counts
-    if not counts:
+    if not counts.recorded:
         return []
     found = []
-    read = counts.get("records_read")
-    written = counts.get("records_written")
-    bad = counts.get("bad_records", 0)
+    read, written, bad = counts.records_read, counts.records_written, counts.bad_records
     if written is not None and written != manifest.total_records:
         found.append(
             f"counts say {written:,} records were written, the shards list "

@@ -144,7 +144,7 @@ def _convert(
             format_size(plan.estimated_output_bytes / len(plan.shards)),
             " each" if len(plan.shards) > 1 else "",
         )
-        for warning in plan_warnings(plan, config.sharding.target_shard_bytes):
+        for warning in plan_warnings(plan):
             _log.warning("%s", warning)
         counts = None
         if dask_address:  # Dask would count in every task that reads the counts: count once

@@ -31,7 +31,7 @@ from beam_jobs.job import interrupt
 __all__ = ["apply", "is_quiet", "quiet", "stop_all"]
 
 
-_started: weakref.WeakSet[subprocess.Popen] = weakref.WeakSet()
+_started: weakref.WeakSet[subprocess.Popen[bytes]] = weakref.WeakSet()
 
 
 _quiet = False  # `quiet`: the workers' own output is not shown
@@ -50,7 +50,7 @@ def quiet(on: bool = True) -> None:
     _quiet = on
 
 
-class _NewSessionPopen(subprocess.Popen):
+class _NewSessionPopen(subprocess.Popen[bytes]):
     def __init__(self, *args, **kwargs) -> None:
         kwargs.setdefault("start_new_session", True)
         if _quiet:

@@ -118,7 +118,7 @@ def cluster(options: PipelineOptions, paths: Sequence[str]) -> Iterator[str]:
                     f"{WAIT_FOR_WORKERS_SECONDS} s): start some (`dask worker {where}`)"
                 ) from None
             _check_hosts(client, paths)
-            address = client.scheduler.address
+            address = str(client.scheduler_info()["address"])
         yield address
         return
     workers = os.cpu_count() or 1

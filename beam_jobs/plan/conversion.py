@@ -20,6 +20,7 @@ from beam_jobs.config.convert import ConvertConfig
 from beam_jobs.core.bad_rows import BadRow
 from beam_jobs.core.errors import DataError, UsageError
 from beam_jobs.core.inputs import InputFile
+from beam_jobs.core.sharding import ShardingOptions
 from beam_jobs.core.splits import Split
 from beam_jobs.core.tasks import MIN_BATCH_ROWS, PlannedShard, WriteTask
 from beam_jobs.formats.base import InputFormat
@@ -33,6 +34,7 @@ from beam_jobs.plan.shards import (
     plan_tasks,
 )
 from beam_jobs.schema.projection import Projection
+from beam_jobs.schema.split_hash import SplitRule
 from beam_jobs.schema.tfmd import schema_from_pbtxt
 from tfdata_reader.manifest import FeatureSpec, ManifestError, schema_from_json
 
@@ -59,7 +61,13 @@ class ConversionPlan:
     split_shares: tuple[float, ...] = ()  # each split's sampled share of the output bytes
     read_features: tuple[FeatureSpec, ...] = ()  # the inputs' columns, as the readers parse them
     projection: Projection = Projection()
-    requested_shards: int | None = None  # --num_shards
+    # What the run was planned for: the shards' size or count, compression and names, the
+    # --split_key, the largest record (--max_record_bytes) and the --label. After planning,
+    # these come from the plan, never from the config again.
+    sharding: ShardingOptions = ShardingOptions()
+    split_key: str | None = None
+    max_record_bytes: int | None = None
+    label: str | None = None
     # Sampled rows that would go to the dead letter: how many, and the first few as
     # `file: reason` (a plan of 0 records says why).
     sampled_bad_rows: int = 0
@@ -68,6 +76,16 @@ class ConversionPlan:
     @property
     def input_bytes(self) -> int:
         return sum(f.size for f in self.files)
+
+    @property
+    def requested_shards(self) -> int | None:
+        """--num_shards: a count forced per split (None: sized by the target)."""
+        return self.sharding.num_shards
+
+    @property
+    def split_rule(self) -> SplitRule | None:
+        """Which split each record goes to (None without --splits)."""
+        return SplitRule(self.splits, self.split_key) if self.splits else None
 
     @property
     def estimated_output_bytes(self) -> float:
@@ -198,8 +216,7 @@ def make_plan(config: ConvertConfig) -> ConversionPlan:
         projection,
         sharding,
         bad.append,
-        config.splits,
-        config.split_key,
+        SplitRule(config.splits, config.split_key) if config.splits else None,
     )
     input_bytes = sum(f.size for f in files)
 
@@ -231,7 +248,10 @@ def make_plan(config: ConvertConfig) -> ConversionPlan:
         split_shares=measured.split_shares,
         read_features=tuple(read_features),
         projection=projection,
-        requested_shards=sharding.num_shards,
+        sharding=sharding,
+        split_key=config.split_key,
+        max_record_bytes=config.max_record_bytes,
+        label=config.label,
         sampled_bad_rows=len(bad),
         sampled_bad_examples=tuple(f"{b.path}: {b.reason}" for b in bad[:3]),
     )

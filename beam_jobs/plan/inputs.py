@@ -7,6 +7,7 @@ import logging
 import os
 import posixpath
 from collections.abc import Sequence
+from typing import Any
 
 from apache_beam.io.filesystems import FileSystems
 
@@ -20,7 +21,7 @@ _GLOB_CHARS = set("*?[")
 _log = logging.getLogger(__name__)
 
 
-def _is_folder(pattern: str, matched: list) -> bool:
+def _is_folder(pattern: str, matched: list[Any]) -> bool:
     """A pattern without wildcards that names a folder: everything below it is an input.
 
     `folder/` lists only its direct files on the local file system, and a gs:// folder is a
@@ -80,7 +81,7 @@ def _variants(pattern: str) -> list[str]:
     return found
 
 
-def _match(pattern: str) -> list:
+def _match(pattern: str) -> list[Any]:
     """The files a pattern names (Beam's FileMetadata): the file typed, or every match."""
     if _exists_as_typed(pattern):
         return [FileSystems.get_filesystem(pattern).metadata(pattern)]

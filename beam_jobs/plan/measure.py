@@ -13,10 +13,9 @@ from beam_jobs.codec.examples import ExampleEncoder
 from beam_jobs.codec.framing import RECORD_OVERHEAD_BYTES
 from beam_jobs.codec.shard_file import ShardFileWriter, SizeOnly
 from beam_jobs.core.sharding import ShardingOptions
-from beam_jobs.core.splits import Split
 from beam_jobs.formats.base import InputFormat, OnBadRow, Sample
 from beam_jobs.schema.projection import Projection
-from beam_jobs.schema.split_hash import assign_splits
+from beam_jobs.schema.split_hash import SplitRule
 from tfdata_reader.manifest import FeatureSpec
 
 __all__ = ["Measured", "measure", "skewed"]
@@ -39,15 +38,14 @@ def measure(
     projection: Projection,
     sharding: ShardingOptions,
     on_bad_row: OnBadRow,
-    splits: Sequence[Split] = (),
-    split_key: str | None = None,
+    split_rule: SplitRule | None = None,
 ) -> Measured:
     """Converts the samples like a writer does. A split's share is its weight's, unless the
     sampled records surely split otherwise (a --split_key with few values, or repeated
     records, need not follow the weights), then the sample's."""
     encoder = ExampleEncoder(projection.features(features))
     in_bytes = out_bytes = records = 0.0
-    weights = [s.weight for s in splits]
+    weights = [s.weight for s in split_rule.splits] if split_rule else []
     split_bytes = np.zeros(len(weights))
     split_records = np.zeros(len(weights))
     for sample in samples:
@@ -62,9 +60,9 @@ def measure(
         out_bytes += shard.bytes
         records += shard.records
         for batch, examples in zip(batches, encoded, strict=True):
-            if weights and batch.num_rows:
+            if split_rule and batch.num_rows:
                 sizes = np.fromiter(map(len, examples), np.float64, len(examples))
-                which = assign_splits(batch, weights, split_key)
+                which = split_rule.which(batch)
                 framed = sizes + RECORD_OVERHEAD_BYTES
                 split_bytes += np.bincount(which, framed, minlength=len(weights))
                 split_records += np.bincount(which, minlength=len(weights))

@@ -11,7 +11,7 @@ __all__ = ["plan_warnings"]
 _OVERSIZED = 1.5  # times the target: a shard worth warning about
 
 
-def plan_warnings(plan: ConversionPlan, target_shard_bytes: int) -> list[str]:
+def plan_warnings(plan: ConversionPlan) -> list[str]:
     """What a plan may get wrong that the user should hear before the run: no records at all,
     and compressed inputs that make shards far over the target (one writer reads each whole)."""
     found = []
@@ -36,13 +36,14 @@ def plan_warnings(plan: ConversionPlan, target_shard_bytes: int) -> list[str]:
                 f"{' per split' if plan.splits else ''}: a compressed file cannot be cut, so "
                 "one writer reads each whole; split such files upstream for more shards"
             )
+    target = plan.sharding.target_shard_bytes
     for shard in plan.shards:
         compressed = [p.path for p in shard.pieces if compression_of(p.path)]
         estimate = shard.input_bytes * plan.output_bytes_per_input_byte
-        if compressed and estimate > _OVERSIZED * target_shard_bytes:
+        if compressed and estimate > _OVERSIZED * target:
             found.append(
                 f"shard {shard.index} will be about {format_size(estimate)} (target "
-                f"{format_size(target_shard_bytes)}): {compressed[0]} is compressed, so one "
+                f"{format_size(target)}): {compressed[0]} is compressed, so one "
                 "writer reads it whole; split such files upstream for size-targeted shards"
             )
     return found

@@ -22,6 +22,7 @@ import dataclasses
 import logging
 import os
 from collections.abc import Sequence
+from typing import Any
 
 from apache_beam.io.filesystem import CompressionTypes
 from apache_beam.io.filesystems import FileSystems
@@ -142,8 +143,8 @@ def _same_features(published: Sequence[FeatureSpec], planned: Sequence[FeatureSp
 
 def _same_conversion(
     manifest: Manifest,
-    options: dict,
-    files: list[dict],
+    options: dict[str, Any],
+    files: list[dict[str, Any]],
     features: Sequence[FeatureSpec] | None,
 ) -> bool:
     if features is not None and not _same_features(manifest.features, features):
@@ -175,8 +176,8 @@ def _dead_temp_folders(output: str, listing: dict[str, int], run_id: str) -> lis
 
 def prepare_output(
     output: str,
-    options: dict,
-    files: list[dict],
+    options: dict[str, Any],
+    files: list[dict[str, Any]],
     overwrite: bool,
     run_id: str,
     features: Sequence[FeatureSpec] | None = None,

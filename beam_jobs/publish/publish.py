@@ -49,6 +49,7 @@ from beam_jobs.publish.output_dir import load_manifest, ours_to_remove
 from beam_jobs.sink.temp_folder import remove_folder, write_atomically
 from tfdata_reader.manifest import (
     MANIFEST_NAME,
+    Counts,
     FeatureSpec,
     Manifest,
     ShardInfo,
@@ -136,19 +137,19 @@ def build_manifest(
         features=[
             dataclasses.replace(f, nullable=f.nullable or nulls[f.name] > 0) for f in features
         ],
-        compression=Compression(spec.compression).value,
+        compression=spec.compression,
         inputs=spec.inputs,
         options=spec.options,
-        counts={
-            "records_read": rows_read(written),
-            "records_written": records,
-            "bad_records": bad,
-            "input_bytes_read": sum(w.input_bytes for w in written),
-            "null_values": nulls,
-        }
-        | ({"ignored_fields": ignored} if ignored else {})
-        | ({"float32_rounded_integers": rounded} if rounded else {})
-        | ({"null_markers": markers} if markers else {}),
+        counts=Counts(
+            records_read=rows_read(written),
+            records_written=records,
+            bad_records=bad,
+            input_bytes_read=sum(w.input_bytes for w in written),
+            missing_values=nulls,
+            ignored_fields=ignored,
+            float32_rounded_integers=rounded,
+            null_markers=markers,
+        ),
         dead_letter=_dead_letter_names(ordered, generation),
         created=datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
         tool={"name": TOOL_NAME, "version": spec.tool_version},
@@ -293,7 +294,7 @@ def _publish_gathered(
     return _publish_in_worker(list(keyed[1]), spec, features)
 
 
-class PublishShards(beam.PTransform):
+class PublishShards(beam.PTransform[Any, Any]):
     """Written shards (`WrittenShard`s) -> the published `Manifest`, a single element.
 
     Args:
@@ -309,7 +310,7 @@ class PublishShards(beam.PTransform):
         self._spec = spec
         self._features = features
 
-    def expand(self, written: beam.PCollection) -> beam.PCollection:
+    def expand(self, written: beam.PCollection[Any]) -> beam.PCollection[Any]:
         return (
             written
             # Publishing needs every shard at once, on one worker: one key, grouped. Not

@@ -309,31 +309,13 @@ def _cast_values(column: pa.Array, dtype: str, logical_type: str | None = None) 
         return pa.array([], target)
     if pa.types.is_dictionary(column.type):
         column = column.dictionary_decode()
-    temporal_source = pa.types.is_temporal(column.type) or (
-        pa.types.is_string(column.type) or pa.types.is_large_string(column.type)
-    )
-    if dtype == "int64" and logical_type and temporal_source:
-        return temporal_integers(column, logical_type)
-    if dtype == "int64" and logical_type and column.null_count < len(column):
-        # A number is not a date: 1704103200 would be read as microseconds (1970-01-01).
-        raise pa.ArrowInvalid(f"a value of type {column.type} where {logical_type} is expected")
+    if dtype == "int64":
+        return _cast_integers(column, logical_type)
     if dtype == "bytes" and pa.types.is_decimal(column.type):
         return pc.cast(pc.cast(column, pa.string()), target)
     if dtype == "bytes" and pa.types.is_temporal(column.type):
         return pc.cast(_iso_text(column), target)
-    if dtype == "int64" and pa.types.is_temporal(column.type):
-        # Only a logical type says which unit the integers count (handled above).
-        if column.null_count == len(column):
-            return pa.nulls(len(column), target)
-        raise pa.ArrowInvalid(
-            f"a {column.type} value where the feature holds plain integers, not dates or times"
-        )
-    is_text = (
-        pa.types.is_string(column.type)
-        or pa.types.is_large_string(column.type)
-        or (pa.types.is_binary(column.type) or pa.types.is_large_binary(column.type))
-    )
-    if dtype == "float32" and is_text and column.null_count < len(column):
+    if dtype == "float32" and _is_text(column.type) and column.null_count < len(column):
         # "2.5" or "NaN" written as text is not a number of the file's own (CSV aside, which
         # reads its text by its own rules before this).
         raise pa.ArrowInvalid(f"text where a number is expected ({column.type})")
@@ -343,17 +325,39 @@ def _cast_values(column: pa.Array, dtype: str, logical_type: str | None = None) 
         wide = pc.cast(column, pa.float64())
         check_float32_range(wide)
         return pc.cast(wide, target, safe=False)
-    if (
-        len(column)
-        and dtype == "bytes"
-        and (pa.types.is_integer(column.type) or pa.types.is_floating(column.type))
-    ):
+    if dtype == "bytes" and (pa.types.is_integer(column.type) or pa.types.is_floating(column.type)):
         raise pa.ArrowInvalid(f"a number where text is expected ({column.type})")
-    if (
-        len(column)
-        and dtype == "int64"
-        and (pa.types.is_string(column.type) or pa.types.is_binary(column.type))
-    ):
+    return pc.cast(column, target)
+
+
+def _is_text(kind: pa.DataType) -> bool:
+    return (
+        pa.types.is_string(kind)
+        or pa.types.is_large_string(kind)
+        or pa.types.is_binary(kind)
+        or pa.types.is_large_binary(kind)
+    )
+
+
+def _cast_integers(column: pa.Array, logical_type: str | None) -> pa.Array:
+    """`_cast_values` to int64: dates and times only with a logical type saying their unit."""
+    target = VALUE_TYPES["int64"]
+    temporal_source = pa.types.is_temporal(column.type) or (
+        pa.types.is_string(column.type) or pa.types.is_large_string(column.type)
+    )
+    if logical_type and temporal_source:
+        return temporal_integers(column, logical_type)
+    if logical_type and column.null_count < len(column):
+        # A number is not a date: 1704103200 would be read as microseconds (1970-01-01).
+        raise pa.ArrowInvalid(f"a value of type {column.type} where {logical_type} is expected")
+    if pa.types.is_temporal(column.type):
+        # Only a logical type says which unit the integers count (handled above).
+        if column.null_count == len(column):
+            return pa.nulls(len(column), target)
+        raise pa.ArrowInvalid(
+            f"a {column.type} value where the feature holds plain integers, not dates or times"
+        )
+    if pa.types.is_string(column.type) or pa.types.is_binary(column.type):
         raise pa.ArrowInvalid(f"text where an integer is expected ({column.type})")
     return pc.cast(column, target)
 
@@ -385,7 +389,7 @@ def _conform_column(column: pa.Array, feature: FeatureSpec) -> pa.Array:
 def conform(
     table: pa.Table | pa.RecordBatch,
     features: Sequence[FeatureSpec],
-    rounded: collections.Counter | None = None,
+    rounded: collections.Counter[str] | None = None,
 ) -> tuple[pa.RecordBatch, dict[int, str]]:
     """The rows of `table` cast to `features`; returns the good rows and {bad row: reason}.
 

@@ -17,7 +17,7 @@ __all__ = ["flatten_object", "infer_from_rows"]
 _log = logging.getLogger(__name__)
 
 
-def flatten_object(obj: dict, prefix: str = "") -> dict[str, Any]:
+def flatten_object(obj: dict[str, Any], prefix: str = "") -> dict[str, Any]:
     """Nested objects as dotted keys; other values as they are."""
     flat: dict[str, Any] = {}
     for key, value in obj.items():
@@ -37,10 +37,10 @@ def _kind(value: Any) -> str:
     return "float" if isinstance(value, float) else "int"
 
 
-def infer_from_rows(rows: Sequence[dict], path: str) -> list[FeatureSpec]:
+def infer_from_rows(rows: Sequence[dict[str, Any]], path: str) -> list[FeatureSpec]:
     """Feature specs from parsed lines; a key whose values are text in some lines and numbers
     in others takes the type most lines have (the others are dead-lettered when written)."""
-    counts: dict[str, collections.Counter] = {}
+    counts: dict[str, collections.Counter[str]] = {}
     for row in rows:
         for key, value in row.items():
             found = counts.setdefault(key, collections.Counter())

@@ -8,6 +8,7 @@ options give the same assignment on any machine and any runner.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Sequence
 
 import numpy as np
@@ -15,8 +16,10 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from beam_jobs.codec.examples import is_list
+from beam_jobs.core.splits import Split
 
 __all__ = [
+    "SplitRule",
     "assign_splits",
     "float_texts",
     "row_hashes",
@@ -98,3 +101,15 @@ def assign_splits(
     columns = [key] if key else batch.schema.names
     buckets = row_hashes(batch, columns) % np.uint64(sum(weights))
     return np.searchsorted(np.cumsum(weights), buckets, side="right")
+
+
+@dataclasses.dataclass(frozen=True)
+class SplitRule:
+    """Which split each record goes to: the `--splits` and the `--split_key`."""
+
+    splits: tuple[Split, ...]
+    key: str | None = None
+
+    def which(self, batch: pa.RecordBatch) -> np.ndarray:
+        """Each row's split, as its index in `splits` (one hash per row)."""
+        return assign_splits(batch, [s.weight for s in self.splits], self.key)

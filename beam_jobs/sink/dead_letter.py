@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import uuid
 from collections.abc import Sequence
+from typing import Any
 
 import orjson
 from apache_beam.io.filesystem import CompressionTypes
@@ -23,7 +24,7 @@ def dead_letter_temp_path(temp_dir: str, shard_name: str) -> str:
     return FileSystems.join(temp_dir, f"{shard_name}.{uuid.uuid4().hex}.dead_letter.jsonl")
 
 
-def write_dead_letter(temp_dir: str, shard_name: str, rows: Sequence[dict]) -> str:
+def write_dead_letter(temp_dir: str, shard_name: str, rows: Sequence[dict[str, Any]]) -> str:
     """Writes bad rows (their `BadRow.to_json()` objects) as JSON lines into `temp_dir`;
     returns the path."""
     path = dead_letter_temp_path(temp_dir, shard_name)
@@ -33,7 +34,7 @@ def write_dead_letter(temp_dir: str, shard_name: str, rows: Sequence[dict]) -> s
     return path
 
 
-def _json_line(row: dict) -> bytes:
+def _json_line(row: dict[str, Any]) -> bytes:
     """One compact JSON line: by orjson (a dirty file's bad rows are tens of thousands, and
     json.dumps took 10 us each), by json where orjson refuses (an integer past 64 bits)."""
     try:

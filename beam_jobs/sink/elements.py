@@ -82,11 +82,11 @@ def infer_spec(sample: Sequence[Any]) -> list[FeatureSpec]:
         raise DataError(f"WriteShards: cannot infer a feature spec from the sample: {e}") from e
 
 
-def _cells(row: dict) -> dict:
+def _cells(row: dict[str, Any]) -> dict[str, Any]:
     return {k: as_text(v) if isinstance(v, bytes) else v for k, v in row.items()}
 
 
-def _flat(element: Any) -> dict:
+def _flat(element: Any) -> dict[str, Any]:
     if isinstance(element, dict):
         return element
     if isinstance(element, pa.RecordBatch):
@@ -109,7 +109,7 @@ class EncodeElementsFn(beam.DoFn):
 
     @staticmethod
     def _conform(
-        elements: list, features: Sequence[FeatureSpec]
+        elements: list[Any], features: Sequence[FeatureSpec]
     ) -> tuple[pa.RecordBatch, dict[int, str]]:
         """Conformed good rows and {index: reason}; one element at a time only when the batch
         does not even make one table (a value of another type than the rest)."""
@@ -133,7 +133,7 @@ class EncodeElementsFn(beam.DoFn):
             return conform(pa.table({}), features)[0], bad
         return pa.Table.from_batches(good).combine_chunks().to_batches()[0], bad
 
-    def process(self, elements: list, spec: list[FeatureSpec] | None = None) -> Iterator[Any]:
+    def process(self, elements: list[Any], spec: list[FeatureSpec] | None = None) -> Iterator[Any]:
         features = self._fixed or tuple(spec or ())
         if features != self._features:
             self._features, self._encoder = features, ExampleEncoder(features)

@@ -84,7 +84,7 @@ class WriteGroupFn(beam.DoFn):
         self,
         group: tuple[int, Any],
         num_shards: int,
-        bad_rows: list[dict],
+        bad_rows: list[dict[str, Any]],
         tallies: list[dict[str, Any]],
     ) -> Iterator[WrittenShard]:
         index, records = group

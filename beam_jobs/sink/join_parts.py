@@ -14,7 +14,7 @@ from __future__ import annotations
 import dataclasses
 import uuid
 from collections.abc import Iterable, Sequence
-from typing import BinaryIO
+from typing import Any, BinaryIO
 
 import apache_beam as beam
 import google_crc32c
@@ -170,7 +170,7 @@ def tasks_by_shard(tasks: Sequence[WriteTask]) -> dict[tuple[str, int], tuple[in
     return {key: tuple(indexes) for key, indexes in found.items()}
 
 
-class JoinParts(beam.PTransform):
+class JoinParts(beam.PTransform[Any, Any]):
     """Parts (`WrittenShard`s with `part`) -> one `WrittenShard` per split shard; each
     shard's parts are checked against the write tasks the plan gives it."""
 
@@ -179,7 +179,7 @@ class JoinParts(beam.PTransform):
         self._temp_dir = temp_dir
         self._tasks = tasks_by_shard(tasks)
 
-    def expand(self, parts: beam.PCollection) -> beam.PCollection:
+    def expand(self, parts: beam.PCollection[Any]) -> beam.PCollection[Any]:
         return (
             parts
             | "KeyByShard" >> beam.Map(lambda part: (_shard_key(part), part))

@@ -30,13 +30,13 @@ from beam_jobs.core.bad_rows import BadRow, as_text
 from beam_jobs.core.errors import DataError, raised_for_launcher
 from beam_jobs.core.inputs import Piece
 from beam_jobs.core.sharding import ShardingOptions
-from beam_jobs.core.splits import Split
 from beam_jobs.core.tasks import ShardPart, WriteTask, WrittenShard, sum_counts
 from beam_jobs.formats.base import InputFormat, PieceReport
+from beam_jobs.formats.lines.cut_counts import CutCounts
 from beam_jobs.formats.lines.line_numbers import with_line_numbers
 from beam_jobs.schema.precision import rounded_integers_of
 from beam_jobs.schema.projection import Projection
-from beam_jobs.schema.split_hash import assign_splits
+from beam_jobs.schema.split_hash import SplitRule
 from beam_jobs.sink import progress
 from beam_jobs.sink.coalesce import Coalescer, Joined, piece_of_row
 from beam_jobs.sink.counters import counter
@@ -45,23 +45,11 @@ from beam_jobs.sink.temp_folder import remove_empty_folders
 from beam_jobs.stats.batches import finish_all, new_stats, update_all
 from tfdata_reader.manifest import FeatureSpec, shard_name
 
-__all__ = ["MAX_LABELS", "RunAbandoned", "SplitRule", "WriteShardFn", "WriteSpec"]
+__all__ = ["MAX_LABELS", "RunAbandoned", "WriteShardFn", "WriteSpec"]
 
 
 class RunAbandoned(RuntimeError):
     """A task of a run whose launcher is gone (interrupted): it writes nothing more."""
-
-
-@dataclasses.dataclass(frozen=True)
-class SplitRule:
-    """Which split each record goes to: the `--splits` and the `--split_key`."""
-
-    splits: tuple[Split, ...]
-    key: str | None = None
-
-    def which(self, batch: pa.RecordBatch) -> np.ndarray:
-        """Each row's split, as its index in `splits` (one hash per row)."""
-        return assign_splits(batch, [s.weight for s in self.splits], self.key)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -105,9 +93,9 @@ class _Output:
     name: str
     temp_path: str
     writer: ShardFileWriter
-    stats: dict
+    stats: dict[str, Any]
     bad_rows: list[BadRow] = dataclasses.field(default_factory=list)
-    rounded: collections.Counter = dataclasses.field(default_factory=collections.Counter)
+    rounded: collections.Counter[str] = dataclasses.field(default_factory=collections.Counter[str])
 
 
 class WriteShardFn(beam.DoFn):
@@ -127,13 +115,15 @@ class WriteShardFn(beam.DoFn):
         self._encoder = ExampleEncoder(self._spec.features)
         self._floats = [f.name for f in self._spec.features if f.dtype == "float32"]
 
-    def process(self, task: WriteTask, context: Any = None) -> Iterator[WrittenShard]:
+    def process(
+        self, task: WriteTask, cut_counts: CutCounts | None = None
+    ) -> Iterator[WrittenShard]:
         with raised_for_launcher():
-            yield from self._write(task, context)
+            yield from self._write(task, cut_counts)
 
-    def _write(self, task: WriteTask, context: Any) -> list[WrittenShard]:
+    def _write(self, task: WriteTask, cut_counts: CutCounts | None) -> list[WrittenShard]:
         self._check_alive([])
-        written = self._write_task(task, context)
+        written = self._write_task(task, cut_counts)
         paths = [p for w in written for p in (w.temp_path, w.dead_letter_temp_path)]
         self._check_alive([*paths, progress.note_path(self._spec.temp_dir, self._task_name(task))])
         return written
@@ -174,7 +164,7 @@ class WriteShardFn(beam.DoFn):
         writer = ShardFileWriter(raw, sharding.compression, sharding.compression_level, joinable)
         return _Output(target, name, temp_path, writer, new_stats(spec.features))
 
-    def _write_task(self, task: WriteTask, context: Any) -> list[WrittenShard]:
+    def _write_task(self, task: WriteTask, cut_counts: CutCounts | None) -> list[WrittenShard]:
         """Writes the task's records: one shard, or with splits a part of each split's shard."""
         spec = self._spec
         outputs = [self._open(target, task) for target in task.parts]
@@ -188,7 +178,7 @@ class WriteShardFn(beam.DoFn):
         before = dict(zip(task.pieces, _running_sums(sizes), strict=True))
         current, rows_before = None, 0
         read_all = spec.input_format.read_pieces(
-            task.pieces, spec.read_features, tally.bad_row, context, reports
+            task.pieces, spec.read_features, tally.bad_row, cut_counts, reports
         )
         try:
             for piece, read in read_all:
@@ -214,7 +204,7 @@ class WriteShardFn(beam.DoFn):
         tally.check(sum(o.writer.records for o in outputs), self._task_name(task))
         bad_rows = tally.bad_rows
         if bad_rows and spec.input_format.counting():
-            bad_rows = with_line_numbers(bad_rows, task.pieces, context)
+            bad_rows = with_line_numbers(bad_rows, task.pieces, cut_counts)
         outputs[0].bad_rows[:0] = bad_rows  # the format's bad rows: with the first output's
         records = sum(o.writer.records for o in outputs)
         stored = sum(o.writer.bytes for o in outputs)

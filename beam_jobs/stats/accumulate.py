@@ -91,7 +91,7 @@ class FeatureStats:
     quantiles: Any = None  # tfx-bsl QuantilesSketch, merging finished shards' edges
     # Finished shards' shares (middles, weights) not in `quantiles` yet: added SHARES_HELD at a
     # time, as one call costs about as much as ten (50 us), whatever it holds.
-    shares: list = dataclasses.field(default_factory=list)
+    shares: list[Any] = dataclasses.field(default_factory=list[Any])
     distinct: Any = None  # tfx-bsl KmvSketch
     top: Any = None  # tfx-bsl MisraGriesSketch
     top_weight: float = 0.0  # 0: `top` got every value; else the largest weight of a sampled one
@@ -99,12 +99,12 @@ class FeatureStats:
     # batches not folded into it yet; `top` stays None until the values are too many.
     exact: bool = True
     counts: Any = None
-    pending: list = dataclasses.field(default_factory=list)
+    pending: list[Any] = dataclasses.field(default_factory=list[Any])
     pending_rows: int = 0
     sampler: Any = None  # np.random.Generator for bytes samples, seeded alike in every accumulator
     edges: Any = None  # after `finish`: np.ndarray of the quantile sketch's 101 edges
 
-    def __getstate__(self) -> dict:
+    def __getstate__(self) -> dict[str, Any]:
         self._fold_counts()
         self._leave_group()
         self._add_held_shares()
@@ -118,7 +118,7 @@ class FeatureStats:
             self.quantiles.Compact()
         return state  # the quantile sketch pickles itself
 
-    def __setstate__(self, state: dict) -> None:
+    def __setstate__(self, state: dict[str, Any]) -> None:
         from tfx_bsl import sketches
 
         for name, kind in (("distinct", sketches.KmvSketch), ("top", sketches.MisraGriesSketch)):
@@ -126,7 +126,7 @@ class FeatureStats:
                 state[name] = kind.Deserialize(state[name])
         self.__dict__.update(state)
 
-    def __deepcopy__(self, memo: dict) -> FeatureStats:
+    def __deepcopy__(self, memo: dict[str, Any]) -> FeatureStats:
         copied = FeatureStats(self.dtype)
         copied.__setstate__(self.__getstate__())
         if self.quantiles is not None:

@@ -123,7 +123,7 @@ class PackedStats(Mapping[str, FeatureStats]):
         packed._blob = blob
         return packed
 
-    def __reduce__(self) -> tuple:
+    def __reduce__(self) -> tuple[Any, ...]:
         if self._blob is None:
             pickled = pickle.dumps(_pack(self._unpacked()), pickle.HIGHEST_PROTOCOL)
             size = struct.pack("<Q", len(pickled))  # zstd's decompression asks for it
@@ -222,7 +222,9 @@ def _merged_columns(parts: list[_Columns]) -> dict[str, FeatureStats]:
     for part, row in zip(parts, rows, strict=True):
         fields = part.fields
 
-        def column(field: str, kind: Any, fields: dict = fields, row: np.ndarray = row) -> Any:
+        def column(
+            field: str, kind: Any, fields: dict[str, Any] = fields, row: np.ndarray = row
+        ) -> Any:
             return np.array(fields[field], kind)[row]
 
         numbers = column("numbers", np.int64)

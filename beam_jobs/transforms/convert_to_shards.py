@@ -22,7 +22,7 @@ from beam_jobs.plan.conversion import ConversionPlan
 from beam_jobs.plan.shards import cut_points
 from beam_jobs.publish.publish import PublishShards, PublishSpec
 from beam_jobs.sink.join_parts import JoinParts
-from beam_jobs.sink.shard_writer import SplitRule, WriteShardFn, WriteSpec
+from beam_jobs.sink.shard_writer import WriteShardFn, WriteSpec
 from beam_jobs.sink.temp_folder import RUN_MARKER, TEMP_DIR_PREFIX
 from tfdata_reader.manifest import FeatureSpec
 
@@ -31,7 +31,7 @@ __all__ = ["LAUNCHER_COUNT_BYTES", "ConvertToShards", "counted_by_launcher", "cu
 LAUNCHER_COUNT_BYTES = 256 << 20
 
 
-class ConvertToShards(beam.PTransform):
+class ConvertToShards(beam.PTransform[Any, Any]):
     """Writes the shards of a `ConversionPlan` and publishes their manifest.
 
     Output: a PCollection with the published `Manifest` as its single element.
@@ -60,7 +60,7 @@ class ConvertToShards(beam.PTransform):
             self._output, TEMP_DIR_PREFIX + (run_id or uuid.uuid4().hex[:12])
         )
 
-    def expand(self, pbegin: beam.pvalue.PBegin) -> beam.PCollection:
+    def expand(self, pbegin: beam.pvalue.PBegin) -> beam.PCollection[Any]:
         return (
             pbegin
             # One element per write task (`WriteTask`). Beam's Create ends with a Reshuffle,
@@ -76,33 +76,33 @@ class ConvertToShards(beam.PTransform):
             | "Publish" >> PublishShards(self._publish_spec())
         )
 
-    def _write(self, pbegin: beam.pvalue.PBegin) -> beam.PTransform:
-        return beam.ParDo(WriteShardFn(self._write_spec()), context=self._context(pbegin))
+    def _write(self, pbegin: beam.pvalue.PBegin) -> beam.PTransform[Any, Any]:
+        return beam.ParDo(WriteShardFn(self._write_spec()), cut_counts=self._counts(pbegin))
 
-    def _join(self) -> beam.PTransform:
+    def _join(self) -> beam.PTransform[Any, Any]:
         if self._plan.writes_parts:
             return JoinParts(self.temp_dir, self._plan.tasks)
         return beam.Map(lambda shard: shard)  # each shard written whole by one writer
 
     def _write_spec(self) -> WriteSpec:
-        plan, config = self._plan, self._config
+        plan = self._plan
         per_row = 1 / plan.records_per_input_byte if plan.records_per_input_byte else 0.0
         return WriteSpec(
             input_format=plan.input_format,
             features=plan.features,
             read_features=plan.read_features or plan.features,
             temp_dir=self.temp_dir,
-            sharding=config.sharding,
-            max_record_bytes=config.max_record_bytes,
-            splits=SplitRule(plan.splits, config.split_key) if plan.splits else None,
+            sharding=plan.sharding,
+            max_record_bytes=plan.max_record_bytes,
+            splits=plan.split_rule,
             projection=plan.projection,
-            text_label=_text_label(plan.features, config.label),
+            text_label=_text_label(plan.features, plan.label),
             # The launcher's run marker: gone once the run is interrupted (runs with a lease).
             run_marker=FileSystems.join(self.temp_dir, RUN_MARKER) if self._run_id else None,
             input_bytes_per_row=per_row,
         )
 
-    def _context(self, pbegin: beam.pvalue.PBegin) -> Any:
+    def _counts(self, pbegin: beam.pvalue.PBegin) -> Any:
         """What writers of line-based formats need beyond their piece: `CutCounts`.
 
         The quote bytes before each cut tell a CSV writer where its first record starts; the
@@ -126,7 +126,7 @@ class ConvertToShards(beam.PTransform):
 
     def _publish_spec(self) -> PublishSpec:
         plan, config = self._plan, self._config
-        sharding = config.sharding
+        sharding = plan.sharding
         return PublishSpec(
             output=self._output,
             temp_dir=self.temp_dir,
@@ -145,7 +145,7 @@ class ConvertToShards(beam.PTransform):
             },
             features=plan.features,
             splits=plan.splits,
-            label=config.label,
+            label=plan.label,
             label_vocabulary=plan.input_format.label_vocabulary,
             tool_version=self._tool_version,
             run_id=self._run_id,

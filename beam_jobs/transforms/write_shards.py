@@ -22,12 +22,7 @@ from apache_beam.io.filesystems import FileSystems
 from beam_jobs.core import flags
 from beam_jobs.core.errors import UsageError
 from beam_jobs.core.paths import worker_path
-from beam_jobs.core.sharding import (
-    DEFAULT_MAX_BAD_FRACTION,
-    DEFAULT_SHARD_PREFIX,
-    DEFAULT_TARGET_SHARD_BYTES,
-    ShardingOptions,
-)
+from beam_jobs.core.sharding import ShardingOptions
 from beam_jobs.publish.publish import PublishShards, PublishSpec
 from beam_jobs.sink.elements import EncodeElementsFn, infer_spec
 from beam_jobs.sink.grouped import PickShardFn, WriteGroupFn, every_index, framed_size, shard_count
@@ -40,7 +35,7 @@ __all__ = ["WriteShards"]
 SAMPLE_SIZE = 1000
 
 
-class WriteShards(beam.PTransform):
+class WriteShards(beam.PTransform[Any, Any]):
     """Writes a PCollection as size-targeted TFRecord shards plus `manifest.json`.
 
     Example:
@@ -48,14 +43,13 @@ class WriteShards(beam.PTransform):
 
     Args:
       output_dir: where the shards, `dead_letter/` and `manifest.json` go (local or gs://).
-      target_shard_bytes: wanted size of one shard (an int or "256MiB"); sized on the
-        uncompressed records, so GZIP shards come out smaller.
-      compression: "none" or "gzip".
-      compression_level: the GZIP level, 1 (fastest) to 9 (smallest).
       features: the feature spec; default: inferred from a sample of `sample_size` elements.
-      shard_prefix: shard file name prefix (ASCII letters, digits, '_' and '.').
-      num_shards: write exactly this many shards instead of sizing them.
-      max_bad_fraction: the largest share of rows that may fail to convert.
+      sample_size: elements sampled to infer the spec.
+      **options: the sharding flags of `convert`, with the same names and values (text as
+        on the command line, or Python values): `target_shard_bytes` (an int or "256MiB";
+        sized on the uncompressed records, so GZIP shards come out smaller), `num_shards`,
+        `compression` ("none", "gzip" or a `Compression`), `compression_level` (1-9),
+        `shard_prefix`, `max_bad_fraction`.
 
     Raises:
       UsageError: for a bad argument, at construction.
@@ -74,27 +68,15 @@ class WriteShards(beam.PTransform):
         self,
         output_dir: str,
         *,
-        target_shard_bytes: int | str = DEFAULT_TARGET_SHARD_BYTES,
-        compression: str = "none",
-        compression_level: int | None = None,
         features: Sequence[FeatureSpec] | None = None,
-        shard_prefix: str = DEFAULT_SHARD_PREFIX,
-        num_shards: int | None = None,
-        max_bad_fraction: float = DEFAULT_MAX_BAD_FRACTION,
         sample_size: int = SAMPLE_SIZE,
+        **options: Any,
     ) -> None:
         super().__init__()
-        given = {
-            "target_shard_bytes": target_shard_bytes,
-            "compression": compression,
-            "compression_level": compression_level,
-            "shard_prefix": shard_prefix,
-            "num_shards": num_shards,
-            "max_bad_fraction": max_bad_fraction,
-        }
-        # The same values and checks as `convert`'s flags (named as flags in the messages).
+        # The same flags, values and checks as `convert`'s (named as flags in the messages).
         try:
-            self._sharding = ShardingOptions(**flags.values(ShardingOptions, given))
+            flags.check_keywords(ShardingOptions, options, "WriteShards()")
+            self._sharding = ShardingOptions(**flags.values(ShardingOptions, options))
         except UsageError as e:
             raise UsageError(f"WriteShards: {e}") from None
         self._output = worker_path(output_dir.rstrip("/"))
@@ -102,7 +84,7 @@ class WriteShards(beam.PTransform):
         self._sample_size = sample_size
         self._temp_dir = FileSystems.join(self._output, TEMP_DIR_PREFIX + uuid.uuid4().hex[:12])
 
-    def expand(self, pcoll: beam.PCollection) -> beam.PCollection:
+    def expand(self, pcoll: beam.PCollection[Any]) -> beam.PCollection[Any]:
         # Many elements cross stage boundaries here: on Beam 2.77's local runner in
         # multi_threading mode that loses elements unless this fix is in (harmless elsewhere).
         local_runner_fix.apply()
@@ -149,7 +131,7 @@ class WriteShards(beam.PTransform):
             | "Publish" >> PublishShards(self._publish_spec(), features=spec)
         )
 
-    def _spec(self, pcoll: beam.PCollection) -> Any:
+    def _spec(self, pcoll: beam.PCollection[Any]) -> Any:
         if self._features:
             return None
         return beam.pvalue.AsSingleton(
@@ -167,12 +149,6 @@ class WriteShards(beam.PTransform):
             max_bad_fraction=sharding.max_bad_fraction,
             compression=sharding.compression,
             inputs={"source": "WriteShards"},
-            options={
-                "target_shard_bytes": sharding.target_shard_bytes,
-                "compression": sharding.compression.value,
-                "shard_prefix": sharding.shard_prefix,
-                "num_shards": sharding.num_shards,
-                "max_bad_fraction": sharding.max_bad_fraction,
-            },
+            options=flags.recorded(sharding),
             features=self._features,
         )

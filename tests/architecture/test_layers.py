@@ -118,3 +118,43 @@ def test_the_layer_check_sees_an_upward_import(tmp_path, monkeypatch):
     assert _imports(path) == [(2, "beam_jobs.job.launcher")]
     assert _folder("beam_jobs.job.launcher") == "job"
     assert _RANK["job"] > _RANK["core"]
+
+
+def _format_folders() -> set[str]:
+    """The formats of their own folder or module (csv, jsonl, parquet, ...), not `lines`."""
+    formats = ROOT / "beam_jobs" / "formats"
+    folders = {p.name for p in formats.iterdir() if (p / "__init__.py").exists()}
+    modules = {p.stem for p in formats.glob("*.py")}
+    shared = {"lines", "base", "registry", "compressed", "zip_members", "__init__"}
+    return (folders | modules) - shared
+
+
+@pytest.mark.parametrize("shared", ["base.py", "lines"])
+def test_the_shared_parts_of_formats_stand_on_no_single_format(shared):
+    """`formats/base.py` (the interface) and `formats/lines/` (what line formats share) import
+    no format's own modules: each format stands on them, not the other way round."""
+    where = ROOT / "beam_jobs" / "formats" / shared
+    paths = [where] if where.is_file() else sorted(where.rglob("*.py"))
+    formats = _format_folders()
+    assert {"csv", "jsonl", "parquet", "text", "images", "tfrecord"} <= formats
+    found = [
+        f"{path.relative_to(ROOT)}:{line} imports {name}"
+        for path in paths
+        for line, name in _imports(path)
+        if name.startswith("beam_jobs.formats.") and name.split(".")[2] in formats
+    ]
+    assert found == []
+
+
+MAX_MODULE_LINES = 600
+
+
+def test_no_module_is_past_600_lines():
+    """A module past 600 lines is usually two ideas: cut it at its seam."""
+    long = {
+        str(path.relative_to(ROOT)): n
+        for package in ("beam_jobs", "tfdata_reader")
+        for path in sorted((ROOT / package).rglob("*.py"))
+        if (n := len(path.read_text().splitlines())) > MAX_MODULE_LINES
+    }
+    assert long == {}

@@ -118,11 +118,11 @@ def test_manifest_describes_the_output(converted, sample_csv):
     ]
     assert manifest.total_records == 12_000
     assert manifest.compression == "none"
-    assert manifest.counts["records_read"] == 12_000
-    assert manifest.counts["records_written"] == 12_000
-    assert manifest.counts["bad_records"] == 0
-    assert manifest.counts["null_values"]["note"] == 1200  # every 10th row
-    assert manifest.counts["null_values"]["score"] == 1714  # rows with i % 7 == 3
+    assert manifest.counts.records_read == 12_000
+    assert manifest.counts.records_written == 12_000
+    assert manifest.counts.bad_records == 0
+    assert manifest.counts.missing_values["note"] == 1200  # every 10th row
+    assert manifest.counts.missing_values["score"] == 1714  # rows with i % 7 == 3
     assert manifest.inputs["files"] == [
         {"path": p, "bytes": os.path.getsize(p), "modified": os.path.getmtime(p)}
         for p in sorted(sample_csv)
@@ -198,8 +198,8 @@ def test_stray_quotes_in_unquoted_fields_lose_and_split_nothing(tmp_path):
     assert len(rows) == 4000 and rows[5]["name"] == 'TV 55" screen'
     out = tmp_path / "out"
     manifest = convert([str(path)], out, "--num_shards=23")
-    assert manifest.counts["records_read"] == manifest.total_records == 4000
-    assert manifest.counts["bad_records"] == 0
+    assert manifest.counts.records_read == manifest.total_records == 4000
+    assert manifest.counts.bad_records == 0
     _assert_same_values(_records_in_shard_order(out, manifest), rows, manifest)
 
 
@@ -240,8 +240,8 @@ def test_a_value_that_contradicts_the_sampled_type_goes_to_the_dead_letter(tmp_p
     out = tmp_path / "out"
     manifest = convert([str(path)], out, "--sample_bytes=4096")
     assert manifest.feature("n").dtype == "int64"
-    assert (manifest.total_records, manifest.counts["bad_records"]) == (2000, 1)
-    assert manifest.counts["records_read"] == 2001
+    assert (manifest.total_records, manifest.counts.bad_records) == (2000, 1)
+    assert manifest.counts.records_read == 2001
     assert manifest.dead_letter == ["dead_letter/data-00000-of-00001.tfrecord.jsonl"]
     lines = (out / manifest.dead_letter[0]).read_text().splitlines()
     assert [json.loads(line) for line in lines] == [
@@ -325,11 +325,11 @@ def test_rows_longer_than_a_parse_block_convert(tmp_path):
     path.write_text("id,text\n" + "\n".join(rows) + "\n")
     out = tmp_path / "out"
     manifest = convert([str(path)], out, "--num_shards=3")
-    assert (manifest.total_records, manifest.counts["bad_records"]) == (3000, 0)
+    assert (manifest.total_records, manifest.counts.bad_records) == (3000, 0)
     got = {r["id"][0]: len(r["text"][0]) for r in _records_in_shard_order(out, manifest)}
     assert got[1500] == 3 << 20 and got[2500] == 2 << 20 and got[7] == len("short 7")
     small = convert([str(path)], tmp_path / "small", "--max_record_bytes=2.5MiB")
-    assert (small.total_records, small.counts["bad_records"]) == (2999, 1)  # the 3 MiB row
+    assert (small.total_records, small.counts.bad_records) == (2999, 1)  # the 3 MiB row
     with pytest.raises(DataError, match="too long to parse in blocks of 1,433,600 bytes"):
         convert([str(path)], tmp_path / "tiny", "--max_record_bytes=700KiB")
 

@@ -44,9 +44,9 @@ def test_good_rows_are_converted_and_bad_rows_dead_lettered(dirty_csv, tmp_path)
     manifest = convert(
         [str(dirty_csv)], out, "--num_shards=3", "--max_bad_fraction=0.01", "--sample_bytes=4096"
     )
-    assert manifest.counts["records_read"] == 1004
-    assert manifest.counts["records_written"] == 1000
-    assert manifest.counts["bad_records"] == 4
+    assert manifest.counts.records_read == 1004
+    assert manifest.counts.records_written == 1000
+    assert manifest.counts.bad_records == 4
     ids = sorted(i for b in make_dataset(str(out), 256) for i in b["id"].numpy().tolist())
     assert ids == list(range(1000))
     letters = _dead_letters(out, manifest.dead_letter)
@@ -139,7 +139,7 @@ def test_records_over_max_record_bytes_are_dead_lettered(tmp_path):
     manifest = convert(
         [str(path)], out, "--num_shards=1", "--max_record_bytes=200", "--max_bad_fraction=0.1"
     )
-    assert (manifest.total_records, manifest.counts["bad_records"]) == (19, 1)
+    assert (manifest.total_records, manifest.counts.bad_records) == (19, 1)
     [letter] = _dead_letters(out, manifest.dead_letter)
     assert letter == {
         "file": str(path),
@@ -164,7 +164,7 @@ def test_an_oversized_record_among_many_small_files_names_its_own_file(tmp_path,
     out = tmp_path / "out"
     flags = ["--num_shards=1", "--max_record_bytes=200", "--max_bad_fraction=0.1", *splits]
     manifest = convert([str(tmp_path / "part-*.csv")], out, *flags)
-    assert (manifest.total_records, manifest.counts["bad_records"]) == (29, 1)
+    assert (manifest.total_records, manifest.counts.bad_records) == (29, 1)
     [letter] = _dead_letters(out, manifest.dead_letter)
     assert (letter["file"], letter["cells"]) == (
         str(tmp_path / "part-4.csv"),
@@ -178,7 +178,7 @@ def test_an_unterminated_quote_on_the_last_line_is_dead_lettered(tmp_path):
     path.write_text("id,text\n" + good + '300,"never closed\n')
     out = tmp_path / "out"
     manifest = convert([str(path)], out, "--num_shards=4", "--max_bad_fraction=0.01")
-    assert (manifest.total_records, manifest.counts["bad_records"]) == (300, 1)
+    assert (manifest.total_records, manifest.counts.bad_records) == (300, 1)
     [letter] = _dead_letters(out, manifest.dead_letter)
     assert letter["reason"] == "unterminated quoted field: it runs to the end of the file"
     assert letter["cells"] == {"id": "300", "text": "never closed\n"}
@@ -194,7 +194,7 @@ def test_an_unterminated_last_row_with_too_few_columns_leaves_the_row_before_it_
     path.write_text("a,b,c\n" + "".join(f"{i},{i},{i}\n" for i in range(9)) + '9,9,9\n7,"8\n')
     out = tmp_path / "out"
     manifest = convert([str(path)], out, "--max_bad_fraction=0.2")
-    assert (manifest.total_records, manifest.counts["bad_records"]) == (10, 1)
+    assert (manifest.total_records, manifest.counts.bad_records) == (10, 1)
     [letter] = _dead_letters(out, manifest.dead_letter)
     assert letter["reason"] == (
         "unterminated quoted field: it runs to the end of the file (expected 3 columns, got 2)"
@@ -281,7 +281,7 @@ def test_an_unterminated_quote_on_the_last_line_of_a_gzip_is_a_dead_letter_too(t
     path.write_bytes(gzip.compress(data) if gzipped else data)
     out = tmp_path / "out"
     manifest = convert([str(path)], out, "--max_bad_fraction=0.5")
-    assert (manifest.total_records, manifest.counts["bad_records"]) == (1, 1)
+    assert (manifest.total_records, manifest.counts.bad_records) == (1, 1)
     [letter] = _dead_letters(out, manifest.dead_letter)
     assert letter["line"] == 3 and letter["reason"].startswith("unterminated quoted field")
 
@@ -291,7 +291,7 @@ def test_a_last_line_of_only_a_quote_blames_that_line(tmp_path):
     path.write_bytes(b'a,b,c\n1,2,3\n4,5,6\n"')  # no newline at the end
     out = tmp_path / "out"
     manifest = convert([str(path)], out, "--max_bad_fraction=0.5")
-    assert (manifest.total_records, manifest.counts["bad_records"]) == (2, 1)
+    assert (manifest.total_records, manifest.counts.bad_records) == (2, 1)
     [letter] = _dead_letters(out, manifest.dead_letter)
     assert (letter["line"], letter["raw"]) == (4, '"')
     assert sorted(r["a"] for r in read_all(out)) == [1, 4]
@@ -326,7 +326,7 @@ def test_rows_with_the_wrong_column_count_that_are_not_utf8_are_dead_letters(tmp
     path.write_bytes(b"\n".join(lines) + b"\n")
     out = tmp_path / "out"
     manifest = convert([str(path)], out, f"--num_shards={shards}", "--max_bad_fraction=0.01")
-    assert manifest.counts["bad_records"] == len(bad_lines)
+    assert manifest.counts.bad_records == len(bad_lines)
     dead = sorted(
         (json.loads(line) for f in (out / "dead_letter").iterdir() for line in f.open()),
         key=lambda d: d["line"],

@@ -101,7 +101,7 @@ def test_a_missing_value_marker_in_a_number_column_is_a_missing_value(tmp_path):
     manifest, rows = _convert(tmp_path, "junk_in_head.csv")
     assert manifest.feature("amount").dtype == "float32"
     expected = {int(e["id"]): e["amount"] for e in _csv("junk_in_head.csv")}
-    assert (manifest.counts["bad_records"], manifest.counts["null_markers"]) == (
+    assert (manifest.counts.bad_records, manifest.counts.null_markers) == (
         0,
         {"amount": 20},
     )
@@ -118,7 +118,7 @@ def test_a_little_junk_in_a_number_column_is_dead_lettered(tmp_path):
     assert manifest.feature("amount").dtype == "float32"
     expected = {int(e["id"]): e["amount"] for e in _csv("junk_in_head.csv")}
     junk = sorted(i for i, v in expected.items() if v == "n/a")
-    assert (manifest.counts["bad_records"], len(junk)) == (20, 20)
+    assert (manifest.counts.bad_records, len(junk)) == (20, 20)
     letters = []
     for name in manifest.dead_letter:
         letters += [json.loads(line) for line in (tmp_path / "out" / name).read_text().splitlines()]
@@ -164,7 +164,7 @@ def test_a_json_array_file_is_read_as_records(tmp_path):
     manifest, rows = _convert(tmp_path, "array.json")
     with open(CORPUS / "array.json") as f:
         expected = json.load(f)
-    assert manifest.total_records == len(expected) and manifest.counts["bad_records"] == 0
+    assert manifest.total_records == len(expected) and manifest.counts.bad_records == 0
     assert sorted(r["id"] for r in rows) == sorted(e["id"] for e in expected)
 
 

@@ -45,7 +45,7 @@ def test_r_exports_keep_their_numbers_numeric_and_their_na_missing(tmp_path):
         "Month": ("int64", False),
         "Day": ("int64", False),
     }
-    assert manifest.counts["null_markers"] == {"Ozone": 37, "Solar.R": 7}  # R's summary()
+    assert manifest.counts.null_markers == {"Ozone": 37, "Solar.R": 7}  # R's summary()
 
 
 def test_a_zipped_real_file_converts_as_its_member(tmp_path):
@@ -61,7 +61,7 @@ def test_a_zipped_real_file_converts_as_its_member(tmp_path):
     check = _check(out, "penguins.csv", data)
     assert check.problems == [] and (check.written, check.rows) == (344, 344)
     assert manifest.feature("bill_length_mm").dtype == "float32"
-    assert manifest.counts["null_markers"]["bill_length_mm"] == 2
+    assert manifest.counts.null_markers["bill_length_mm"] == 2
 
 
 def test_the_oracle_finds_a_changed_value_a_lost_row_and_numbers_stored_as_text(tmp_path):

@@ -45,7 +45,7 @@ def test_oversized_records_of_every_split_go_to_the_dead_letter(tmp_path):
     out = tmp_path / "out"
     manifest = convert([str(path)], out, "--splits=a=1,b=1", "--max_record_bytes=2000",
                        "--max_bad_fraction=0.5")  # fmt: skip
-    assert manifest.counts["bad_records"] == 10 and manifest.total_records == 990
+    assert manifest.counts.bad_records == 10 and manifest.total_records == 990
     dead = [json.loads(line) for name in manifest.dead_letter
             for line in (out / name).read_text().splitlines()]  # fmt: skip
     assert sorted(d["cells"]["id"] for d in dead) == [i for i in range(1000) if i % 100 == 7]
@@ -149,7 +149,7 @@ def test_each_row_is_read_once_and_the_splits_hold_what_they_held(tmp_path):
     with raw.open(newline="") as f:
         want = sorted(int(r["id"]) for r in csv.DictReader(f))
     assert sorted(i for v in ids.values() for i in v) == want
-    assert manifest.counts["records_read"] == manifest.counts["records_written"] == 6000
+    assert manifest.counts.records_read == manifest.counts.records_written == 6000
     assert all(ids[s] == sorted(ids[s]) for s in ids)  # input order within each split
 
 

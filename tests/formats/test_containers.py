@@ -99,7 +99,7 @@ def test_a_json_array_is_read_as_records(tmp_path, indent, gz):
     path.write_bytes(gzip.compress(text) if gz else text)
     out = tmp_path / "out"
     manifest = convert([str(path)], out, "--sample_bytes=64KiB", "--target_shard_bytes=256KiB")
-    assert manifest.total_records == 20_000 and manifest.counts["bad_records"] == 0
+    assert manifest.total_records == 20_000 and manifest.counts.bad_records == 0
     got = sorted(read_all(out), key=lambda r: r["id"])
     assert [(r["id"], r["s"].decode(), r["tags"]) for r in got] == [
         (r["id"], r["s"], r["tags"]) for r in records
@@ -206,7 +206,7 @@ def test_a_null_element_or_line_is_a_dead_letter_not_an_empty_record(tmp_path):
         manifest = convert([str(tmp_path / name)], out, "--max_bad_fraction=0.5")
         assert sorted(r["a"] for r in read_all(out)) == [1, 2]
         assert [(d["line"], d["reason"]) for d in _dead(out)] == [(2, "not a JSON object: null")]
-        assert manifest.counts["records_read"] == 3
+        assert manifest.counts.records_read == 3
 
 
 def test_every_bad_element_of_a_json_array_is_a_dead_letter_at_its_position(tmp_path):

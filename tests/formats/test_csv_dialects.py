@@ -12,7 +12,8 @@ from support.datasets import convert, read_all
 
 from beam_jobs.cli import main
 from beam_jobs.core.errors import DataError, UsageError
-from beam_jobs.formats.csv.dialect import detect_delimiter, looks_like_data, parse_delimiter
+from beam_jobs.formats.csv.dialect import detect_delimiter, looks_like_data
+from beam_jobs.formats.lines.layout import parse_delimiter
 
 
 def _write(path, rows, delimiter, header=("id", "name", "note")):
@@ -45,7 +46,7 @@ def test_delimited_files_convert_with_every_value_exact(tmp_path, name, delimite
     _write(path, rows, delimiter)
     manifest = convert([str(path)], tmp_path / "out", "--num_shards=7", *flags)
     assert [f.name for f in manifest.features] == ["id", "name", "note"]
-    assert manifest.counts["bad_records"] == 0
+    assert manifest.counts.bad_records == 0
     got = sorted(
         [r["id"], r["name"].decode(), r["note"].decode()] for r in read_all(tmp_path / "out")
     )
@@ -69,7 +70,7 @@ def test_lines_before_the_header_are_skipped_even_with_a_quote_in_them(tmp_path)
     path.write_text(preamble + body.getvalue().replace("id,v\n", "id,v,w\n", 1))
     manifest = convert([str(path)], tmp_path / "out", "--skip_header_lines=2", "--num_shards=5")
     assert [f.name for f in manifest.features] == ["id", "v", "w"]
-    assert manifest.total_records == 2000 and manifest.counts["bad_records"] == 0
+    assert manifest.total_records == 2000 and manifest.counts.bad_records == 0
 
 
 def test_a_header_that_looks_like_data_is_named_at_plan_time(tmp_path, caplog):
@@ -197,8 +198,8 @@ def test_blank_lines_of_a_one_column_file_are_missing_values(tmp_path, cut):
     flags = ["--schema", str(_int_schema(tmp_path)), "--max_bad_fraction=0.1"]
     flags += [f"--num_shards={cut}"] if cut else []
     manifest = convert([str(path)], tmp_path / "out", *flags)
-    assert manifest.counts["records_read"] == 60
-    assert manifest.counts["null_values"] == {"n": want.count(None)}
+    assert manifest.counts.records_read == 60
+    assert manifest.counts.missing_values == {"n": want.count(None)}
     got = sorted((r["n"] or [None])[0] for r in read_all(tmp_path / "out", label_key="")
                  if r["n"])  # fmt: skip
     assert got == sorted(int(v) for v in want if v not in (None, "x"))
@@ -217,4 +218,4 @@ def test_blank_lines_between_records_of_several_columns_are_no_records(tmp_path)
     path = tmp_path / "two.csv"
     path.write_text("a,b\n1,x\n\n2,y\n\n")
     manifest = convert([str(path)], tmp_path / "out")
-    assert manifest.counts["records_read"] == 2
+    assert manifest.counts.records_read == 2

@@ -80,7 +80,7 @@ def test_codes_and_hex_after_the_sample_are_dead_letters_not_altered(tmp_path, s
         flags.append(f"--schema={tmp_path / 's.json'}")
     manifest = convert([str(path)], tmp_path / "out", *flags)
     assert manifest.feature("code").dtype == "int64"
-    assert manifest.counts["bad_records"] == 3
+    assert manifest.counts.bad_records == 3
     dead = [
         json.loads(line)
         for f in sorted((tmp_path / "out" / "dead_letter").iterdir())
@@ -108,7 +108,7 @@ def test_a_few_stray_words_in_a_number_column_are_dead_letters_not_a_text_column
     assert manifest.feature("amount").dtype == "int64"
     assert "column 'amount' (int64; 1 of 1" not in caplog.text
     assert "numbers but for a few sampled values" in caplog.text
-    assert (manifest.total_records, manifest.counts["bad_records"]) == (3997, 3)
+    assert (manifest.total_records, manifest.counts.bad_records) == (3997, 3)
     letters = [json.loads(line) for f in manifest.dead_letter for line in (out / f).open()]
     assert sorted(letter["line"] for letter in letters) == [102, 2502, 4001]
     expected = {
@@ -178,8 +178,8 @@ def test_r_na_cells_in_number_columns_are_missing_values_and_counted(tmp_path):
     ]
     assert manifest.feature("dep_delay").null_values == list(column_markers("int64", None))
     assert manifest.feature("carrier").null_values is None
-    assert manifest.counts["bad_records"] == 0
-    assert manifest.counts["null_markers"] == {"air_time": 2, "dep_delay": 2}
+    assert manifest.counts.bad_records == 0
+    assert manifest.counts.null_markers == {"air_time": 2, "dep_delay": 2}
     got = {r["id"]: r for r in read_all(out)}
     # A nullable feature reads as a list: [] when missing.
     assert (got[5]["dep_delay"], got[5]["air_time"], got[5]["carrier"]) == ([], [1.25], b"NA")
@@ -204,7 +204,7 @@ def test_null_values_flag_names_the_markers_of_every_column(tmp_path):
         ([b"NA"], [b"NA"], []),
         ([b"1"], [b"x"], [1.5]),
     ]
-    assert manifest.counts["null_markers"] == {"f": 2, "n": 1, "s": 1}
+    assert manifest.counts.null_markers == {"f": 2, "n": 1, "s": 1}
     assert manifest.options["null_values"] == ["-999", "NaN"]
 
 
@@ -213,7 +213,7 @@ def test_null_values_empty_turns_markers_off(tmp_path):
     path.write_text("n\n" + "".join(f"{i}\n" for i in range(500)) + "NA\n")
     manifest = convert([str(path)], tmp_path / "out", "--null_values=", "--max_bad_fraction=0.01")
     assert manifest.feature("n").dtype == "int64" and manifest.feature("n").null_values == []
-    assert manifest.counts["bad_records"] == 1  # 'NA' is no int64, and no marker
+    assert manifest.counts.bad_records == 1  # 'NA' is no int64, and no marker
 
 
 def test_inspect_schema_reproduces_the_markers(tmp_path, capsys):
@@ -249,7 +249,7 @@ def test_types_come_from_stretches_through_the_file_not_its_head_alone(tmp_path)
         ("late", "int64"),
         ("name", "bytes"),
     ]
-    assert manifest.counts["bad_records"] == 0
+    assert manifest.counts.bad_records == 0
     got = {r["id"]: (r["amount"], r["late"]) for r in read_all(out)}
     assert got[10] == (10.0, []) and got[n - 1] == ((n - 1) % 90 + 0.5, [(n - 1) % 7])
 

@@ -4,10 +4,10 @@ import pytest
 
 from beam_jobs.core.bad_rows import BadRow
 from beam_jobs.core.errors import DataError
-from beam_jobs.formats.csv.dialect import Dialect
 from beam_jobs.formats.csv.markers import column_markers
-from beam_jobs.formats.csv.ranges import CsvSource, read_range
+from beam_jobs.formats.csv.ranges import CsvSource, RangeStart, read_range
 from beam_jobs.formats.csv.source import infer_features, parse_sample
+from beam_jobs.formats.lines.layout import Dialect
 from tfdata_reader.manifest import FeatureSpec
 
 HEAD = (
@@ -83,7 +83,7 @@ def _read(data: bytes, start: int = 0, end: int | None = None):
             start,
             len(data) if end is None else end,
             bad.append,
-            header=start == 0,
+            RangeStart(header=start == 0),
         )
     )
     return [b.to_pydict() for b in batches], bad
@@ -173,7 +173,7 @@ def test_rows_of_many_columns_are_parsed_in_larger_blocks():
 def _read_features(data: bytes, features: list[FeatureSpec]):
     bad: list[BadRow] = []
     source = CsvSource("in/n.csv", tuple(features))
-    batches = list(read_range(io.BytesIO(data), source, 0, len(data), bad.append, header=True))
+    batches = list(read_range(io.BytesIO(data), source, 0, len(data), bad.append, RangeStart()))
     merged = {f.name: [v for b in batches for v in b.column(f.name).to_pylist()] for f in features}
     return merged, [(b.row, b.reason) for b in bad]
 

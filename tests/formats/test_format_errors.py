@@ -106,7 +106,7 @@ def test_an_empty_image_is_dead_lettered(tmp_path):
     with pytest.raises(TooManyBadRecords):
         convert([str(path)], tmp_path / "out", *flags)
     manifest = convert([str(path)], tmp_path / "out2", *flags, "--max_bad_fraction=0.5")
-    assert (manifest.total_records, manifest.counts["bad_records"]) == (10, 1)
+    assert (manifest.total_records, manifest.counts.bad_records) == (10, 1)
     dead = (tmp_path / "out2" / manifest.dead_letter[0]).read_text()
     assert "empty.png" in dead and "not a decodable image" in dead
 
@@ -166,7 +166,7 @@ def test_an_undecodable_image_is_dead_lettered_not_written(tmp_path):
     path, flags = write_input(tmp_path / "in", "images")
     (path / "c1" / "broken.png").write_bytes(_garbage())
     manifest = convert([str(path)], tmp_path / "out", *flags, "--max_bad_fraction=0.5")
-    assert (manifest.total_records, manifest.counts["bad_records"]) == (10, 1)
+    assert (manifest.total_records, manifest.counts.bad_records) == (10, 1)
 
 
 def test_damaged_data_inside_a_parquet_row_group_names_the_file(tmp_path):

@@ -93,8 +93,8 @@ def test_jsonl_bad_lines_go_to_the_dead_letter(tmp_path):
     manifest = convert(
         [str(tmp_path / "in.jsonl")], tmp_path / "out", "--num_shards=2", "--max_bad_fraction=0.1"
     )
-    assert manifest.counts["records_read"] == 200
-    assert manifest.counts["bad_records"] == 4
+    assert manifest.counts.records_read == 200
+    assert manifest.counts.bad_records == 4
     assert sorted(r["id"] for r in read_all(tmp_path / "out")) == sorted(
         set(range(200)) - {10, 20, 30, 40}
     )
@@ -172,7 +172,7 @@ def test_a_parquet_column_only_in_a_file_the_plan_did_not_sample_is_kept(tmp_pat
     rows = {r["id"]: r["late"] for r in read_all(tmp_path / "out", label_key="")}
     assert len(rows) == 300
     assert {i: v for i, v in rows.items() if v} == {120 + i: [f"v{i}".encode()] for i in range(30)}
-    assert "ignored_fields" not in manifest.counts
+    assert manifest.counts.ignored_fields == {}
 
 
 def test_text_beside_numbers_in_a_file_not_sampled_is_refused_naming_it(tmp_path):
@@ -289,7 +289,7 @@ def test_image_folder_with_folder_labels_decodes_exactly(tmp_path):
         "--max_bad_fraction=0.2",
     )
     assert manifest.label_vocabulary == ["cat", "dog", "eel"]
-    assert manifest.counts["bad_records"] == 1
+    assert manifest.counts.bad_records == 1
     [dead] = [
         json.loads(line)
         for name in manifest.dead_letter
@@ -330,7 +330,7 @@ def test_images_with_a_labels_csv_and_extra_columns(tmp_path):
         "--max_bad_fraction=0.5",
     )
     assert manifest.label_vocabulary == ["big", "small"]
-    assert manifest.counts["bad_records"] == 1  # the image without a row in labels.csv
+    assert manifest.counts.bad_records == 1  # the image without a row in labels.csv
     rows = {r["filename"].decode(): r for r in read_all(tmp_path / "out")}
     assert sorted(rows) == names[:-1]
     for i, name in enumerate(names[:-1]):
@@ -450,7 +450,7 @@ def test_size_bounds_hold_for_every_format(tmp_path, write, records, bad):
         inputs, tmp_path / "out", f"--target_shard_bytes={TARGET}", "--max_bad_fraction=0.01",
         *flags,
     )  # fmt: skip
-    assert (manifest.total_records, manifest.counts["bad_records"]) == (records, bad)
+    assert (manifest.total_records, manifest.counts.bad_records) == (records, bad)
     assert_sizes(manifest)
 
 

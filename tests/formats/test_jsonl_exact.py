@@ -75,7 +75,7 @@ def test_a_bad_line_is_a_dead_letter_with_its_reason(tmp_path, line, reason):
     path.write_text("\n".join([*good[:450], line, *good[450:]]) + "\n")
     out = tmp_path / "out"
     manifest = convert([str(path)], out, "--max_bad_fraction=0.01", "--sample_bytes=4096")
-    assert (manifest.total_records, manifest.counts["bad_records"]) == (700, 1)
+    assert (manifest.total_records, manifest.counts.bad_records) == (700, 1)
     [letter] = _dead(out, manifest)
     assert letter["line"] == 451 and reason in letter["reason"], letter["reason"]
     assert sorted(r["id"] for r in read_all(out)) == list(range(700))
@@ -144,8 +144,8 @@ def test_hostile_lines_are_dead_letters_and_every_other_line_is_exact(tmp_path):
     out = tmp_path / "out"
     manifest = convert([str(path)], out, "--sample_bytes=8192", "--max_bad_fraction=0.01")
     counts = manifest.counts
-    assert (manifest.total_records, counts["bad_records"]) == (3000, len(HOSTILE))
-    assert counts["records_read"] == len(lines)
+    assert (manifest.total_records, counts.bad_records) == (3000, len(HOSTILE))
+    assert counts.records_read == len(lines)
     letters = {letter["line"]: letter for letter in _dead(out, manifest)}
     assert sorted(letters) == sorted(lines.index(line) + 1 for line in HOSTILE.values())
     expected = [json.loads(line) for line in good]
@@ -204,7 +204,7 @@ def test_a_null_inside_a_list_is_a_dead_letter_not_a_zero(tmp_path, source):
         pq.write_table(pa.Table.from_pylist(rows), path)
     out = tmp_path / "out"
     manifest = convert([str(path)], out, "--max_bad_fraction=0.01", "--sample_bytes=4096")
-    assert (manifest.total_records, manifest.counts["bad_records"]) == (998, 2)
+    assert (manifest.total_records, manifest.counts.bad_records) == (998, 2)
     reasons = [letter["reason"] for letter in _dead(out, manifest)]
     assert all("a list with a null element" in reason for reason in reasons), reasons
     got = {r["id"]: (r["li"], [s.decode() for s in r["ls"]]) for r in read_all(out)}
@@ -221,7 +221,7 @@ def test_date_like_text_stays_text_whatever_the_sample_saw(tmp_path):
     path.write_text("\n".join(lines) + "\n")
     out = tmp_path / "out"
     manifest = convert([str(path)], out, "--max_bad_fraction=0.01", "--sample_bytes=8192")
-    assert (manifest.total_records, manifest.counts["bad_records"]) == (2999, 1)
+    assert (manifest.total_records, manifest.counts.bad_records) == (2999, 1)
     expected = {e["id"]: e for e in (json.loads(x) for i, x in enumerate(lines) if i != 100)}
     got = {r["id"]: r for r in read_all(out)}
     assert {i: r["note"].decode() for i, r in got.items()} == {
@@ -237,7 +237,7 @@ def test_text_in_a_number_feature_is_a_dead_letter_not_parsed(tmp_path):
     path.write_text("\n".join(lines) + "\n")
     out = tmp_path / "out"
     manifest = convert([str(path)], out, "--max_bad_fraction=0.01", "--sample_bytes=4096")
-    assert (manifest.total_records, manifest.counts["bad_records"]) == (1997, 3)
+    assert (manifest.total_records, manifest.counts.bad_records) == (1997, 3)
     letters = _dead(out, manifest)
     assert sorted(letter["line"] for letter in letters) == [1501, 1601, 1701]
     assert all("text where a number is expected" in letter["reason"] for letter in letters)
@@ -250,7 +250,7 @@ def test_an_empty_key_is_left_out_and_counted(tmp_path):
     path.write_text("\n".join(lines) + "\n")
     manifest = convert([str(path)], tmp_path / "out")
     assert [f.name for f in manifest.features] == ["id"]
-    assert manifest.counts["ignored_fields"] == {"": 1}
+    assert manifest.counts.ignored_fields == {"": 1}
     assert sorted(r["id"] for r in read_all(tmp_path / "out")) == list(range(100))
 
 

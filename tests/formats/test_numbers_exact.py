@@ -28,7 +28,7 @@ def test_a_float_beyond_float32_is_a_dead_letter_not_infinity(tmp_path):
     path.write_text("id,x\n" + "\n".join(rows) + "\n")
     out = tmp_path / "out"
     manifest = convert([str(path)], out, "--max_bad_fraction=0.01", "--sample_bytes=4096")
-    assert (manifest.total_records, manifest.counts["bad_records"]) == (999, 1)
+    assert (manifest.total_records, manifest.counts.bad_records) == (999, 1)
     letter = json.loads((out / manifest.dead_letter[0]).read_text())
     assert letter["line"] == 702 and "1e+40 is out of the float32 range" in letter["reason"]
     values = {r["id"]: r["x"] for r in read_all(out)}
@@ -42,7 +42,7 @@ def test_json_values_beyond_float32_are_dead_letters(tmp_path):
     path.write_text("\n".join(lines) + "\n")
     out = tmp_path / "out"
     manifest = convert([str(path)], out, "--max_bad_fraction=0.01", "--sample_bytes=4096")
-    assert (manifest.total_records, manifest.counts["bad_records"]) == (999, 1)
+    assert (manifest.total_records, manifest.counts.bad_records) == (999, 1)
     assert "out of the float32 range" in (out / manifest.dead_letter[0]).read_text()
 
 
@@ -53,7 +53,7 @@ def test_a_float_too_small_for_float32_is_a_dead_letter_not_zero(tmp_path):
     path.write_text("id,x\n" + "\n".join(rows) + "\n")
     out = tmp_path / "out"
     manifest = convert([str(path)], out, "--max_bad_fraction=0.01", "--sample_bytes=4096")
-    assert (manifest.total_records, manifest.counts["bad_records"]) == (998, 2)
+    assert (manifest.total_records, manifest.counts.bad_records) == (998, 2)
     letters = [
         json.loads(line) for line in (out / manifest.dead_letter[0]).read_text().splitlines()
     ]
@@ -105,7 +105,7 @@ def test_a_parquet_file_storing_numbers_as_text_is_named_at_plan_time(tmp_path):
     schema.write_text(json.dumps({"features": [{"name": "x", "dtype": "float32", "shape": []}]}))
     manifest = convert([str(tmp_path / "*.parquet")], tmp_path / "out", f"--schema={schema}",
                        "--max_bad_fraction=0.01")  # fmt: skip
-    assert (manifest.total_records, manifest.counts["bad_records"]) == (300, 1)
+    assert (manifest.total_records, manifest.counts.bad_records) == (300, 1)
 
 
 def test_csv_integers_beyond_2_to_the_53_are_exact(tmp_path):
@@ -113,7 +113,7 @@ def test_csv_integers_beyond_2_to_the_53_are_exact(tmp_path):
     path = tmp_path / "ids.csv"
     path.write_text("k,id\n" + "".join(f"{k},{v}\n" for k, v in enumerate(values)))
     manifest = convert([str(path)], tmp_path / "out")
-    assert manifest.feature("id").dtype == "int64" and manifest.counts["bad_records"] == 0
+    assert manifest.feature("id").dtype == "int64" and manifest.counts.bad_records == 0
     assert {r["k"]: r["id"] for r in read_all(tmp_path / "out")} == dict(enumerate(values))
 
 
@@ -134,5 +134,5 @@ def test_whole_numbers_float32_changes_after_the_sample_are_counted(tmp_path, fm
     else:
         pq.write_table(pa.table({"id": range(30_000), "v": pa.array(values, pa.float64())}), path)
     manifest = convert([str(path)], tmp_path / "out", "--splits=a=1,b=1", "--rename=v=w")
-    assert manifest.counts["float32_rounded_integers"] == {"w": 2}
+    assert manifest.counts.float32_rounded_integers == {"w": 2}
     assert "in: w (2);" in rounded_integers_note(manifest)[0]

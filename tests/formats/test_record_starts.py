@@ -14,6 +14,7 @@ import pyarrow.csv as pcsv
 import pytest
 
 from beam_jobs.formats.csv import record_starts as rs
+from beam_jobs.formats.lines import quotes
 from beam_jobs.formats.lines.cut_counts import CutCounts, Segment, count_segment
 
 # Field shapes real exports have, all read the same way by Python's csv module and pyarrow.
@@ -133,7 +134,7 @@ def test_a_quote_run_across_a_block_boundary_is_one_run(monkeypatch):
     ],
 )
 def test_record_starts_table(block, in_quotes, expected):
-    assert rs.record_starts(block, in_quotes).tolist() == expected
+    assert quotes.record_starts(block, in_quotes).tolist() == expected
 
 
 def test_states_at_cuts_compose_from_segments_like_one_segment(tmp_path):
@@ -156,7 +157,7 @@ def test_nonempty_record_starts_skip_blank_lines():
     with io.BytesIO(data) as f:
         starts = rs.nonempty_record_starts(f, 0, len(data))
     assert starts.tolist() == [0, 3, 8, 15]
-    assert np.array_equal(rs.record_starts(b"abc\n" * 1000), np.arange(4, 4001, 4))
+    assert np.array_equal(quotes.record_starts(b"abc\n" * 1000), np.arange(4, 4001, 4))
 
 
 class _CountingFile(io.BytesIO):

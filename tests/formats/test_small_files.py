@@ -15,8 +15,8 @@ from support.datasets import convert, read_all
 
 from beam_jobs.core.inputs import Piece
 from beam_jobs.formats.csv import small_files
-from beam_jobs.formats.csv.dialect import Dialect
 from beam_jobs.formats.csv.ranges import CsvSource
+from beam_jobs.formats.lines.layout import Dialect
 from tfdata_reader.manifest import FeatureSpec
 
 HEADER = "id,name,score\n"
@@ -180,7 +180,7 @@ def test_records_are_counted_as_pyarrow_reads_them(seed):
 
 
 def test_a_bom_is_dropped_only_in_utf8_as_pyarrow_drops_it(tmp_path):
-    from beam_jobs.formats.csv.dialect import Dialect
+    from beam_jobs.formats.lines.layout import Dialect
 
     data = b"\xef\xbb\xbfid,name,score\n1,a,1\n"
     utf8 = small_files._split(_piece("x.csv", len(data)), data, CsvSource("x.csv", _FEATURES))

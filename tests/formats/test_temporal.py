@@ -63,7 +63,7 @@ def test_a_nanosecond_timestamp_is_a_dead_letter_not_truncated(tmp_path):
         tmp_path / "t.parquet",
     )
     manifest = convert([str(tmp_path / "t.parquet")], tmp_path / "out", "--max_bad_fraction=0.1")
-    assert (manifest.total_records, manifest.counts["bad_records"]) == (99, 1)
+    assert (manifest.total_records, manifest.counts.bad_records) == (99, 1)
     got = {r["id"]: r["at"] for r in read_all(tmp_path / "out")}
     assert got[61] == ns[61] // 1000 and 60 not in got
 
@@ -74,7 +74,7 @@ def test_json_iso_dates_convert_to_microseconds(tmp_path):
     path.write_text("".join(json.dumps({"id": i, "at": s}) + "\n" for i, s in enumerate(stamps)))
     manifest = convert([str(path)], tmp_path / "out")
     assert manifest.feature("at").logical_type == "timestamp[us]"
-    assert manifest.counts["bad_records"] == 0
+    assert manifest.counts.bad_records == 0
     got = {r["id"]: r["at"] for r in read_all(tmp_path / "out")}
     for i, s in enumerate(stamps):
         moment = datetime.datetime.fromisoformat(s).replace(tzinfo=datetime.timezone.utc)
@@ -102,7 +102,7 @@ def test_a_time_of_day_in_a_date_feature_is_a_dead_letter(tmp_path):
     manifest = convert([str(tmp_path / "*.parquet")], out, "--max_bad_fraction=0.01",
                        "--schema", str(schema))  # fmt: skip
     assert manifest.feature("day").logical_type == "date32[day]"
-    assert (manifest.total_records, manifest.counts["bad_records"]) == (199, 1)
+    assert (manifest.total_records, manifest.counts.bad_records) == (199, 1)
     letter = json.loads((out / manifest.dead_letter[0]).read_text())
     assert "2024-03-04 13:45:07" in letter["reason"] and "date32" in letter["reason"]
     got = {r["id"]: r["day"] for r in read_all(out)}
@@ -121,7 +121,7 @@ def test_a_json_number_in_a_timestamp_feature_is_a_dead_letter(tmp_path):
     out = tmp_path / "out"
     manifest = convert([str(path)], out, "--sample_bytes=4096", "--max_bad_fraction=0.01")
     assert manifest.feature("at").logical_type == "timestamp[us]"
-    assert (manifest.total_records, manifest.counts["bad_records"]) == (599, 1)
+    assert (manifest.total_records, manifest.counts.bad_records) == (599, 1)
     letter = json.loads((out / manifest.dead_letter[0]).read_text())
     assert letter["line"] == 501 and "where timestamp[us] is expected" in letter["reason"]
 
@@ -149,7 +149,7 @@ def test_schema_int64_without_a_unit_keeps_the_inferred_unit(tmp_path):
     }
     expected = _micros(moment.replace(tzinfo=datetime.timezone.utc))
     assert [(r["at"], r["day"]) for r in read_all(out)] == [(expected, 20484)] * 2
-    assert manifest.counts["bad_records"] == 0
+    assert manifest.counts.bad_records == 0
 
     lines = tmp_path / "dates.jsonl"
     lines.write_text(
@@ -196,7 +196,7 @@ def test_one_bad_timestamp_after_the_sample_is_one_dead_letter_not_its_chunk(tmp
     out = tmp_path / "out"
     manifest = convert([str(path)], out, "--num_shards=2")
     assert manifest.feature("at").logical_type.startswith("timestamp[us")
-    assert manifest.counts["bad_records"] == 1
+    assert manifest.counts.bad_records == 1
     [dead] = [json.loads(line) for f in (out / "dead_letter").iterdir() for line in f.open()]
     assert dead["line"] == 30_003 and "'garbage'" in dead["reason"]
     got = {r["id"]: r["at"] for r in read_all(out)}
@@ -213,7 +213,7 @@ def test_csv_timestamps_with_a_zone_under_schema_are_utc(tmp_path):
     spec = {"name": "at", "dtype": "int64", "logical_type": "timestamp[us]"}
     schema.write_text(json.dumps({"features": [spec]}))
     manifest = convert([str(path)], tmp_path / "out", f"--schema={schema}")
-    assert manifest.counts["bad_records"] == 0
+    assert manifest.counts.bad_records == 0
     start = datetime.datetime(2026, 1, 1, tzinfo=datetime.timezone.utc)
     assert [r["at"] for r in read_all(tmp_path / "out")] == [
         _micros(start),

@@ -34,7 +34,7 @@ def test_payloads_that_hold_framed_records_do_not_fool_the_resync(tmp_path, shar
     path = tmp_path / "nested.tfrecord"
     _nested_file(path)
     manifest = convert([str(path)], tmp_path / "out", f"--num_shards={shards}")
-    assert manifest.total_records == 400 and manifest.counts["bad_records"] == 0
+    assert manifest.total_records == 400 and manifest.counts.bad_records == 0
     assert sorted(r["id"] for r in read_all(tmp_path / "out")) == list(range(400))
 
 
@@ -96,6 +96,6 @@ def test_a_record_with_fields_an_example_lacks_is_a_dead_letter(tmp_path):
     records[200] = records[200] + b"\x18\x07"  # field 3 = 7: not part of a tf.train.Example
     path.write_bytes(frame_records(records))
     manifest = convert([str(path)], tmp_path / "out", "--max_bad_fraction=0.01")
-    assert (manifest.total_records, manifest.counts["bad_records"]) == (299, 1)
+    assert (manifest.total_records, manifest.counts.bad_records) == (299, 1)
     letter = (tmp_path / "out" / manifest.dead_letter[0]).read_text()
     assert "not a tf.train.Example: it has field(s) [3]" in letter

@@ -55,7 +55,7 @@ def test_dead_letter_reasons_count_every_row(dataset):
     for row in rows:
         expected[row["reason"]] = expected.get(row["reason"], 0) + 1
     assert {r.reason: r.count for r in data.reasons} == expected
-    assert sum(expected.values()) == data.manifest.counts["bad_records"] == 3
+    assert sum(expected.values()) == data.manifest.counts.bad_records == 3
     assert all(r.examples and r.examples[0].startswith(str(rows[0]["file"])) for r in data.reasons)
 
 

@@ -7,6 +7,8 @@ import sys
 import pytest
 
 from tfdata_reader.manifest import (
+    Compression,
+    Counts,
     FeatureSpec,
     Manifest,
     ManifestError,
@@ -30,7 +32,7 @@ def _manifest() -> Manifest:
         ],
         compression="none",
         inputs={"patterns": ["a/*.csv"]},
-        counts={"records_written": 5},
+        counts=Counts(records_read=5, records_written=5),
         created="2026-12-02T00:00:00+00:00",
         tool={"name": "tfrecord-etl", "version": "0.1.0"},
     )
@@ -203,3 +205,54 @@ def test_a_feature_s_json_holds_every_field_that_is_set(feature):
     assert FeatureSpec.from_json(obj) == feature
     if feature.shape is not None:
         assert obj["shape"] is not feature.shape  # a copy: editing the JSON leaves the spec
+
+
+def test_counts_are_typed_and_an_older_manifests_null_values_read_as_missing_values():
+    m = _manifest()
+    obj = json.loads(m.to_json())
+    assert obj["counts"] == {
+        "records_read": 5,
+        "records_written": 5,
+        "bad_records": 0,
+        "input_bytes_read": 0,
+        "missing_values": {},
+    }
+    obj["counts"] = {"records_read": 7, "records_written": 5, "bad_records": 2,
+                     "input_bytes_read": 99, "null_values": {"note": 3}}  # fmt: skip
+    obj["total_records"] = 5
+    counts = Manifest.from_json(json.dumps(obj)).counts
+    assert counts == Counts(7, 5, 2, 99, missing_values={"note": 3})
+    assert counts.recorded
+
+
+def test_counts_of_a_manifest_without_them_are_not_recorded():
+    obj = json.loads(_manifest().to_json())
+    del obj["counts"]
+    counts = Manifest.from_json(json.dumps(obj)).counts
+    assert (counts.recorded, counts.bad_records, counts.to_json()) == (False, 0, {})
+
+
+def test_malformed_counts_are_a_manifest_error():
+    obj = json.loads(_manifest().to_json())
+    obj["counts"]["missing_values"] = {"note": "three"}
+    with pytest.raises(ManifestError, match="missing_values must map names to whole numbers"):
+        Manifest.from_json(json.dumps(obj))
+
+
+@pytest.mark.parametrize(
+    "text, suffix, tf_name",
+    [("none", ".tfrecord", ""), ("gzip", ".tfrecord.gz", "GZIP")],
+)
+def test_compression_names_its_suffix_and_tensorflows_name(text, suffix, tf_name):
+    compression = Compression.parse(text)
+    assert (compression.suffix, compression.tf_name, str(compression)) == (suffix, tf_name, text)
+    manifest = dataclasses.replace(_manifest(), compression=text)
+    assert manifest.compression is compression
+    assert Manifest.from_json(manifest.to_json()).compression is compression
+
+
+def test_an_unknown_compression_is_a_manifest_error():
+    with pytest.raises(ManifestError, match="compression must be one of none, gzip, got 'zstd'"):
+        dataclasses.replace(_manifest(), compression="zstd")
+    with pytest.raises(ValueError, match="must be one of none, gzip, got 'GZ'"):
+        Compression.parse("GZ")

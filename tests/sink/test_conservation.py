@@ -133,7 +133,7 @@ def test_split_parts_cross_to_join_parts_on_the_threaded_runner_without_loss(tmp
             example = tf.train.Example.FromString(record.numpy())
             got.append(example.features.feature["id"].int64_list.value[0])
     assert sorted(got) == want
-    assert manifest.counts["records_read"] == manifest.counts["records_written"] == 60_000
+    assert manifest.counts.records_read == manifest.counts.records_written == 60_000
 
 
 @pytest.mark.slow
@@ -158,4 +158,4 @@ def test_many_shards_cross_to_publishing_on_the_threaded_runner_without_loss(tmp
         for record in tf.data.TFRecordDataset(str(tmp_path / "out" / shard.path))
     ]
     assert got == want  # every row, in input order across the shards
-    assert manifest.counts["records_read"] == manifest.counts["records_written"] == 6_000
+    assert manifest.counts.records_read == manifest.counts.records_written == 6_000

@@ -63,7 +63,7 @@ def test_the_shard_writer_writes_each_planned_piece_exactly(tmp_path):
         assert json.loads(dead[0])["reason"].startswith("column 'id' (int64)")
 
     with test_pipeline.TestPipeline(options=LOCAL) as p:
-        written = p | beam.Create(shards) | beam.ParDo(writer, context=counts)
+        written = p | beam.Create(shards) | beam.ParDo(writer, cut_counts=counts)
         assert_that(written, check)
 
 
@@ -99,7 +99,7 @@ def test_publishing_renames_the_shards_and_writes_their_manifest(tmp_path):
     def summary(manifest):
         return (
             [(s.path, s.records, s.bytes, s.crc32c) for s in manifest.shards],
-            manifest.counts,
+            manifest.counts.to_json(),
             [(f.name, f.nullable) for f in manifest.features],
         )
 
@@ -113,7 +113,7 @@ def test_publishing_renames_the_shards_and_writes_their_manifest(tmp_path):
             "records_written": 3,
             "bad_records": 0,
             "input_bytes_read": 200,
-            "null_values": {"id": 0, "name": 1},
+            "missing_values": {"id": 0, "name": 1},
         },
         [("id", False), ("name", True)],
     )

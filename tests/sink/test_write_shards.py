@@ -178,3 +178,24 @@ def test_elements_that_are_no_rows_or_too_big_are_dead_letters(tmp_path):
     assert sorted(r["id"] for r in read_all(out, label_key="")) == sorted(
         set(range(3000)) - set(odd)
     )
+
+
+def test_write_shards_takes_converts_sharding_flags_and_records_them_alike(tmp_path):
+    from beam_jobs.core.compression import Compression
+    from beam_jobs.core.errors import UsageError
+
+    with pytest.raises(UsageError, match=r"unknown keyword argument target_shard_byte \(did you"):
+        WriteShards(str(tmp_path / "x"), target_shard_byte="1MiB")
+    with pytest.raises(UsageError, match="--compression must be one of none, gzip, got 'zip'"):
+        WriteShards(str(tmp_path / "x"), compression="zip")
+    rows = [{"id": i} for i in range(40)]
+    manifest = _run(rows, tmp_path / "out", compression=Compression.GZIP, num_shards="2")
+    assert manifest["compression"] == "gzip" and len(manifest["shards"]) == 2
+    assert manifest["options"] == {
+        "target_shard_bytes": 256 << 20,
+        "num_shards": 2,
+        "compression": "gzip",
+        "compression_level": 1,
+        "shard_prefix": "data",
+        "max_bad_fraction": 0.001,
+    }

@@ -98,7 +98,7 @@ def test_statistics_equal_what_pandas_computes(sample_csv, tmp_path):
             _check_strings(features[spec.name], frame[spec.name])
         else:
             _check_numbers(features[spec.name], frame[spec.name])
-    nulls = manifest.counts["null_values"]
+    nulls = manifest.counts.missing_values
     assert {n: f.WhichOneof("stats") and getattr(f, f.WhichOneof("stats")).common_stats.num_missing
             for n, f in features.items()} == nulls  # fmt: skip
 
@@ -337,7 +337,7 @@ def test_inspect_stats_prints_a_table(converted, sample_csv):
     assert lines[1].split()[:5] == ["feature", "type", "present", "missing", "values/record"]
     rows = {line.split()[0]: line.split() for line in lines[2:]}
     assert list(rows) == [f.name for f in manifest.features]
-    nulls = manifest.counts["null_values"]
+    nulls = manifest.counts.missing_values
     for name, row in rows.items():
         assert int(row[3].replace(",", "")) == nulls[name]
         assert int(row[2].replace(",", "")) == 12_000 - nulls[name]

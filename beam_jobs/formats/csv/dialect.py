@@ -1,5 +1,5 @@
-"""The CSV dialect of a conversion: the field delimiter, whether files have a header line, and
-how many lines come before it. Given by flags, or the delimiter detected from a file's head.
+"""The CSV dialect detected: the field delimiter of a file's head, whether its first line is a
+header, the lines to skip (the flags themselves: `formats.lines.layout.Dialect`).
 
 Detection reads the first records of the first sampled file with each of comma, tab, `;` and
 `|` (quotes respected, as Python's csv module reads them) and keeps the delimiters that split
@@ -12,157 +12,19 @@ separated. `inspect --input` shows what was chosen.
 
 from __future__ import annotations
 
-import codecs
 import csv
-import dataclasses
 import io
 import itertools
 import posixpath
 import re
 from collections.abc import Iterator
 
-from beam_jobs.core import flags
-from beam_jobs.core.errors import UsageError
 from beam_jobs.formats.compressed import CONTAINER_SUFFIXES
-from beam_jobs.formats.csv.markers import accept_markers, parse_markers
+from beam_jobs.formats.lines.layout import DELIMITERS
 
-__all__ = [
-    "DELIMITERS",
-    "Dialect",
-    "detect_delimiter",
-    "looks_like_data",
-    "parse_delimiter",
-    "parse_encoding",
-    "skip_lines",
-]
+__all__ = ["detect_delimiter", "looks_like_data", "skip_lines"]
 
-# The delimiters detection tries, in the order ties go, by the name `--delimiter` takes.
-DELIMITERS = {"comma": ",", "tab": "\t", "semicolon": ";", "pipe": "|"}
-_SHOWN = {character: name for name, character in DELIMITERS.items()}
-_NAMED = ", ".join([*DELIMITERS, "\\t"])  # what --delimiter takes by name
-_TRIED = f"{', '.join(list(DELIMITERS)[:-1])} and {list(DELIMITERS)[-1]}"  # what detection tries
 _NUMBER = re.compile(r"\s*[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?\s*")
-
-
-def parse_delimiter(text: str) -> str:
-    """`--delimiter` as one character: any character but a quote or a line end, or a name
-    (`tab`, `\\t`, `comma`, `semicolon`, `pipe`). Raises UsageError naming the value."""
-    value = {**DELIMITERS, "\\t": "\t"}.get(text.lower(), text)
-    if len(value) != 1 or value in '"\r\n':
-        raise UsageError(
-            "--delimiter must be one character other than a quote or a line end (or "
-            f"{_NAMED}), got {text!r}"
-        )
-    return value
-
-
-# Bytes the readers find records by, before any decoding: they must be these same bytes.
-_STRUCTURE = "\n\r\t ,;|\"'{}[]:0123456789"
-
-
-def parse_encoding(name: str) -> str:
-    """`--encoding`: a codec Python knows whose newlines, quotes and delimiters are the ASCII
-    bytes (latin-1, cp1252, ...), normalized; UsageError for others (UTF-16 and UTF-32 files
-    must be converted to UTF-8 first)."""
-    try:
-        info = codecs.lookup(name)
-    except LookupError:
-        raise UsageError(f"--encoding {name!r} is not an encoding Python knows") from None
-    try:
-        same = _STRUCTURE.encode(info.name) == _STRUCTURE.encode("ascii")
-    except UnicodeEncodeError:
-        same = False
-    if not same:
-        raise UsageError(
-            f"--encoding {name!r} does not write newlines, quotes and delimiters as ASCII does; "
-            "convert such files to UTF-8 first (e.g. iconv -f UTF-16 -t UTF-8)"
-        )
-    return "utf-8" if info.name == "utf-8" else info.name
-
-
-def _skip_header_lines(text: str) -> int:
-    count = flags.parse_int(text)
-    return _non_negative(count)
-
-
-def _non_negative(count: int) -> int:
-    if flags.whole_number(count) < 0:
-        raise UsageError(f"--skip_header_lines must be 0 or more, got {count}")
-    return count
-
-
-@dataclasses.dataclass(frozen=True)
-class Dialect:
-    """How a conversion's CSV files are laid out (`encoding` is also the text format's).
-
-    Attributes:
-      delimiter: the field delimiter; None until detected from the first sampled file.
-      column_names: the columns, when the files have no header line (`--column_names`).
-      skip_header_lines: lines before the header (or before the data, without one) to ignore.
-      encoding: the files' text encoding (`--encoding`); pyarrow decodes it to UTF-8.
-      null_values: the cells read as missing besides empty ones (`--null_values`); None: in
-        number columns, pandas' default markers (`beam_jobs.formats.csv.markers`).
-    """
-
-    delimiter: str | None = flags.option(
-        parse=parse_delimiter,
-        reading=True,
-        metavar="C",
-        help=f"CSV field delimiter: one character, or {_NAMED} (default: detected from the "
-        f"first records: the one of {_TRIED} that splits every record into the same number of "
-        "fields, the most; a .tsv name, then comma, breaks ties).",
-    )
-    column_names: tuple[str, ...] = flags.option(
-        (),
-        parse=flags.parse_names,
-        accept=flags.accept_names,
-        reading=True,
-        metavar="A,B,C",
-        help="CSV files have no header line: their columns, e.g. id,name,score.",
-    )
-    skip_header_lines: int = flags.option(
-        0,
-        parse=_skip_header_lines,
-        accept=_non_negative,
-        reading=True,
-        metavar="N",
-        help="CSV: lines at the start of each file to skip before the header (or the data).",
-    )
-    encoding: str = flags.option(
-        "utf-8",
-        parse=parse_encoding,
-        reading=True,
-        metavar="NAME",
-        help="CSV and text: the files' text encoding, e.g. latin-1 or cp1252 (default "
-        "utf-8); read as UTF-8 from then on.",
-    )
-    null_values: tuple[str, ...] | None = flags.option(
-        parse=parse_markers,
-        accept=accept_markers,
-        reading=True,
-        takes_empty=True,
-        metavar="A,B",
-        help="CSV: cells read as missing in every column besides empty ones, e.g. NA,NULL "
-        "('' for none). Default: in columns of numbers, pandas' markers (NA, N/A, NULL, null, "
-        "None, #N/A, <NA>, ...), recorded per feature; text columns keep them as text.",
-    )
-
-    @property
-    def has_header(self) -> bool:
-        return not self.column_names
-
-    def describe(self, detected: bool) -> str:
-        delimiter = _SHOWN.get(self.delimiter or ",", repr(self.delimiter))
-        parts = [f"delimiter {delimiter}{' (detected)' if detected else ''}"]
-        parts.append("header line" if self.has_header else "no header line (--column_names)")
-        if self.skip_header_lines:
-            parts.append(f"{self.skip_header_lines} lines skipped first")
-        if self.encoding != "utf-8":
-            parts.append(f"encoding {self.encoding}")
-        if self.null_values is not None:
-            shown = ", ".join(self.null_values) or "none but empty cells"
-            parts.append(f"missing-value markers {shown} (--null_values)")
-        return ", ".join(parts)
 
 
 _DETECT_RECORDS = 20  # records of the head that detection reads

@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from beam_jobs.core.errors import UsageError
-from beam_jobs.formats.csv.dialect import parse_encoding
+from beam_jobs.formats.lines.layout import parse_encoding
 
 __all__ = ["not_utf8"]
 

@@ -2,7 +2,7 @@
 `beam_jobs.formats.csv.source` and `dialect`).
 
 Uncompressed files are cut anywhere: the quote state at every cut is worked out before the
-writers start (the `CutCounts` context of `read_piece`), so a writer finds its first record
+writers start (the `CutCounts` of `read_piece`), so a writer finds its first record
 exactly even when quoted fields hold newlines or unquoted fields hold stray quotes. A
 compressed file is read whole by one writer, from its start.
 """
@@ -14,7 +14,7 @@ import io
 import sys
 from collections import Counter
 from collections.abc import Generator, Iterator, Sequence
-from typing import Any, BinaryIO
+from typing import BinaryIO
 
 import pyarrow as pa
 
@@ -23,8 +23,8 @@ from beam_jobs.core.inputs import InputFile, Piece
 from beam_jobs.formats.base import InputFormat, OnBadRow, PieceReport, ReadSettings, Sample
 from beam_jobs.formats.compressed import compression_of, open_input, read_head
 from beam_jobs.formats.csv import record_starts, small_files
-from beam_jobs.formats.csv.dialect import Dialect, detect_delimiter, skip_lines
-from beam_jobs.formats.csv.ranges import CsvSource, read_range
+from beam_jobs.formats.csv.dialect import detect_delimiter, skip_lines
+from beam_jobs.formats.csv.ranges import CsvSource, RangeStart, read_range
 from beam_jobs.formats.csv.source import (
     CsvSample,
     infer_features,
@@ -32,6 +32,7 @@ from beam_jobs.formats.csv.source import (
     parse_stretch,
 )
 from beam_jobs.formats.lines.cut_counts import Counting, CutCounts
+from beam_jobs.formats.lines.layout import Dialect
 from tfdata_reader.manifest import FeatureSpec
 
 __all__ = ["CsvFormat"]
@@ -132,8 +133,7 @@ class CsvFormat(InputFormat):
             0,
             len(data),
             on_bad_row or (lambda row: None),
-            first_line=1 + self.dialect.skip_header_lines,
-            header=self.dialect.has_header,
+            RangeStart(self.dialect.has_header, 1 + self.dialect.skip_header_lines),
         )
 
     def read_pieces(
@@ -141,7 +141,7 @@ class CsvFormat(InputFormat):
         pieces: Sequence[Piece],
         features: Sequence[FeatureSpec],
         on_bad_row: OnBadRow,
-        context: Any,
+        cut_counts: CutCounts | None,
         reports: list[PieceReport],
     ) -> Iterator[tuple[Piece, pa.RecordBatch]]:
         """Runs of small whole files in one parse each (`small_files`); the rest, and a run
@@ -152,7 +152,7 @@ class CsvFormat(InputFormat):
             if len(group) > 1:
                 read = small_files.read_joined(group, lambda p: self._source(p, features), markers)
             if read is None:
-                yield from super().read_pieces(group, features, on_bad_row, context, reports)
+                yield from super().read_pieces(group, features, on_bad_row, cut_counts, reports)
             else:
                 yield from read
         if markers:
@@ -163,10 +163,10 @@ class CsvFormat(InputFormat):
         piece: Piece,
         features: Sequence[FeatureSpec],
         on_bad_row: OnBadRow,
-        context: CutCounts | None = None,
+        cut_counts: CutCounts | None = None,
     ) -> Generator[pa.RecordBatch, None, PieceReport]:
         markers: Counter[str] = Counter()
-        yield from self._read_piece(piece, features, on_bad_row, context, markers)
+        yield from self._read_piece(piece, features, on_bad_row, cut_counts, markers)
         return PieceReport(null_markers=dict(markers))
 
     def _read_piece(
@@ -174,7 +174,7 @@ class CsvFormat(InputFormat):
         piece: Piece,
         features: Sequence[FeatureSpec],
         on_bad_row: OnBadRow,
-        context: CutCounts | None,
+        cut_counts: CutCounts | None,
         markers: Counter[str],
     ) -> Iterator[pa.RecordBatch]:
         compression = compression_of(piece.path)
@@ -184,11 +184,12 @@ class CsvFormat(InputFormat):
         with open_input(piece.path, compression) as f:
             data_start = _data_start(f, piece.path, lines)
             if compression:
-                header = self.dialect.has_header
-                yield from read_range(f, source, data_start, sys.maxsize, on_bad_row, 1 + lines,
-                                      header, markers)  # fmt: skip
+                begins = RangeStart(self.dialect.has_header, 1 + lines)
+                yield from read_range(
+                    f, source, data_start, sys.maxsize, on_bad_row, begins, markers
+                )
                 return
-            counts = context or CutCounts()
+            counts = cut_counts or CutCounts()
             size = piece.file_size
             start, end = data_start, size
             if piece.start > data_start:
@@ -204,7 +205,5 @@ class CsvFormat(InputFormat):
                 first_line = counts.newlines_before(piece.path, piece.start) + 1
                 f.seek(piece.start)
                 first_line += f.read(start - piece.start).count(b"\n")
-                header = start == data_start and self.dialect.has_header
-                yield from read_range(
-                    f, source, start, end, on_bad_row, first_line, header, markers
-                )
+                begins = RangeStart(start == data_start and self.dialect.has_header, first_line)
+                yield from read_range(f, source, start, end, on_bad_row, begins, markers)

@@ -268,7 +268,7 @@ def _beyond_int64(integers: pa.Array) -> pa.Array:
 
 def _fit_int64(texts: pa.Array) -> bool:
     """Whether integers as written all read as int64, as the writers read them (spaces
-    and a leading '+' trimmed first: `ranges._normalized`)."""
+    and a leading '+' trimmed first: `casting._normalized`)."""
     plain = pc.replace_substring_regex(pc.utf8_trim_whitespace(texts), r"^\+", "")
     try:
         pc.cast(plain, pa.int64())

@@ -18,17 +18,9 @@ import functools
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from beam_jobs.core.errors import UsageError
 from beam_jobs.formats.csv.numbers import reads_as
 
-__all__ = [
-    "DEFAULT_MARKERS",
-    "accept_markers",
-    "column_markers",
-    "parse_markers",
-    "readable_as",
-    "without_markers",
-]
+__all__ = ["DEFAULT_MARKERS", "column_markers", "readable_as", "without_markers"]
 
 # pandas' `STR_NA_VALUES` (pandas/_libs/parsers.pyx), less "" (always missing here).
 DEFAULT_MARKERS: tuple[str, ...] = (
@@ -51,29 +43,6 @@ DEFAULT_MARKERS: tuple[str, ...] = (
     "nan",
     "null",
 )
-
-
-def _checked(markers: list[str]) -> tuple[str, ...]:
-    for marker in markers:
-        if marker != marker.strip() or "\n" in marker or "\r" in marker:
-            raise UsageError(
-                f"--null_values: {marker!r} has spaces around it or a line end; a marker is "
-                "matched against the whole cell"
-            )
-    return tuple(dict.fromkeys(m for m in markers if m))  # "" is always missing
-
-
-def parse_markers(text: str) -> tuple[str, ...]:
-    """`--null_values NA,N/A,NULL`: the markers, comma-separated; `''` for none but the empty
-    cell (no inference of markers either)."""
-    return _checked([m.strip() for m in text.split(",")])
-
-
-def accept_markers(value: object) -> tuple[str, ...]:
-    """`null_values=[...]` in Python: a list of texts."""
-    if isinstance(value, (list, tuple)) and all(isinstance(v, str) for v in value):
-        return _checked(list(value))
-    raise TypeError(f"takes a list of texts, got {type(value).__name__} {value!r}")
 
 
 def readable_as(marker: str, dtype: str) -> bool:

@@ -19,6 +19,7 @@ import dataclasses
 import io
 from collections import Counter
 from collections.abc import Callable, Iterator, Sequence
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
@@ -26,9 +27,9 @@ import pyarrow as pa
 from beam_jobs.core.errors import DataError
 from beam_jobs.core.inputs import Piece, reading_input
 from beam_jobs.formats.compressed import compression_of, open_input
-from beam_jobs.formats.csv.dialect import Dialect
-from beam_jobs.formats.csv.ranges import CsvSource, read_range
-from beam_jobs.formats.csv.record_starts import QuoteScanner
+from beam_jobs.formats.csv.ranges import CsvSource, RangeStart, read_range
+from beam_jobs.formats.lines.layout import Dialect
+from beam_jobs.formats.lines.quotes import QuoteScanner
 
 __all__ = ["GROUP_BYTES", "SMALL_FILE_BYTES", "groups", "joinable", "read_joined"]
 
@@ -133,11 +134,11 @@ def read_joined(
             return None
         files.append(joined)
     text = files[0].header + b"".join(f.body for f in files)
-    bad: list = []
+    bad: list[Any] = []
     found: Counter[str] = Counter()
     try:
         batches = list(read_range(io.BytesIO(text), source(pieces[0].path), 0, len(text),
-                                  bad.append, 1, True, found))  # fmt: skip
+                                  bad.append, RangeStart(True, 1), found))  # fmt: skip
     except (DataError, pa.ArrowException, ValueError):  # said again when read one by one
         return None
     rows = sum(b.num_rows for b in batches)

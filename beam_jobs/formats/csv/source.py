@@ -20,11 +20,12 @@ import pyarrow.csv as pcsv
 
 from beam_jobs.core.errors import DataError
 from beam_jobs.formats.csv import unraisable
-from beam_jobs.formats.csv.dialect import Dialect, looks_like_data, skip_lines
+from beam_jobs.formats.csv.dialect import looks_like_data, skip_lines
 from beam_jobs.formats.csv.inference import infer_column, plain_number_columns
 from beam_jobs.formats.csv.markers import column_markers
-from beam_jobs.formats.csv.record_starts import QuoteScanner, record_starts
+from beam_jobs.formats.lines.layout import Dialect
 from beam_jobs.formats.lines.pieces import refuse_wide_text
+from beam_jobs.formats.lines.quotes import QuoteScanner, record_starts
 from beam_jobs.schema.type_notes import TypeNote, log_notes
 from tfdata_reader.manifest import FeatureSpec
 

@@ -220,7 +220,7 @@ def parse_chunk(data: bytes) -> pa.Table:
     return _parse_whole(_ChunkLines(data, 0), _ParseSpec())[1]
 
 
-def _no_duplicate_keys(pairs: list[tuple[str, Any]]) -> dict:
+def _no_duplicate_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
     seen = set()
     for key, _ in pairs:
         if key in seen:
@@ -285,7 +285,9 @@ class _Splitter:
     split off alone are set aside and parsed together at the end. So mistyped lines cost a
     couple of small parses each, not a parse of the rest of the chunk each."""
 
-    def __init__(self, lines: _ChunkLines, spec: _ParseSpec, on_bad_line: Callable) -> None:
+    def __init__(
+        self, lines: _ChunkLines, spec: _ParseSpec, on_bad_line: Callable[..., Any]
+    ) -> None:
         self._lines, self._spec, self._on_bad_line = lines, spec, on_bad_line
 
     def parts(self, rows: np.ndarray) -> list[_Part]:
@@ -399,7 +401,7 @@ def _object_rows(part: _Part, features: Sequence[FeatureSpec]) -> dict[int, str]
 
 
 def _count_ignored(
-    table: pa.Table, features: Sequence[FeatureSpec], ignored: collections.Counter
+    table: pa.Table, features: Sequence[FeatureSpec], ignored: collections.Counter[str]
 ) -> None:
     known = {f.name for f in features}
     for name in table.column_names:
@@ -416,8 +418,8 @@ def _conform(
     features: Sequence[FeatureSpec],
     path: str,
     on_bad_row: OnBadRow,
-    ignored: collections.Counter,
-    rounded: collections.Counter | None = None,
+    ignored: collections.Counter[str],
+    rounded: collections.Counter[str] | None = None,
 ) -> tuple[pa.RecordBatch, np.ndarray]:
     """The part's good rows conformed to the spec, and the chunk's lines they are."""
     rows = part.rows if part.rows is not None else np.arange(len(lines))
@@ -482,8 +484,8 @@ def read_chunk(
     path: str,
     features: Sequence[FeatureSpec],
     on_bad_row: OnBadRow,
-    ignored: collections.Counter | None = None,
-    rounded: collections.Counter | None = None,
+    ignored: collections.Counter[str] | None = None,
+    rounded: collections.Counter[str] | None = None,
 ) -> list[pa.RecordBatch]:
     """The good rows of a chunk of whole lines, conformed to `features`.
 
@@ -515,8 +517,8 @@ def _read_chunk(
     path: str,
     features: Sequence[FeatureSpec],
     on_bad_row: OnBadRow,
-    ignored: collections.Counter,
-    rounded: collections.Counter | None,
+    ignored: collections.Counter[str],
+    rounded: collections.Counter[str] | None,
 ) -> list[pa.RecordBatch]:
     spec = _ParseSpec.of(features)
     lines = _ChunkLines(chunk, offset)

@@ -28,7 +28,7 @@ from beam_jobs.formats.base import InputFormat, OnBadRow, PieceReport, Sample
 from beam_jobs.formats.compressed import compression_of, open_input, read_head
 from beam_jobs.formats.jsonl.arrays import array_lines, open_as_lines, starts_an_array
 from beam_jobs.formats.jsonl.chunks import line_problem, parse_chunk, read_chunk
-from beam_jobs.formats.lines.cut_counts import Counting
+from beam_jobs.formats.lines.cut_counts import Counting, CutCounts
 from beam_jobs.formats.lines.pieces import piece_chunks, refuse_wide_text, sample_head
 from beam_jobs.schema.conform import logical_type_of, merge_features
 from beam_jobs.schema.precision import warn_float32_rounding
@@ -38,7 +38,7 @@ from tfdata_reader.manifest import FeatureSpec
 __all__ = ["JsonLinesFormat"]
 
 
-def _sample_rows(lines: bytes) -> list[dict]:
+def _sample_rows(lines: bytes) -> list[dict[str, Any]]:
     """The sampled lines that are records, as flat dicts (the others are left to the writers)."""
     rows = []
     for line in lines.split(b"\n"):
@@ -88,7 +88,7 @@ class _ElementLines:
 _DATE_ONLY = re.compile(r"\d{4}-\d{2}-\d{2}")
 
 
-def _date_only(name: str, rows: Sequence[dict]) -> bool:
+def _date_only(name: str, rows: Sequence[dict[str, Any]]) -> bool:
     """Every sampled value of `name` is a calendar date (`2026-01-31`), no time of day."""
     values = [row.get(name) for row in rows if row.get(name) is not None]
     values = [v for value in values for v in (value if isinstance(value, list) else [value])]
@@ -96,7 +96,7 @@ def _date_only(name: str, rows: Sequence[dict]) -> bool:
 
 
 def _with_dates(
-    features: list[FeatureSpec], lines: bytes, rows: Sequence[dict]
+    features: list[FeatureSpec], lines: bytes, rows: Sequence[dict[str, Any]]
 ) -> list[FeatureSpec]:
     """Text features pyarrow reads as ISO 8601 dates or timestamps become int64: days since
     the epoch for dates alone, microseconds for timestamps (recorded as their logical type),
@@ -167,7 +167,7 @@ class JsonLinesFormat(InputFormat):
         warn_float32_rounding(features, {f.name: [r.get(f.name) for r in rows] for f in features})
         return features
 
-    def _kept_keys(self, rows: list[dict]) -> list[dict]:
+    def _kept_keys(self, rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
         """Rows with only the keys `--columns` keeps (all without it): a key the output drops
         has no say in the spec, even when it could not be a feature (a list of lists)."""
         if self.kept is None:
@@ -189,10 +189,10 @@ class JsonLinesFormat(InputFormat):
         piece: Piece,
         features: Sequence[FeatureSpec],
         on_bad_row: OnBadRow,
-        context: Any = None,
+        cut_counts: CutCounts | None = None,
     ) -> Generator[pa.RecordBatch, None, PieceReport]:
-        ignored: collections.Counter = collections.Counter()
-        rounded: collections.Counter = collections.Counter()
+        ignored: collections.Counter[str] = collections.Counter()
+        rounded: collections.Counter[str] = collections.Counter()
         converted = self.converted(features)
         array = piece.start == 0 and piece.end >= piece.file_size and _is_array(piece.path)
         elements = _ElementLines(on_bad_row) if array else None

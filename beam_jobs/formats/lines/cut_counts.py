@@ -20,7 +20,7 @@ from apache_beam.io.filesystems import FileSystems
 
 from beam_jobs.core.errors import raised_for_launcher
 from beam_jobs.core.inputs import reading_input
-from beam_jobs.formats.csv.record_starts import QUOTE, QuoteEffect, QuoteScanner
+from beam_jobs.formats.lines.quotes import QUOTE, QuoteEffect, QuoteScanner
 
 __all__ = [
     "Counted",

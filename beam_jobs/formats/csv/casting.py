@@ -1,0 +1,284 @@
+"""A batch of CSV text columns cast to the feature spec's types, whole columns at once; only a
+column that fails is looked at value by value, to name its bad rows and their reasons.
+Missing-value markers become nulls, counted by column."""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import re
+from collections import Counter
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from beam_jobs.core.bad_rows import as_text
+from beam_jobs.formats.csv.encoding_hint import not_utf8
+from beam_jobs.formats.csv.inference import schema_hint
+from beam_jobs.formats.csv.markers import readable_as, without_markers
+from beam_jobs.formats.csv.numbers import BOOLEAN, NUMBER, reads_as
+from beam_jobs.schema.conform import check_float32_range, temporal_integers
+from tfdata_reader.manifest import FeatureSpec
+
+__all__ = ["cells", "typed_batch"]
+
+# Arrow types each Example dtype is converted from. Floats are parsed as float64 and rounded to
+# float32 afterwards, exactly as `float(text)` into a `tf.train.FloatList` would.
+_EXACT_INTEGER = r"^\s*[+-]?(0|[1-9]\d*)\s*$"  # no leading zero, not hexadecimal
+_PARSE_TYPES = {"int64": pa.int64(), "float32": pa.float64(), "bytes": pa.string()}
+
+
+def cells(batch: pa.RecordBatch, indices: Sequence[int]) -> list[dict[str, Any]]:
+    """The dead-letter content of the rows at `indices`: their cells by column, as text."""
+    taken = batch.take(pa.array(indices, pa.int64()))
+    names = batch.schema.names
+    columns = [_texts(column) for column in taken.columns]
+    return [{"cells": dict(zip(names, row, strict=True))} for row in zip(*columns, strict=True)]
+
+
+def _texts(column: pa.Array) -> list[Any]:
+    """A binary column's values as text (`as_text`), cast whole when it is all UTF-8."""
+    try:
+        return column.cast(pa.string()).to_pylist()
+    except pa.ArrowInvalid:
+        return [as_text(value) for value in column.to_pylist()]
+
+
+def _normalized(text: pa.Array, dtype: str) -> pa.Array:
+    """Numbers as Arrow's casts take them: no spaces around, no `+` on integers, true/false
+    as 1/0 (only reached when the plain cast failed, so clean columns pay nothing)."""
+    text = pc.utf8_trim_whitespace(text)
+    if dtype == "int64":
+        text = pc.replace_substring_regex(text, r"^\+(\d)", r"\1")  # not '+-1'
+        text = pc.replace_substring_regex(text, r"(?i)^true$", "1")
+        text = pc.replace_substring_regex(text, r"(?i)^false$", "0")
+    return text
+
+
+_FAILED_VALUE = re.compile(r"^Failed to parse string: '(.*)' as a scalar of type", re.DOTALL)
+
+
+def _may_normalize(error: pa.ArrowInvalid, dtype: str) -> bool:
+    """Whether normalizing a column (trimming, `+1`, true/false) could make its cast pass: not
+    when the value the cast stopped at is no number even so (`unknown`), which spares a dirty
+    column four passes over its text."""
+    failed = _FAILED_VALUE.match(str(error))
+    return failed is None or reads_as(failed.group(1), dtype)
+
+
+def _convert(column: pa.Array, feature: FeatureSpec) -> pa.Array:
+    """A binary column as the Arrow type the Example dtype is built from; raises ArrowInvalid.
+    With a logical type (`--schema` asks for dates as int64), ISO text becomes its integers."""
+    dtype = feature.dtype
+    if dtype == "bytes":
+        return pc.cast(column, pa.string())  # validates UTF-8
+    if feature.logical_type:
+        text = pc.utf8_trim_whitespace(pc.cast(column, pa.string()))
+        return temporal_integers(text, feature.logical_type)
+    # Numbers need no UTF-8 check of their own: bytes that are not digits fail to parse anyway.
+    text = column.view(pa.string())
+    try:
+        parsed = pc.cast(text, _PARSE_TYPES[dtype])
+    except pa.ArrowInvalid as e:
+        if not _may_normalize(e, dtype):
+            raise
+        parsed = pc.cast(_normalized(text, dtype), _PARSE_TYPES[dtype])
+    if dtype == "int64" and pc.any(pc.match_substring_regex(text, _ALTERED_INTEGER)).as_py():
+        # Arrow reads '0x1F' as 31 and '01000' as 1000: a code's zeros (or a hex value) would
+        # be altered without a word, so such values are bad rows (found by `_bad_rows`).
+        raise pa.ArrowInvalid("an integer with a leading zero or in hexadecimal")
+    if dtype == "float32":
+        check_float32_range(parsed)
+    return parsed
+
+
+# What Arrow's int64 cast accepts but alters: leading zeros ('007', '-01') and hexadecimal.
+_ALTERED_INTEGER = r"^\s*[+-]?0[0-9xX]"
+
+
+# Values each number dtype takes (what `_convert` parses), to find bad rows without a loop.
+_READABLE = {"int64": f"{_EXACT_INTEGER}|{BOOLEAN}", "float32": NUMBER}
+
+
+def _unreadable(feature: FeatureSpec, value: str) -> str:
+    """Why a value is not of its column's number type: worded as Arrow words a failed cast, so
+    every bad number reads the same, or naming the zeros a code would lose."""
+    prefix = f"column {feature.name!r} ({feature.dtype})"
+    if feature.dtype == "int64" and re.match(_ALTERED_INTEGER, value):
+        return (
+            f"{prefix}: '{value}' has a leading zero or is hexadecimal, which int64 would "
+            f"alter; to keep such codes as written, {schema_hint(feature.name, 'bytes')}"
+        )
+    parse_type = _PARSE_TYPES[feature.dtype]
+    return f"{prefix}: Failed to parse string: '{value}' as a scalar of type {parse_type}"
+
+
+def _is_utf8(value: bytes) -> bool:
+    try:
+        value.decode("utf-8")
+    except UnicodeDecodeError:
+        return False
+    return True
+
+
+@dataclasses.dataclass(frozen=True)
+class _Failed:
+    """A column that did not convert whole: its bad rows, and its good rows converted."""
+
+    bad: dict[int, str]  # row index -> reason
+    values: pa.Array  # the converted values of the rows not in `bad`
+    good: np.ndarray  # bool by row: not in `bad`
+
+
+def _bad_rows(column: pa.Array, feature: FeatureSpec) -> _Failed:
+    """The values of a column that failed to convert, found in one vectorized pass when the
+    column's type has a pattern, value by value otherwise (or when a value that looks right
+    still fails: an integer beyond int64, a float beyond float32)."""
+    pattern = None if feature.logical_type else _READABLE.get(feature.dtype)
+    if pattern is not None:
+        text = column.view(pa.string())
+        # A missing value (null) converts to a missing value: it is good.
+        good = pc.fill_null(pc.match_substring_regex(text, pattern), True)
+        good = good.to_numpy(zero_copy_only=False)
+        try:
+            values = _convert(column.filter(good), feature)
+        except pa.ArrowInvalid:
+            pass  # some values that look like numbers are out of range: look at each
+        else:
+            indices = np.flatnonzero(~good)
+            found = column.take(pa.array(indices, pa.int64())).to_pylist()
+            # A dirty column repeats its bad values ('unknown', '?'): one reason for each.
+            reasons = {v: _unreadable(feature, v.decode("utf-8", "replace")) for v in set(found)}
+            texts = {v for v in reasons if not _is_utf8(v)}
+            if texts:  # say what reads them, not only that they are no numbers
+                hint = not_utf8([v for v in found if v in texts])
+                reasons.update((v, f"{reasons[v]}: {hint}") for v in texts)
+            bad = {i: reasons[v] for i, v in zip(indices.tolist(), found, strict=True)}
+            return _Failed(bad, values, good)
+    bad = {}
+    undecodable: dict[int, bytes] = {}
+    for index, value in enumerate(column.to_pylist()):
+        if value is None:
+            continue
+        try:
+            _convert(pa.array([value], pa.binary()), feature)
+        except pa.ArrowInvalid as e:
+            bad[index] = f"column {feature.name!r} ({feature.dtype}): {e}"
+            if "Invalid UTF8" in str(e):
+                undecodable[index] = value
+    if undecodable:
+        reason = (
+            f"column {feature.name!r} ({feature.dtype}): {not_utf8(list(undecodable.values()))}"
+        )
+        bad.update(dict.fromkeys(undecodable, reason))
+    good = np.ones(len(column), dtype=bool)
+    good[list(bad)] = False
+    return _Failed(bad, _convert(column.filter(good), feature), good)
+
+
+def _part(failed: _Failed, keep: np.ndarray) -> pa.Array:
+    """A failed column's converted values of the rows kept (all of them among its good rows)."""
+    return failed.values.filter(keep[failed.good])
+
+
+def typed_batch(
+    batch: pa.RecordBatch, features: Sequence[FeatureSpec], found: Counter[str]
+) -> tuple[pa.RecordBatch, dict[int, str]]:
+    """Converts a batch of binary columns; returns the good rows and {bad row index: reason}.
+    Cells that hold a missing-value marker of their column become null, counted in `found`
+    by column.
+
+    The whole column is converted at once; only a column that fails is looked at again, to
+    find the rows at fault, and its good rows are converted once.
+    """
+    bad: dict[int, str] = {}
+    converted = _converted_together(batch, features)
+    failed: dict[str, _Failed] = {}
+    for feature in features:
+        if feature.name in converted:
+            continue
+        column = batch.column(feature.name)
+        markers = tuple(feature.null_values or ())
+        first = bool(markers) and _markers_first(feature)
+        if first:
+            column, _ = _count_markers(column, feature, markers, found)
+        try:
+            converted[feature.name] = _convert(column, feature)
+            continue
+        except pa.ArrowInvalid:
+            if markers and not first:
+                # A clean column never gets here: markers are looked for only when it fails.
+                column, count = _count_markers(column, feature, markers, found)
+                if count:
+                    try:
+                        converted[feature.name] = _convert(column, feature)
+                        continue
+                    except pa.ArrowInvalid:
+                        pass
+        failed[feature.name] = _bad_rows(column, feature)
+        for index, reason in failed[feature.name].bad.items():
+            bad.setdefault(index, reason)
+    names = [f.name for f in features]
+    if not bad:
+        return pa.RecordBatch.from_arrays([converted[n] for n in names], names), bad
+    keep = np.ones(batch.num_rows, dtype=bool)
+    keep[list(bad)] = False
+    # Every column is converted once: a failed column's good rows were, and keep a part of them.
+    columns = [
+        converted[n].filter(keep) if n in converted else _part(failed[n], keep) for n in names
+    ]
+    return pa.RecordBatch.from_arrays(columns, names), bad
+
+
+def _converted_together(
+    batch: pa.RecordBatch, features: Sequence[FeatureSpec]
+) -> dict[str, pa.Array]:
+    """The number columns of a batch converted in one pass per dtype: their texts end to end,
+    cast and checked once, then sliced back (each column alone pays a few Arrow calls, which
+    rows of thousands of columns pay thousands of times a batch). A dtype's columns that do
+    not all convert (a bad value, a marker) are left out, for `typed_batch` to convert one
+    by one and find the rows at fault."""
+    converted: dict[str, pa.Array] = {}
+    rows = batch.num_rows
+    for dtype in ("float32", "int64"):
+        group = [
+            f for f in features
+            if f.dtype == dtype and not f.logical_type and not _markers_first(f)
+        ]  # fmt: skip
+        if len(group) < 2 or not rows:
+            continue
+        try:
+            together = pa.concat_arrays([batch.column(f.name) for f in group])
+            parsed = _convert(together, group[0])
+        except (pa.ArrowInvalid, pa.ArrowCapacityError):  # a bad value; texts past 2 GiB
+            continue
+        for i, feature in enumerate(group):
+            converted[feature.name] = parsed.slice(i * rows, rows)
+    return converted
+
+
+def _markers_first(feature: FeatureSpec) -> bool:
+    """Whether markers must be made null before converting: a text column converts them as
+    text, and a marker that is a number of its column's type (`-999`) as that number."""
+    markers = tuple(feature.null_values or ())
+    return _markers_first_for(feature.dtype, bool(feature.logical_type), markers)
+
+
+@functools.lru_cache(maxsize=4096)  # asked for every column of every batch
+def _markers_first_for(dtype: str, logical: bool, markers: tuple[str, ...]) -> bool:
+    if dtype == "bytes" or logical:
+        return True
+    return any(readable_as(m, dtype) for m in markers)
+
+
+def _count_markers(
+    column: pa.Array, feature: FeatureSpec, markers: tuple[str, ...], found: Counter[str]
+) -> tuple[pa.Array, int]:
+    """`without_markers`, the cells made null counted in `found` by column."""
+    column, count = without_markers(column, markers)
+    if count:
+        found[feature.name] += count
+    return column, count
