@@ -8,7 +8,14 @@ from __future__ import annotations
 
 from typing import Any
 
-__all__ = ["ReadOptions", "distribute", "make_dataset", "read_manifest"]
+__all__ = [
+    "ReadOptions",
+    "ReadPosition",
+    "distribute",
+    "make_dataset",
+    "read_manifest",
+    "steps_per_epoch",
+]
 
 
 def __getattr__(name: str) -> Any:
@@ -21,6 +28,10 @@ def __getattr__(name: str) -> Any:
         from tfdata_reader.options import ReadOptions
 
         return ReadOptions
+    if name == "ReadPosition":
+        from tfdata_reader.position import ReadPosition
+
+        return ReadPosition
     if name in __all__:
         from tfdata_reader import dataset
 

@@ -1,4 +1,4 @@
-"""The one private TensorFlow API the reader uses, behind a fallback.
+"""The private TensorFlow APIs the reader uses, each behind a fallback.
 
 `Dataset.map` always runs its function through tf.data's inter-op thread pool, a hop per op.
 TF's own `_MapDataset` has a switch (`use_inter_op_parallelism=False`) that runs a small
@@ -14,7 +14,7 @@ from typing import Any
 
 import tensorflow as tf
 
-__all__ = ["HAS_INLINE_MAP", "inline_map"]
+__all__ = ["HAS_BYTE_OFFSETS", "HAS_INLINE_MAP", "inline_map", "records_at"]
 
 try:
     from tensorflow.python.data.ops.map_op import _MapDataset
@@ -32,3 +32,45 @@ def inline_map(dataset: tf.data.Dataset, fn: Callable[..., Any]) -> tf.data.Data
         return _MapDataset(dataset, fn, use_inter_op_parallelism=False, preserve_cardinality=True)
     except TypeError:  # the private signature changed
         return dataset.map(fn)
+
+
+# `TFRecordDatasetV2` takes a byte offset per file to start reading at (after decompression
+# for GZIP); `tf.data.TFRecordDataset` does not expose it. Its dataset cannot be serialized
+# (checkpointing the iterator, tf.data service), which the reader does not do. Without it,
+# reading starts at the shard's start and skips: slower, same records.
+try:
+    from tensorflow.python.data.ops import dataset_ops as _dataset_ops
+    from tensorflow.python.framework import dtypes as _dtypes
+    from tensorflow.python.framework import tensor_spec as _tensor_spec
+    from tensorflow.python.ops import gen_dataset_ops as _gen
+
+    HAS_BYTE_OFFSETS = hasattr(_gen, "tf_record_dataset_v2")
+except ImportError:  # pragma: no cover
+    HAS_BYTE_OFFSETS = False
+
+
+def records_at(
+    path: tf.Tensor, offset: tf.Tensor, compression: str, buffer: int
+) -> tf.data.Dataset:
+    """The TFRecords of one file from byte `offset` of its framed stream on."""
+
+    class _RecordsAt(_dataset_ops.DatasetSource):
+        def __init__(self, path: tf.Tensor, offset: tf.Tensor) -> None:
+            self._name = None
+            variant = _gen.tf_record_dataset_v2(
+                path,
+                compression,
+                tf.constant(buffer, tf.int64),
+                tf.cast(offset, tf.int64),
+                metadata=self._metadata.SerializeToString(),
+            )
+            super().__init__(variant)
+
+        @property
+        def element_spec(self) -> tf.TensorSpec:
+            return _tensor_spec.TensorSpec([], _dtypes.string)
+
+    # Made inside a dataset function: TensorFlow cannot write this op into a dataset's graph
+    # (its serializer leaves out the offsets), which a dataset made at the top level needs.
+    start = tf.data.Dataset.from_tensors((path, tf.cast(offset, tf.int64)))
+    return start.flat_map(lambda p, o: _RecordsAt(p, o))

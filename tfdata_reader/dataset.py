@@ -36,8 +36,11 @@ from tfdata_reader.manifest import (
     ManifestError,
 )
 from tfdata_reader.options import DEFAULT_CYCLE_LENGTH, ReadOptions
-from tfdata_reader.records import checked_blocks
+from tfdata_reader.order import Sharing, epoch_steps, stream_count
+from tfdata_reader.position import ReadPosition
+from tfdata_reader.records import BlockReading, checked_blocks
 from tfdata_reader.sharding import BY_FILE, FileRange, plan_reads
+from tfdata_reader.streams import ShuffledReads, epoch_ordered
 
 __all__ = [
     "ReadOptions",
@@ -47,6 +50,7 @@ __all__ = [
     "parse_spec",
     "read_manifest",
     "shard_paths",
+    "steps_per_epoch",
 ]
 
 _TF_DTYPES = {"int64": tf.int64, "float32": tf.float32, "bytes": tf.string}
@@ -149,9 +153,17 @@ def make_dataset(
     options: ReadOptions | None = None,
     *,
     input_context: tf.distribute.InputContext | None = None,
+    position: ReadPosition | None = None,
     **overrides: Any,
 ) -> tf.data.Dataset:
     """Reads a converted dataset as batches of `{feature name: tensor}`.
+
+    A dataset converted in shuffled order (the default) is read in the order of
+    `tfdata_reader.order` when `shuffle` (the default): batches are random samples, each
+    epoch's order is a function of the seed (default 0) and the epoch alone, a global step
+    holds the same records on any number of input pipelines, and `position` resumes it. One
+    in input order (`--order input`, or converted before 2026-12-06) is shuffled through a
+    buffer of blocks, and a warning says its batches follow the input's order.
 
     Args:
       path: the dataset directory (holding manifest.json) or the manifest itself; local or gs://.
@@ -160,7 +172,11 @@ def make_dataset(
       batch_size: records per batch (per replica when used under `tf.distribute`).
       options: how to read (`ReadOptions`); default `ReadOptions()`.
       input_context: from `tf.distribute`; this pipeline reads only its part of the records
-        (whole shards when there are at least as many shards as pipelines, else a record range).
+        (of each global step; for a dataset in input order, whole shards when there are at
+        least as many shards as pipelines, else a record range).
+      position: a `ReadPosition` to start each iteration at (a shuffled dataset read with
+        `shuffle`): the training loop moves it on (`position.callback()` for Keras), and a
+        checkpoint saves it; the dataset's cardinality is then not asserted.
       **overrides: `ReadOptions` fields to change, e.g. `shuffle=False, seed=1`.
 
     Returns:
@@ -186,17 +202,18 @@ def make_dataset(
     selected = _select(manifest, options.parsed_features())
     spec = parse_spec(selected)
     fills = fill_values(selected, options)
-    ranges = _this_pipelines_ranges(path, manifest, paths, input_context, options)
-    records = sum(r.records for r in ranges)
-    ds = _files(paths, ranges, options)
-    ds = _blocks(ds, ranges, manifest.compression, options)
-    if options.cache:
-        ds = ds.cache("" if options.cache is True else _cache_file(options, manifest, ranges))
-    if options.shuffle:
-        ds = _shuffle_blocks(ds, options)
-    if options.num_epochs != 1:
-        ds = ds.repeat(options.num_epochs)
-    ds = ds.rebatch(batch_size, drop_remainder=options.drop_remainder)
+    batches: int | None
+    if manifest.order.shuffled and options.shuffle and not options.cache:
+        reads = _shuffled_reads(path, manifest, paths, batch_size, input_context, options)
+        ds, batches = epoch_ordered(reads, batch_size, options, position)
+    else:
+        if position is not None:
+            raise ValueError(_NO_POSITION)
+        _note_input_order(path, manifest, options)
+        ranges = _this_pipelines_ranges(path, manifest, paths, input_context, options)
+        ds = _in_blocks(paths, ranges, manifest, options)
+        ds = ds.rebatch(batch_size, drop_remainder=options.drop_remainder)
+        batches = _batches(sum(r.records for r in ranges), batch_size, options)
     ds = ds.map(
         _parser(
             spec,
@@ -209,8 +226,116 @@ def make_dataset(
         num_parallel_calls=options.num_parallel_calls,
         deterministic=options.element_order_deterministic,
     )
-    ds = ds.apply(tf.data.experimental.assert_cardinality(_batches(records, batch_size, options)))
+    if batches is not None:
+        ds = ds.apply(tf.data.experimental.assert_cardinality(batches))
     return _finish(ds, input_context)
+
+
+_NO_POSITION = (
+    "position= resumes the epoch order of a dataset converted in shuffled order, read with "
+    "shuffle=True and without cache"
+)
+_noted: set[str] = set()
+
+
+def _note_input_order(path: str | Sequence[str], manifest: Manifest, options: ReadOptions) -> None:
+    """Says once per dataset that its batches follow the input's order although `shuffle`
+    asks for random ones (a dataset in input order: `--order input`, or an older one)."""
+    key = str(path)
+    if not options.shuffle or manifest.order.shuffled or key in _noted:
+        return
+    _noted.add(key)
+    _log.warning(
+        "%s holds its records in the input's order (converted with --order input, or before "
+        "shuffled order was the default): shuffle=True mixes them only within a buffer of "
+        "about %d records, so batches follow the input's order (a file sorted by its label "
+        "gives batches of few labels); convert it again without --order input for random "
+        "batches, the same order on any number of workers, and resuming by ReadPosition",
+        key,
+        options.shuffle_buffer_size,
+    )
+
+
+def _in_blocks(
+    paths: list[str], ranges: list[FileRange], manifest: Manifest, options: ReadOptions
+) -> tf.data.Dataset:
+    """A dataset in input order (or read with shuffle=False or cache): blocks of records of
+    this pipeline's shards, shuffled through a buffer and windows when asked, repeated."""
+    ds = _files(paths, ranges, options)
+    ds = _blocks(ds, ranges, manifest.compression, options)
+    if options.cache:
+        ds = ds.cache("" if options.cache is True else _cache_file(options, manifest, ranges))
+    if options.shuffle:
+        ds = _shuffle_blocks(ds, options)
+    if options.num_epochs != 1:
+        ds = ds.repeat(options.num_epochs)
+    return ds
+
+
+def _shuffled_reads(
+    path: str | Sequence[str],
+    manifest: Manifest,
+    paths: list[str],
+    batch_size: int,
+    input_context: tf.distribute.InputContext | None,
+    options: ReadOptions,
+) -> ShuffledReads:
+    """What this pipeline reads of a shuffled dataset: every shard (less corrupt ones, which
+    every pipeline checks alike, so that all agree on the order) and how steps are shared."""
+    if input_context is None:
+        input_context = tf.distribute.InputContext()
+    # Every input pipeline feeds one replica at least (a context made by hand may say less).
+    replicas = max(input_context.num_replicas_in_sync, input_context.num_input_pipelines)
+    global_batch = batch_size * replicas
+    streams = options.streams or stream_count(global_batch)
+    if global_batch % streams:
+        raise ValueError(
+            f"streams={streams} must divide the global batch ({global_batch} records: "
+            f"{batch_size} a replica, {replicas} replicas)"
+        )
+    sharing = Sharing(
+        global_batch,
+        streams,
+        input_context.num_input_pipelines,
+        input_context.input_pipeline_id,
+        options.drop_remainder,
+    )
+    keep = list(range(len(manifest.shards)))
+    if options.skip_corrupt_shards:
+        every = [FileRange(i, 0, s.records, s.records) for i, s in enumerate(manifest.shards)]
+        keep = sorted({r.shard_index for r in _without_corrupt_shards(every, paths, manifest)})
+    if not sum(manifest.shards[i].records for i in keep):
+        raise ValueError(
+            f"the reader has no records to read: {path} holds {manifest.total_records} records "
+            f"in {len(manifest.shards)} shards"
+            + (" and its corrupt shards were skipped" if options.skip_corrupt_shards else "")
+        )
+    seed = 0 if options.seed is None else options.seed
+    if sharing.num_pipelines > 1:
+        _log.info(
+            "input pipeline %d of %d reads its part of each global step of %d records (%d "
+            "streams of %d shards, seed %d)",
+            sharing.pipeline, sharing.num_pipelines, global_batch, streams, len(keep), seed,
+        )  # fmt: skip
+    return ShuffledReads(
+        tuple(paths[i] for i in keep),
+        tuple(manifest.shards[i] for i in keep),
+        manifest.compression,
+        seed,
+        sharing,
+    )
+
+
+def steps_per_epoch(
+    path: str | Sequence[str],
+    global_batch_size: int,
+    split: str | None = None,
+    drop_remainder: bool = False,
+) -> int:
+    """Global steps of one epoch of a dataset (for `ReadPosition`, or Keras' steps_per_epoch)."""
+    check_batch_size("global_batch_size", global_batch_size)
+    manifest, _ = _shards_to_read(path, ReadOptions(split=split))
+    return epoch_steps(manifest.total_records, global_batch_size, drop_remainder)
 
 
 def check_batch_size(name: str, value: Any) -> None:
@@ -309,7 +434,7 @@ def _blocks(
     compression_type = compression.tf_name
     return ds.interleave(
         lambda p, start, stop, total: checked_blocks(
-            p, start, stop, total, compression_type, options.block_length
+            p, start, stop, total, BlockReading(compression_type, options.block_length)
         ),
         cycle_length=options.cycle_length or min(DEFAULT_CYCLE_LENGTH, len(ranges)),
         num_parallel_calls=options.num_parallel_calls,
@@ -324,6 +449,10 @@ def _finish(
     if input_context is not None:
         # We shard by file ourselves; TF's auto-sharding would shard again (and warn).
         options.experimental_distribute.auto_shard_policy = tf.data.experimental.AutoShardPolicy.OFF
+    # The epoch order's plan (a NumPy function) and its epoch counter are state outside the
+    # iterator: a checkpointed iterator keeps its place without them (the plan is a function
+    # of the epoch it already holds).
+    options.experimental_external_state_policy = tf.data.experimental.ExternalStatePolicy.IGNORE
     return ds.with_options(options).prefetch(tf.data.AUTOTUNE)
 
 

@@ -11,7 +11,9 @@ import of the contract.
 from __future__ import annotations
 
 import dataclasses
+import enum
 import hashlib
+import itertools
 import json
 from typing import Any
 
@@ -41,6 +43,8 @@ __all__ = [
     "FeatureSpec",
     "Manifest",
     "ManifestError",
+    "Order",
+    "RecordOrder",
     "ShardInfo",
     "check_relative_path",
     "is_valid_name",
@@ -64,15 +68,42 @@ class ShardInfo:
     bytes: int
     crc32c: str  # 8 lowercase hex digits: CRC32C (Castagnoli) of the whole file as stored
     split: str | None = None  # with splits: the split this shard belongs to
+    # Where a reader may start reading mid-shard: (record, byte offset of its frame in the
+    # framed stream, i.e. after GZIP decompression), ascending, record 0 implied.
+    seek: tuple[tuple[int, int], ...] = ()
+
+    def __post_init__(self) -> None:
+        for (r0, o0), (r1, o1) in itertools.pairwise([(0, 0), *self.seek]):
+            if not (r0 < r1 < self.records and o0 < o1):
+                raise ManifestError(
+                    f"shard {self.path}: seek points must ascend within its {self.records} "
+                    f"records, got {list(self.seek)}"
+                )
+
+    def seek_point(self, record: int) -> tuple[int, int]:
+        """The last seek point at or before `record`: (its record, its byte offset)."""
+        found = (0, 0)
+        for point in self.seek:
+            if point[0] > record:
+                break
+            found = point
+        return found
 
     def mismatches(self, size: int | None = None, crc32c: int | None = None) -> list[str]:
         """How a stored file's measured size and CRC32C differ from this entry (empty: none)."""
         return _mismatches(self.bytes, self.crc32c, size, crc32c)
 
     def to_json(self) -> dict[str, Any]:
-        obj = dataclasses.asdict(self)
-        if self.split is None:
-            del obj["split"]
+        obj: dict[str, Any] = {
+            "path": self.path,
+            "records": self.records,
+            "bytes": self.bytes,
+            "crc32c": self.crc32c,
+        }
+        if self.split is not None:
+            obj["split"] = self.split
+        if self.seek:
+            obj["seek"] = [list(point) for point in self.seek]
         return obj
 
     @classmethod
@@ -84,6 +115,7 @@ class ShardInfo:
                 bytes=int(obj["bytes"]),
                 crc32c=str(obj["crc32c"]),
                 split=None if obj.get("split") is None else str(obj["split"]),
+                seek=tuple((int(r), int(o)) for r, o in obj.get("seek", [])),
             )
         except (KeyError, TypeError, ValueError) as e:
             raise ManifestError(f"malformed shard entry {obj!r}: {e}") from e
@@ -178,6 +210,49 @@ def _optional_int(value: Any) -> int | None:
     return None if value is None else int(value)
 
 
+class RecordOrder(str, enum.Enum):
+    """The order a dataset's records are stored in."""
+
+    SHUFFLED = "shuffled"  # a seeded random order across all shards (the default)
+    INPUT = "input"  # the inputs' order: files sorted by path, rows in file order
+
+    def __str__(self) -> str:
+        return self.value
+
+    @classmethod
+    def parse(cls, text: str) -> RecordOrder:
+        """`shuffled` or `input`; ValueError naming the choices."""
+        try:
+            return cls(text)
+        except ValueError:
+            choices = ", ".join(c.value for c in cls)
+            raise ValueError(f"must be one of {choices}, got {text!r}") from None
+
+
+@dataclasses.dataclass(frozen=True)
+class Order:
+    """How a dataset's records are ordered (the manifest's `order`): shuffled with `seed`, or
+    as the inputs were. A manifest without it (written before 2026-12-06) holds input order."""
+
+    kind: RecordOrder = RecordOrder.INPUT
+    seed: int | None = None
+
+    @property
+    def shuffled(self) -> bool:
+        return self.kind is RecordOrder.SHUFFLED
+
+    def to_json(self) -> dict[str, Any]:
+        return {"kind": self.kind.value} | ({"seed": self.seed} if self.seed is not None else {})
+
+    @classmethod
+    def from_json(cls, obj: Any) -> Order:
+        try:
+            seed = obj.get("seed")
+            return cls(RecordOrder(obj["kind"]), None if seed is None else int(seed))
+        except (AttributeError, KeyError, TypeError, ValueError) as e:
+            raise ManifestError(f"malformed order {obj!r}: {e}") from e
+
+
 @dataclasses.dataclass(frozen=True)
 class CompanionFile:
     """A file published beside the shards that describes them (`schema.pbtxt`,
@@ -219,6 +294,7 @@ class Manifest:
     # How many conversions into this folder came before this one; it tags the shard names.
     generation: int = 0
     companions: list[CompanionFile] = dataclasses.field(default_factory=list)
+    order: Order = dataclasses.field(default_factory=Order)
     format_version: int = FORMAT_VERSION
 
     def __post_init__(self) -> None:
@@ -306,6 +382,7 @@ class Manifest:
             "tool": self.tool,
             "created": self.created,
             "compression": self.compression.value,
+            "order": self.order.to_json(),
             "generation": self.generation,
             "total_records": self.total_records,
             "total_bytes": self.total_bytes,
@@ -358,6 +435,7 @@ class Manifest:
                 label=obj.get("label"),
                 generation=int(obj.get("generation", 0)),
                 companions=[CompanionFile.from_json(c) for c in obj.get("companions", [])],
+                order=Order.from_json(obj["order"]) if "order" in obj else Order(),
             )
         except (KeyError, TypeError) as e:
             raise ManifestError(f"{source}: missing key {e}") from e

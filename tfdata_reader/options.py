@@ -23,10 +23,13 @@ class ReadOptions:
     """Everything `make_dataset` takes besides the path and the batch size.
 
     Attributes:
-      shuffle: shuffle the shard order, the blocks read (through a buffer of about
-        `shuffle_buffer_size` records), and the records within each window of `shuffle_window`
-        consecutive records (one permutation of the whole window at once).
-      seed: seed for the shuffles; each epoch still gets a fresh order derived from it.
+      shuffle: random batches. A dataset converted in shuffled order (the default) is read in
+        a seeded epoch order (`tfdata_reader.order`: the same global steps on any number of
+        input pipelines, resumable); one in input order has its shard order, blocks (through
+        a buffer of about `shuffle_buffer_size` records) and windows of `shuffle_window`
+        records shuffled.
+      seed: seed of the order (a shuffled dataset: default 0, so that every worker agrees);
+        each epoch still gets its own order derived from it.
       num_epochs: passes over the data; None repeats forever.
       cycle_length: shards read in parallel (default min(16, shards read)).
       block_length: consecutive records taken from one shard before moving to the next
@@ -62,6 +65,14 @@ class ReadOptions:
         b"" by dtype unless `fill_missing` says otherwise (lists of varying length stay ragged).
       strict: reading several datasets, refuse one without a manifest (a conversion still
         running, or failed) instead of leaving it out with a warning.
+      start_epoch: the epoch the first iteration reads (a shuffled dataset, `shuffle`): each
+        epoch's order is a function of `seed` and the epoch alone; later iterations read the
+        epochs after it (or use a `ReadPosition`, which a checkpoint saves).
+      start_step: the global step of `start_epoch` to start at (resuming; on any number of
+        input pipelines).
+      streams: how many streams a global step draws from (default: `order.stream_count` of
+        the global batch: 8 for 256, 32 for 1,024); a divisor of the global batch. Input
+        pipelines that divide it read nothing twice.
 
     Raises:
       ValueError: naming the bad option, its value and what is accepted.
@@ -88,6 +99,9 @@ class ReadOptions:
     fill_missing: Mapping[str, int | float | str | bytes] | None = None
     ragged: bool = True
     strict: bool = False
+    start_epoch: int = 0
+    start_step: int = 0
+    streams: int | None = None
 
     def __post_init__(self) -> None:
         if self.features is not None:
@@ -113,6 +127,11 @@ class ReadOptions:
         for name in ("block_length", "shuffle_buffer_size", "shuffle_window"):
             if getattr(self, name) < 1:
                 raise ValueError(f"{name} must be at least 1, got {getattr(self, name)}")
+        for name in ("start_epoch", "start_step"):
+            if getattr(self, name) < 0:
+                raise ValueError(f"{name} must be 0 or more, got {getattr(self, name)}")
+        if self.streams is not None and self.streams < 1:
+            raise ValueError(f"streams must be at least 1 or None, got {self.streams}")
         if self.cycle_length is not None and self.cycle_length < 1:
             raise ValueError(f"cycle_length must be at least 1 or None, got {self.cycle_length}")
         if self.num_parallel_calls != AUTOTUNE and self.num_parallel_calls < 1:

@@ -15,7 +15,7 @@ import os
 import re
 from collections.abc import Callable, Sequence
 
-from tfdata_reader.manifest import MANIFEST_NAME, FeatureSpec, Manifest, ManifestError
+from tfdata_reader.manifest import MANIFEST_NAME, FeatureSpec, Manifest, ManifestError, Order
 
 __all__ = [
     "GLOB_CHARACTERS",
@@ -162,7 +162,10 @@ def merge(partitions: Sequence[tuple[str, Manifest]], names: Sequence[str] | Non
         _merged_feature(name, [(p, m.feature(name)) for p, m in partitions]) for name in wanted
     ]
     shards = [shard for _, manifest in partitions for shard in manifest.shards]
-    return dataclasses.replace(first, shards=shards, features=features)
+    # Read in epoch order only when every partition is shuffled (else each keeps its order).
+    shuffled = all(m.order.shuffled for _, m in partitions)
+    order = first.order if shuffled else Order()
+    return dataclasses.replace(first, shards=shards, features=features, order=order)
 
 
 def _json_value(manifest: Manifest, attribute: str) -> object:

@@ -13,13 +13,24 @@ CPU time at 64 records per block; run inline by the single-threaded executor it 
 
 from __future__ import annotations
 
+import dataclasses
+
 import tensorflow as tf
 
-from tfdata_reader._compat import inline_map
+from tfdata_reader._compat import HAS_BYTE_OFFSETS, inline_map, records_at
 
-__all__ = ["checked_blocks"]
+__all__ = ["BlockReading", "checked_blocks"]
 
 READ_BUFFER_BYTES = 8 << 20
+
+
+@dataclasses.dataclass(frozen=True)
+class BlockReading:
+    """How shards are read: TensorFlow's compression name, records a block, read buffer."""
+
+    compression: str
+    block_length: int
+    buffer_bytes: int = READ_BUFFER_BYTES
 
 
 def checked_blocks(
@@ -27,28 +38,42 @@ def checked_blocks(
     start: tf.Tensor,
     stop: tf.Tensor,
     shard_records: tf.Tensor,
-    compression: str,
-    block_length: int,
+    reading: BlockReading,
+    seek: tuple[tf.Tensor, tf.Tensor] | None = None,
 ) -> tf.data.Dataset:
     """Records [start, stop) of the shard at `path`, in blocks of up to `block_length` records.
+
+    `seek`: a seek point at or before `start` (its record, and its frame's offset in the
+    shard's framed stream, after decompression): reading starts there instead of at the
+    shard's start (a GZIP shard is still decompressed from its start up to it).
 
     The shard must hold exactly `shard_records` records. Blocks (string vectors) rather than
     single records leave the shard so that `interleave` moves a block per step: tf.data's
     per-element interleave costs more than reading itself. Reading stops at `stop`; when `stop`
     is the shard's end, one more record is asked for, so that extra records are noticed too.
-    The last element is an empty block. All arguments but `compression` and `block_length` are
-    scalar tensors, so this can run inside `interleave`.
+    The last element is an empty block. All arguments but `reading` are scalar tensors, so this
+    can run inside `interleave`.
     """
     at_end = tf.equal(stop, shard_records)
     # Records this range must yield: one more than it holds at the shard's end would be an extra.
     wanted = stop - start
     with tf.control_dependencies([_assert_exists(path)]):
         count = tf.where(at_end, stop + 1, stop)
+    if seek is not None and HAS_BYTE_OFFSETS:
+        first, offset = seek
+        records = records_at(path, offset, reading.compression, reading.buffer_bytes)
+        records = records.take(count - first).skip(start - first)
+    else:
+        records = (
+            tf.data.TFRecordDataset(
+                path, compression_type=reading.compression, buffer_size=reading.buffer_bytes
+            )
+            .take(count)
+            .skip(start)
+        )
+    block_length = reading.block_length
     blocks = (
-        tf.data.TFRecordDataset(path, compression_type=compression, buffer_size=READ_BUFFER_BYTES)
-        .take(count)
-        .skip(start)
-        .batch(block_length)
+        records.batch(block_length)
         # A read error (a corrupt record) fails its block, and TF's reader moves past the file:
         # the check below then sees the range end early and names the file.
         .ignore_errors()

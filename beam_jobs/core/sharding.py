@@ -10,7 +10,7 @@ from beam_jobs.core import flags
 from beam_jobs.core.compression import DEFAULT_GZIP_LEVEL, GZIP_LEVELS, Compression
 from beam_jobs.core.errors import UsageError
 from beam_jobs.core.units import parse_size
-from tfdata_reader.manifest import NAME_RULE, is_valid_name
+from tfdata_reader.manifest import NAME_RULE, RecordOrder, is_valid_name
 
 __all__ = [
     "DEFAULT_MAX_BAD_FRACTION",
@@ -34,6 +34,15 @@ def _compression(value: Any) -> Compression:
     if not isinstance(value, Compression):
         raise TypeError(f"must be 'none', 'gzip' or a Compression, got {value!r}")
     return value
+
+
+def _order(value: Any) -> RecordOrder:
+    if not isinstance(value, RecordOrder):
+        raise TypeError(f"must be 'shuffled', 'input' or a RecordOrder, got {value!r}")
+    return value
+
+
+MAX_SEED = 2**63 - 1
 
 
 @dataclasses.dataclass(frozen=True)
@@ -73,6 +82,24 @@ class ShardingOptions:
         help=f"Shard file name prefix, {NAME_RULE} (default {DEFAULT_SHARD_PREFIX}; with "
         "--splits the split names are the prefixes).",
     )
+    order: RecordOrder = flags.option(
+        RecordOrder.SHUFFLED,
+        parse=RecordOrder.parse,
+        accept=_order,
+        help="Record order of the shards: shuffled (the default: a seeded random order across "
+        "all shards, so that any run of records, and so every training batch, is a random "
+        "sample of the whole input, however the input is sorted) or input (the inputs' order: "
+        "files sorted by path, rows in file order; for sequences, time series or data sorted "
+        "on purpose).",
+    )
+    shuffle_seed: int = flags.option(
+        0,
+        parse=flags.parse_int,
+        accept=flags.whole_number,
+        metavar="N",
+        help="Seed of the shuffled order, 0 to 2**63-1 (default 0): the same inputs, options "
+        "and seed give byte-identical shards; recorded in the manifest.",
+    )
     max_bad_fraction: float = flags.option(
         DEFAULT_MAX_BAD_FRACTION,
         parse=flags.parse_float,
@@ -100,5 +127,7 @@ class ShardingOptions:
             raise UsageError(
                 f"--max_bad_fraction must be between 0 and 1, got {self.max_bad_fraction}"
             )
+        if not 0 <= self.shuffle_seed <= MAX_SEED:
+            raise UsageError(f"--shuffle_seed must be 0 to 2**63-1, got {self.shuffle_seed}")
         if not is_valid_name(self.shard_prefix):
             raise UsageError(f"--shard_prefix may hold only {NAME_RULE}, got {self.shard_prefix!r}")

@@ -13,9 +13,20 @@ import dataclasses
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+import numpy as np
+
 from beam_jobs.core.inputs import Covered, Piece
 
-__all__ = ["MIN_BATCH_ROWS", "PlannedShard", "ShardPart", "WriteTask", "WrittenShard", "sum_counts"]
+__all__ = [
+    "MIN_BATCH_ROWS",
+    "PlannedShard",
+    "Run",
+    "ShardPart",
+    "Stretch",
+    "WriteTask",
+    "WrittenShard",
+    "sum_counts",
+]
 
 # A write task's record batches are joined until they hold this many rows before encoding
 # (`sink.coalesce`): the size per-column work is paid at, which planning weighs too.
@@ -69,6 +80,41 @@ class WriteTask:
 
 
 @dataclasses.dataclass(frozen=True)
+class Stretch:
+    """One bucket's part of one run (shuffled conversions): its records' lengths and its framed
+    records, in a temporary file."""
+
+    path: str
+    records: int
+    lengths_at: int  # where its uint32 framed lengths start
+    data_at: int  # where its framed records start
+    data_bytes: int
+
+
+@dataclasses.dataclass(frozen=True)
+class Run:
+    """One run of a write task's temporary file (shuffled conversions, `sink.runs`): where it
+    starts, and per bucket its records and framed bytes. At `offset` come every record's
+    uint32 framed length, bucket by bucket, then the framed records, bucket by bucket."""
+
+    path: str
+    offset: int
+    counts: np.ndarray  # int64 per bucket
+    sizes: np.ndarray  # int64 per bucket
+
+    @property
+    def records(self) -> int:
+        return int(self.counts.sum())
+
+    def stretch(self, bucket: int) -> Stretch:
+        """Where `bucket`'s records are in the file."""
+        before = int(self.counts[:bucket].sum())
+        data = self.offset + 4 * self.records + int(self.sizes[:bucket].sum())
+        count = int(self.counts[bucket])
+        return Stretch(self.path, count, self.offset + 4 * before, data, int(self.sizes[bucket]))
+
+
+@dataclasses.dataclass(frozen=True)
 class WrittenShard:
     """A shard (or with splits, a part of one) written under its temporary path, and what it
     holds. What a write task read (rows, input bytes, the bytes its pieces covered, ignored
@@ -102,6 +148,11 @@ class WrittenShard:
     # CRC-32 and length of its framed records (`codec.gzip_member.OpenMember`), for joining
     # parts into one member.
     member: tuple[int, int, int, int] | None = None
+    # Where readers may start mid-shard: (record, framed offset), ascending, record 0 implied.
+    seek: tuple[tuple[int, int], ...] = ()
+    framed_bytes: int = 0  # of its framed stream (its size once decompressed); 0: not known
+    # Shuffled conversions: a write task's runs (its records by bucket), not a shard yet.
+    runs: tuple[Run, ...] = ()
 
 
 def sum_counts(counts: Iterable[Mapping[str, int]]) -> dict[str, int]:

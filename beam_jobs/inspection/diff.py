@@ -5,6 +5,11 @@ both datasets, a batch at a time, decoded to Arrow with tfx-bsl's C++ decoder an
 column by column; only a batch that differs is looked at row by row, to name the record and
 the feature. So GZIP against none, other shard sizes or another feature order inside the
 Examples are "the same records, stored differently". Equal fingerprints skip the reading.
+
+When either dataset is shuffled (its order says nothing: other shard sizes shuffle the same
+records otherwise), each split's records are compared as a multiset: a 64-bit hash of each
+record's values (features by name, each value's bits), sorted, compared; a record one side
+holds more often than the other is then found and shown.
 """
 
 from __future__ import annotations
@@ -58,11 +63,14 @@ def compare(a: str, b: str) -> Difference:
             False, [f"the splits differ: {list(first.splits)} against {list(second.splits)}"]
         )
     names: list[str | None] = [*sorted(first.splits)] or [None]
+    as_sets = first.order.shuffled or second.order.shuffled
     for split in names:
-        found = _first_difference(a, first.split(split), b, second.split(split), split)
+        compare_split = _first_unmatched if as_sets else _first_difference
+        found = compare_split(a, first.split(split), b, second.split(split), split)
         if found is not None:
             return Difference(False, [found])
-    return Difference(True, ["same records, stored differently: " + _storage(first, second)])
+    how = "same records" + (" (compared as sets: one is shuffled)" if as_sets else "")
+    return Difference(True, [f"{how}, stored differently: " + _storage(first, second)])
 
 
 def _meaning_differs(first: Manifest, second: Manifest) -> str | None:
@@ -125,6 +133,90 @@ def _first_difference(
                 f"feature {name!r}: A {x!r}, B {y!r}"
             )
         done += n
+
+
+def _first_unmatched(
+    a: str, first: Manifest, b: str, second: Manifest, split: str | None
+) -> str | None:
+    """The first record of A (in shard order) that B holds fewer times, or of B that A does:
+    None when both hold the same records as often."""
+    where = f"split {split}: " if split else ""
+    hashes = [_record_hashes(a, first), _record_hashes(b, second)]  # both read: both readable
+    if len(hashes[0]) != len(hashes[1]):
+        return f"{where}A holds {len(hashes[0]):,} records, B {len(hashes[1]):,}"
+    if np.array_equal(np.sort(hashes[0]), np.sort(hashes[1])):
+        return None
+    for side, (folder, manifest), mine, theirs in (
+        ("A", (a, first), hashes[0], hashes[1]),
+        ("B", (b, second), hashes[1], hashes[0]),
+    ):
+        values, mine_counts = np.unique(mine, return_counts=True)
+        other, other_counts = np.unique(theirs, return_counts=True)
+        held = dict(zip(other.tolist(), other_counts.tolist(), strict=True))
+        extra = {v for v, n in zip(values.tolist(), mine_counts.tolist(), strict=True)
+                 if n > held.get(v, 0)}  # fmt: skip
+        if extra:
+            index = next(i for i, h in enumerate(mine.tolist()) if h in extra)
+            shard, at, record = _record_at(folder, manifest, index)
+            other_side = "B" if side == "A" else "A"
+            return (
+                f"{where}{side} holds a record {other_side} does not (or not as often): "
+                f"record {index:,} of {side} ({shard}, record {at:,} of that shard): {record}"
+            )
+    return None  # pragma: no cover - sorted hashes differ, so one side holds one more
+
+
+_MIX = np.uint64(0x9E3779B97F4A7C15)
+
+
+def _column_hashes(name: str, column: pa.Array) -> np.ndarray:
+    """Per row, a 64-bit hash of a list column's values (their bits, positions and count)."""
+    from pandas.util import hash_array
+
+    values = pc.list_flatten(column)
+    lengths = np.asarray(pc.fill_null(pc.list_value_length(column), 0), np.int64)
+    if pa.types.is_floating(values.type):
+        raw = np.asarray(values.to_numpy(zero_copy_only=False)).view(np.uint32)
+        value_hashes = hash_array(raw.astype(np.uint64), categorize=False)
+    elif pa.types.is_integer(values.type):
+        value_hashes = hash_array(
+            np.asarray(values.to_numpy(zero_copy_only=False)), categorize=False
+        )
+    else:
+        texts = np.asarray(values.to_pylist(), dtype=object)
+        value_hashes = hash_array(texts, categorize=False) if len(texts) else np.zeros(0, np.uint64)
+    starts = np.concatenate([[0], np.cumsum(lengths)[:-1]]).astype(np.int64)
+    positions = np.arange(len(value_hashes), dtype=np.int64) - np.repeat(starts, lengths)
+    weighted = value_hashes * ((positions.astype(np.uint64) + np.uint64(1)) * _MIX)
+    rows = np.zeros(len(lengths), np.uint64)
+    np.add.at(rows, np.repeat(np.arange(len(lengths)), lengths), weighted)
+    name_hash = hash_array(np.array([name], dtype=object), categorize=False)[0]
+    return (rows + lengths.astype(np.uint64) * _MIX) * (name_hash | np.uint64(1))
+
+
+def _record_hashes(folder: str, manifest: Manifest) -> np.ndarray:
+    """Each record's hash, in shard order: its features' column hashes added up (so the
+    features' order inside the Examples does not matter)."""
+    found = []
+    for records, _ in _batches(folder, manifest):
+        batch = decode_examples(records)
+        total = np.zeros(batch.num_rows, np.uint64)
+        for name in batch.schema.names:
+            total += _column_hashes(name, batch.column(name))
+        found.append(total)
+    return np.concatenate(found) if found else np.zeros(0, np.uint64)
+
+
+def _record_at(folder: str, manifest: Manifest, index: int) -> tuple[str, int, dict[str, Any]]:
+    """The `index`th record of a dataset in shard order: its shard, place there, values."""
+    done = 0
+    for records, where in _batches(folder, manifest):
+        if index < done + len(records):
+            row = decode_examples([records[index - done]]).to_pylist()[0]
+            shard, at = where[index - done]
+            return shard, at, row
+        done += len(records)
+    raise IndexError(index)  # pragma: no cover
 
 
 def _same_column(x: pa.Array, y: pa.Array) -> bool:

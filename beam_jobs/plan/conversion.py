@@ -33,10 +33,11 @@ from beam_jobs.plan.shards import (
     plan_split_tasks,
     plan_tasks,
 )
+from beam_jobs.plan.shuffle import ShufflePlan, plan_shuffle
 from beam_jobs.schema.projection import Projection
 from beam_jobs.schema.split_hash import SplitRule
 from beam_jobs.schema.tfmd import schema_from_pbtxt
-from tfdata_reader.manifest import FeatureSpec, ManifestError, schema_from_json
+from tfdata_reader.manifest import FeatureSpec, ManifestError, RecordOrder, schema_from_json
 
 __all__ = ["MAX_SAMPLED_FILES", "ConversionPlan", "make_plan"]
 
@@ -72,6 +73,10 @@ class ConversionPlan:
     # `file: reason` (a plan of 0 records says why).
     sampled_bad_rows: int = 0
     sampled_bad_examples: tuple[str, ...] = ()
+    framed_bytes_per_input_byte: float = 0.0  # the records' bytes before compression
+    # A shuffled conversion (`--order shuffled`, the default): the buckets the records cross
+    # through on their way to the shards (`plan.shuffle`); None keeps the input order.
+    shuffle: ShufflePlan | None = None
 
     @property
     def input_bytes(self) -> int:
@@ -228,14 +233,28 @@ def make_plan(config: ConvertConfig) -> ConversionPlan:
             sharding.num_shards,
         )
 
+    shares: dict[str | None, float]
     if config.splits:
         counts = [
             (split.name, shard_count(share))
             for split, share in zip(config.splits, measured.split_shares, strict=True)
         ]
         shards, tasks = plan_split_tasks(files, counts)
+        shares = dict(zip([s.name for s in config.splits], measured.split_shares, strict=True))
     else:
         shards, tasks = plan_tasks(files, shard_count(1.0))
+        shares = {None: 1.0}
+    shuffle = None
+    if sharding.order is RecordOrder.SHUFFLED:
+        framed = input_bytes * measured.framed_bytes_per_input_byte
+        split_shards: dict[str | None, int] = {}
+        for shard in shards:  # the counts planned, less ranges left empty at file cuts
+            split_shards[shard.split] = split_shards.get(shard.split, 0) + 1
+        shuffle = plan_shuffle(
+            split_shards,
+            {split: framed * shares[split] for split in split_shards},
+            sharding.shuffle_seed,
+        )
     return ConversionPlan(
         files=tuple(files),
         features=tuple(features),
@@ -254,4 +273,6 @@ def make_plan(config: ConvertConfig) -> ConversionPlan:
         label=config.label,
         sampled_bad_rows=len(bad),
         sampled_bad_examples=tuple(f"{b.path}: {b.reason}" for b in bad[:3]),
+        framed_bytes_per_input_byte=measured.framed_bytes_per_input_byte,
+        shuffle=shuffle,
     )

@@ -29,6 +29,7 @@ class Measured:
     output_bytes_per_input_byte: float
     records_per_input_byte: float
     split_shares: tuple[float, ...] = ()
+    framed_bytes_per_input_byte: float = 0.0  # before compression
 
 
 def measure(
@@ -44,7 +45,7 @@ def measure(
     sampled records surely split otherwise (a --split_key with few values, or repeated
     records, need not follow the weights), then the sample's."""
     encoder = ExampleEncoder(projection.features(features))
-    in_bytes = out_bytes = records = 0.0
+    in_bytes = out_bytes = records = framed_total = 0.0
     weights = [s.weight for s in split_rule.splits] if split_rule else []
     split_bytes = np.zeros(len(weights))
     split_records = np.zeros(len(weights))
@@ -58,6 +59,7 @@ def measure(
         shard.close()
         in_bytes += sample.input_bytes
         out_bytes += shard.bytes
+        framed_total += shard.framed_bytes
         records += shard.records
         for batch, examples in zip(batches, encoded, strict=True):
             if split_rule and batch.num_rows:
@@ -70,8 +72,9 @@ def measure(
     if skewed(split_records, shares):
         shares = list(split_bytes / split_bytes.sum())
     if in_bytes == 0:
-        return Measured(1.0, 0.0, tuple(shares))
-    return Measured(out_bytes / in_bytes, records / in_bytes, tuple(shares))
+        return Measured(1.0, 0.0, tuple(shares), 1.0)
+    ratio = framed_total / in_bytes
+    return Measured(out_bytes / in_bytes, records / in_bytes, tuple(shares), ratio)
 
 
 def skewed(records: np.ndarray, weights: Sequence[float]) -> bool:

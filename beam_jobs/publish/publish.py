@@ -52,6 +52,7 @@ from tfdata_reader.manifest import (
     Counts,
     FeatureSpec,
     Manifest,
+    Order,
     ShardInfo,
     shard_prefix_of,
     with_generation,
@@ -82,6 +83,7 @@ class PublishSpec:
       label: the label feature (`--label`), recorded for the reader.
       tool_version: recorded in the manifest.
       run_id: the run whose lease publishing checks and releases ("": none taken).
+      order: the records' order, as the manifest records it.
     """
 
     output: str
@@ -97,6 +99,7 @@ class PublishSpec:
     label: str | None = None
     tool_version: str = __version__
     run_id: str = ""  # the lease holder this publish must be; "" for WriteShards (no lease)
+    order: Order = dataclasses.field(default_factory=Order)
 
 
 def build_manifest(
@@ -131,7 +134,9 @@ def build_manifest(
     markers = sum_counts(w.null_markers for w in written)
     return Manifest(
         shards=[
-            ShardInfo(with_generation(w.name, generation), w.records, w.bytes, w.crc32c, w.split)
+            ShardInfo(
+                with_generation(w.name, generation), w.records, w.bytes, w.crc32c, w.split, w.seek
+            )
             for w in ordered
         ],
         features=[
@@ -157,6 +162,7 @@ def build_manifest(
         label_vocabulary=list(spec.label_vocabulary) or _text_labels(written),
         label=spec.label,
         generation=generation,
+        order=spec.order,
     )
 
 

@@ -8,11 +8,12 @@ from __future__ import annotations
 
 import heapq
 import uuid
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from typing import Any
 
 import apache_beam as beam
 import google_crc32c
+import numpy as np
 from apache_beam.io.filesystem import CompressionTypes
 from apache_beam.io.filesystems import FileSystems
 
@@ -24,9 +25,16 @@ from beam_jobs.plan.shards import choose_num_shards
 from beam_jobs.sink.counters import counter
 from beam_jobs.sink.dead_letter import write_dead_letter
 from beam_jobs.stats.packed import PackedStats, merge_all
-from tfdata_reader.manifest import shard_name
+from tfdata_reader.manifest import RecordOrder, shard_name
 
-__all__ = ["PickShardFn", "WriteGroupFn", "every_index", "framed_size", "shard_count"]
+__all__ = [
+    "PickShardFn",
+    "WriteGroupFn",
+    "every_index",
+    "framed_size",
+    "shard_count",
+    "shuffled",
+]
 
 _WRITE_CHUNK = 4096
 
@@ -62,6 +70,22 @@ class PickShardFn(beam.DoFn):
         yield shard, record
 
 
+def shuffled(records: Iterable[bytes | None], seed: int, shard: int) -> list[bytes | None]:
+    """A shard's records in an order drawn from their own bytes and the seed: random whatever
+    order the runner hands them in (each bundle sent its records round the shards), and the
+    same for the same records. A group is held in memory to be ordered: a shard at most."""
+    held = [r for r in records if r is not None]
+    salt = f"{seed}:{shard}:".encode()
+    keys = np.fromiter(
+        ((google_crc32c.value(r) << 32) | google_crc32c.extend(google_crc32c.value(salt), r)
+         for r in held),
+        dtype=np.uint64,
+        count=len(held),
+    )  # fmt: skip
+    order = np.lexsort((np.arange(len(held)), keys))
+    return [held[i] for i in order.tolist()]
+
+
 def every_index(num_shards: int) -> Iterator[tuple[int, None]]:
     """One empty marker per shard index, so that a shard no record chose is written too."""
     return ((index, None) for index in range(num_shards))
@@ -93,6 +117,8 @@ class WriteGroupFn(beam.DoFn):
         temp_path = FileSystems.join(self._temp_dir, f"{name}.{uuid.uuid4().hex}")
         raw = FileSystems.create(temp_path, compression_type=CompressionTypes.UNCOMPRESSED)
         with ShardFileWriter(raw, sharding.compression, sharding.compression_level) as writer:
+            if sharding.order is RecordOrder.SHUFFLED:
+                records = shuffled(records, sharding.shuffle_seed, index)
             chunk: list[bytes] = []
             for record in records:
                 if record is None:

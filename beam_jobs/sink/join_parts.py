@@ -28,7 +28,7 @@ from beam_jobs.core.tasks import WriteTask, WrittenShard, sum_counts
 from beam_jobs.sink.dead_letter import dead_letter_temp_path
 from beam_jobs.stats.packed import PackedStats, merge_all
 
-__all__ = ["JoinParts", "join_parts", "tasks_by_shard"]
+__all__ = ["JoinParts", "join_parts", "merged_tallies", "tasks_by_shard"]
 
 _CHUNK = 8 << 20
 
@@ -101,10 +101,13 @@ def _concatenate(parts: list[WrittenShard], temp_dir: str) -> tuple[str, int, st
     return path, size + len(end), f"{google_crc32c.extend(crc, end):08x}"
 
 
-def join_parts(
+def merged_tallies(
     parts: Iterable[WrittenShard], temp_dir: str, tasks: Sequence[int] | None = None
 ) -> WrittenShard:
-    """One shard from its parts (all of one split's shard, from different tasks).
+    """What the parts of one shard (of different write tasks) read, wrote and set aside, as
+    one `WrittenShard` (the first part's file; dead letters joined into one file, statistics
+    merged). `join_parts` joins their files too; a shuffled conversion's second pass writes
+    the shard anew (`sink.shuffled`).
 
     Raises:
       DataError: when `tasks` (the write tasks the plan gives the shard) are not the parts'
@@ -112,30 +115,27 @@ def join_parts(
     """
     parts = sorted(parts, key=lambda p: p.part)
     if tasks is not None and [p.part for p in parts] != list(tasks):
+        name = parts[0].name if parts else "a shard"
         raise DataError(
-            f"rows in != rows out: {parts[0].name} is made of the parts of write tasks "
+            f"rows in != rows out: {name} is made of the parts of write tasks "
             f"{list(tasks)}, but the parts of {[p.part for p in parts]} arrived between the "
             "stages WriteShards and JoinParts; nothing was published"
         )
     if len(parts) == 1:
         return parts[0]
     first = parts[0]
-    temp_path, size, crc = _concatenate(parts, temp_dir)
     dead_letters = [p.dead_letter_temp_path for p in parts if p.dead_letter_temp_path]
     dead_letter = None
     if dead_letters:
         dead_letter = dead_letter_temp_path(temp_dir, first.name)
         with FileSystems.create(dead_letter, compression_type=CompressionTypes.UNCOMPRESSED) as f:
             _copy([(path, 0, None) for path in dead_letters], f, 0, 0)
-    FileSystems.delete([p.temp_path for p in parts if p.temp_path != temp_path] + dead_letters)
+        FileSystems.delete(dead_letters)
     # The parts' quantile edges go into one sketch, which publishing merges as it is.
     stats = PackedStats(merge_all(p.stats for p in parts))  # sent on as one blob
     return dataclasses.replace(
         first,
-        temp_path=temp_path,
         records=sum(p.records for p in parts),
-        bytes=size,
-        crc32c=crc,
         input_bytes=sum(p.input_bytes for p in parts),
         null_counts=sum_counts(p.null_counts for p in parts),
         bad_records=sum(p.bad_records for p in parts),
@@ -148,17 +148,49 @@ def join_parts(
         label_values=tuple(sorted({v for p in parts for v in p.label_values})),
         stats=stats,
         part=0,
+        runs=tuple(run for p in parts for run in p.runs),
+    )
+
+
+def join_parts(
+    parts: Iterable[WrittenShard], temp_dir: str, tasks: Sequence[int] | None = None
+) -> WrittenShard:
+    """One shard from its parts (all of one split's shard, from different tasks, or the
+    units of a shuffled shard): `merged_tallies`, and their files one after the other.
+
+    Raises:
+      DataError: when `tasks` (the parts the plan gives the shard) are not the parts'.
+    """
+    parts = sorted(parts, key=lambda p: p.part)
+    merged = merged_tallies(parts, temp_dir, tasks)
+    if len(parts) == 1:
+        return merged
+    temp_path, size, crc = _concatenate(parts, temp_dir)
+    FileSystems.delete([p.temp_path for p in parts if p.temp_path != temp_path])
+    seek, records, framed = [], 0, 0
+    for part in parts:  # each part's seek points, and its start, past the parts before it
+        seek += [(records, framed)] if records else []
+        seek += [(records + r, framed + o) for r, o in part.seek]
+        records, framed = records + part.records, framed + part.framed_bytes
+    known = all(p.framed_bytes or not p.records for p in parts)
+    return dataclasses.replace(
+        merged,
+        temp_path=temp_path,
+        bytes=size,
+        crc32c=crc,
         member=None,  # closed: one whole member
+        seek=tuple(point for point in seek if 0 < point[0] < records) if known else (),
+        framed_bytes=framed,
     )
 
 
 def _join_in_worker(
     keyed: tuple[tuple[str, int], Iterable[WrittenShard]],
     temp_dir: str,
-    tasks: dict[tuple[str, int], tuple[int, ...]],
+    parts: dict[tuple[str, int], tuple[int, ...]],
 ) -> WrittenShard:
     with raised_for_launcher():
-        return join_parts(keyed[1], temp_dir, tasks[keyed[0]])
+        return join_parts(keyed[1], temp_dir, parts[keyed[0]])
 
 
 def tasks_by_shard(tasks: Sequence[WriteTask]) -> dict[tuple[str, int], tuple[int, ...]]:
@@ -171,18 +203,19 @@ def tasks_by_shard(tasks: Sequence[WriteTask]) -> dict[tuple[str, int], tuple[in
 
 
 class JoinParts(beam.PTransform[Any, Any]):
-    """Parts (`WrittenShard`s with `part`) -> one `WrittenShard` per split shard; each
-    shard's parts are checked against the write tasks the plan gives it."""
+    """Parts (`WrittenShard`s with `part`) -> one `WrittenShard` per shard; each shard's parts
+    are checked against those the plan gives it (`parts`: (split or "", shard) -> parts, as
+    `tasks_by_shard` gives them for write tasks)."""
 
-    def __init__(self, temp_dir: str, tasks: Sequence[WriteTask]) -> None:
+    def __init__(self, temp_dir: str, parts: dict[tuple[str, int], tuple[int, ...]]) -> None:
         super().__init__()
         self._temp_dir = temp_dir
-        self._tasks = tasks_by_shard(tasks)
+        self._parts = parts
 
     def expand(self, parts: beam.PCollection[Any]) -> beam.PCollection[Any]:
         return (
             parts
             | "KeyByShard" >> beam.Map(lambda part: (_shard_key(part), part))
             | "GroupParts" >> beam.GroupByKey()
-            | "Concatenate" >> beam.Map(_join_in_worker, temp_dir=self._temp_dir, tasks=self._tasks)
+            | "Concatenate" >> beam.Map(_join_in_worker, temp_dir=self._temp_dir, parts=self._parts)
         )

@@ -34,6 +34,7 @@ from beam_jobs.core.tasks import ShardPart, WriteTask, WrittenShard, sum_counts
 from beam_jobs.formats.base import InputFormat, PieceReport
 from beam_jobs.formats.lines.cut_counts import CutCounts
 from beam_jobs.formats.lines.line_numbers import with_line_numbers
+from beam_jobs.plan.shuffle import ShufflePlan
 from beam_jobs.schema.precision import rounded_integers_of
 from beam_jobs.schema.projection import Projection
 from beam_jobs.schema.split_hash import SplitRule
@@ -41,6 +42,7 @@ from beam_jobs.sink import progress
 from beam_jobs.sink.coalesce import Coalescer, Joined, piece_of_row
 from beam_jobs.sink.counters import counter
 from beam_jobs.sink.dead_letter import write_dead_letter
+from beam_jobs.sink.runs import RunSink
 from beam_jobs.sink.temp_folder import remove_empty_folders
 from beam_jobs.stats.batches import finish_all, new_stats, update_all
 from tfdata_reader.manifest import FeatureSpec, shard_name
@@ -70,6 +72,8 @@ class WriteSpec:
         temporary folder, when the run is interrupted); None for runs without one.
       input_bytes_per_row: the plan's estimate, for the progress notes of a task still
         running (0: unknown).
+      shuffle: in a shuffled conversion, the buckets each split's records go to: a task
+        writes runs (`sink.runs`) instead of shards, and `sink.shuffled` writes the shards.
     """
 
     input_format: InputFormat
@@ -83,6 +87,7 @@ class WriteSpec:
     text_label: str | None = None
     run_marker: str | None = None
     input_bytes_per_row: float = 0.0
+    shuffle: ShufflePlan | None = None
 
 
 @dataclasses.dataclass
@@ -92,7 +97,7 @@ class _Output:
     target: ShardPart
     name: str
     temp_path: str
-    writer: ShardFileWriter
+    writer: ShardFileWriter | RunSink
     stats: dict[str, Any]
     bad_rows: list[BadRow] = dataclasses.field(default_factory=list)
     rounded: collections.Counter[str] = dataclasses.field(default_factory=collections.Counter[str])
@@ -155,6 +160,11 @@ class WriteShardFn(beam.DoFn):
     def _open(self, target: ShardPart, task: WriteTask) -> _Output:
         spec = self._spec
         name = self._shard_name(target)
+        if spec.shuffle is not None:  # records to buckets, the shards written after
+            output = task.parts.index(target)
+            buckets = spec.shuffle.buckets(target.split)
+            runs = RunSink(spec.temp_dir, name, buckets, (spec.shuffle.seed, task.index, output))
+            return _Output(target, name, runs.path, runs, new_stats(spec.features))
         # The task's index keeps the temporary names of one shard's parts apart.
         temp_path = FileSystems.join(spec.temp_dir, f"{name}.{task.index}.{uuid.uuid4().hex}")
         raw = FileSystems.create(temp_path, compression_type=CompressionTypes.UNCOMPRESSED)
@@ -305,6 +315,7 @@ class WriteShardFn(beam.DoFn):
             rounded_integers=self._rounded(output, reports if first else []),
             null_markers=self._renamed(r.null_markers for r in reports) if first else {},
             member=writer.member,
+            runs=writer.runs if isinstance(writer, RunSink) else (),
         )
 
     def _renamed(self, counts: Iterable[Mapping[str, int]]) -> dict[str, int]:

@@ -21,10 +21,11 @@ from beam_jobs.formats.lines.cut_counts import (
 from beam_jobs.plan.conversion import ConversionPlan
 from beam_jobs.plan.shards import cut_points
 from beam_jobs.publish.publish import PublishShards, PublishSpec
-from beam_jobs.sink.join_parts import JoinParts
+from beam_jobs.sink.join_parts import JoinParts, tasks_by_shard
 from beam_jobs.sink.shard_writer import WriteShardFn, WriteSpec
+from beam_jobs.sink.shuffled import ShuffleShards
 from beam_jobs.sink.temp_folder import RUN_MARKER, TEMP_DIR_PREFIX
-from tfdata_reader.manifest import FeatureSpec
+from tfdata_reader.manifest import FeatureSpec, Order, RecordOrder
 
 __all__ = ["LAUNCHER_COUNT_BYTES", "ConvertToShards", "counted_by_launcher", "cut_segments"]
 
@@ -68,10 +69,11 @@ class ConvertToShards(beam.PTransform[Any, Any]):
             # is a no-op, and `on_dask` gives each task a partition of its own instead.
             | "ListShards" >> beam.Create(self._plan.tasks)
             # Each writer streams its pieces into one temporary shard: a `WrittenShard`; with
-            # splits, into one part of a shard of each split.
+            # splits, into one part of a shard of each split. Shuffled: into runs of buckets.
             | "WriteShards" >> self._write(pbegin)
-            # Shards written in parts (splits, many files): the parts in order, one `WrittenShard`.
-            | "JoinParts" >> self._join()
+            # Shuffled: each shard written from its buckets, each bucket's records permuted.
+            # In input order: shards written in parts (splits, many files) joined in order.
+            | ("Shuffle" if self._plan.shuffle else "JoinParts") >> self._to_shards()
             # Final names, dead letters, then manifest.json: the published `Manifest`.
             | "Publish" >> PublishShards(self._publish_spec())
         )
@@ -79,9 +81,14 @@ class ConvertToShards(beam.PTransform[Any, Any]):
     def _write(self, pbegin: beam.pvalue.PBegin) -> beam.PTransform[Any, Any]:
         return beam.ParDo(WriteShardFn(self._write_spec()), cut_counts=self._counts(pbegin))
 
-    def _join(self) -> beam.PTransform[Any, Any]:
-        if self._plan.writes_parts:
-            return JoinParts(self.temp_dir, self._plan.tasks)
+    def _to_shards(self) -> beam.PTransform[Any, Any]:
+        plan = self._plan
+        if plan.shuffle is not None:
+            return ShuffleShards(
+                self.temp_dir, plan.shuffle, tasks_by_shard(plan.tasks), plan.sharding
+            )
+        if plan.writes_parts:
+            return JoinParts(self.temp_dir, tasks_by_shard(plan.tasks))
         return beam.Map(lambda shard: shard)  # each shard written whole by one writer
 
     def _write_spec(self) -> WriteSpec:
@@ -100,6 +107,7 @@ class ConvertToShards(beam.PTransform[Any, Any]):
             # The launcher's run marker: gone once the run is interrupted (runs with a lease).
             run_marker=FileSystems.join(self.temp_dir, RUN_MARKER) if self._run_id else None,
             input_bytes_per_row=per_row,
+            shuffle=plan.shuffle,
         )
 
     def _counts(self, pbegin: beam.pvalue.PBegin) -> Any:
@@ -149,6 +157,7 @@ class ConvertToShards(beam.PTransform[Any, Any]):
             label_vocabulary=plan.input_format.label_vocabulary,
             tool_version=self._tool_version,
             run_id=self._run_id,
+            order=Order(RecordOrder.SHUFFLED, plan.shuffle.seed) if plan.shuffle else Order(),
         )
 
 

@@ -28,7 +28,7 @@ from beam_jobs.sink.elements import EncodeElementsFn, infer_spec
 from beam_jobs.sink.grouped import PickShardFn, WriteGroupFn, every_index, framed_size, shard_count
 from beam_jobs.sink.temp_folder import TEMP_DIR_PREFIX
 from beam_jobs.transforms import local_runner_fix
-from tfdata_reader.manifest import FeatureSpec
+from tfdata_reader.manifest import FeatureSpec, Order, RecordOrder
 
 __all__ = ["WriteShards"]
 
@@ -56,12 +56,17 @@ class WriteShards(beam.PTransform[Any, Any]):
 
     Output: a PCollection holding the published `Manifest`.
 
+    Order: by default (`order="shuffled"`) each shard's records are ordered by a hash of their
+    bytes and `shuffle_seed`, so that reading is random whatever order the elements came in
+    (each bundle deals its records round the shards); a shard is then held in one worker's
+    memory while it is written. `order="input"` writes them as the runner hands them over.
+
     Determinism: with the same feature spec, an element becomes the same Example bytes in every
     run, process and runner, so two runs over the same elements publish the same records. A
-    PCollection has no order, though: which shard holds a record and the order inside a shard
-    follow the runner's bundles, so shard files may differ in bytes from run to run. Pass
-    `features` for a fixed spec (an inferred one comes from a random sample). `convert`, which
-    reads its inputs in a fixed order, writes byte-identical shards.
+    PCollection has no order, though: which shard holds a record follows the runner's
+    bundles, so shard files may differ in bytes from run to run. Pass `features` for a fixed
+    spec (an inferred one comes from a random sample). `convert`, which reads its inputs in a
+    fixed order, writes byte-identical shards.
     """
 
     def __init__(
@@ -150,5 +155,8 @@ class WriteShards(beam.PTransform[Any, Any]):
             compression=sharding.compression,
             inputs={"source": "WriteShards"},
             options=flags.recorded(sharding),
+            order=Order(RecordOrder.SHUFFLED, sharding.shuffle_seed)
+            if sharding.order is RecordOrder.SHUFFLED
+            else Order(),
             features=self._features,
         )

@@ -115,7 +115,8 @@ def test_the_manifests_options_keep_their_keys():
         "inputs", "output", "format", "delimiter", "column_names", "skip_header_lines",
         "encoding", "null_values", "schema", "labels", "splits", "split_key", "columns", "renames",
         "label", "target_shard_bytes", "num_shards", "compression", "compression_level",
-        "shard_prefix", "max_bad_fraction", "sample_bytes", "max_record_bytes",
+        "shard_prefix", "order", "shuffle_seed", "max_bad_fraction", "sample_bytes",
+        "max_record_bytes",
     ]  # fmt: skip
 
 

@@ -66,15 +66,42 @@ def _records_in_shard_order(out: pathlib.Path, manifest) -> list[dict[str, list]
 
 
 def _assert_same_values(rows, oracle, manifest):
+    """Every record holds its input row's values: row by row in input order, or, for a
+    shuffled dataset, as many of each row (and in a different order than the input's)."""
     dtypes = {f.name: f.dtype for f in manifest.features}
-    assert len(rows) == len(oracle)
-    for got, want in zip(rows, oracle, strict=True):
-        assert got == {k: _expected_value(v, dtypes[k]) for k, v in want.items()}
+    wanted = [{k: _expected_value(v, dtypes[k]) for k, v in want.items()} for want in oracle]
+    assert len(rows) == len(wanted)
+    if not manifest.order.shuffled:
+        for got, want in zip(rows, wanted, strict=True):
+            assert got == want
+        return
+    assert sorted(map(_canonical, rows)) == sorted(map(_canonical, wanted))
 
 
-def test_every_value_round_trips_in_input_order(converted, sample_csv):
-    out, manifest = converted
+def _canonical(row: dict) -> str:
+    """A record's values as one text, features sorted, float32 values as Python floats."""
+    return repr(
+        sorted(
+            (k, [float(v) if isinstance(v, np.floating) else v for v in vs])
+            for k, vs in row.items()
+        )
+    )
+
+
+def test_every_value_round_trips_in_input_order(sample_csv, tmp_path):
+    out = tmp_path / "out"
+    manifest = convert(sample_csv, out, f"--target_shard_bytes={TARGET}", "--order=input")
+    assert manifest.order.kind == "input"
     _assert_same_values(_records_in_shard_order(out, manifest), expected_rows(sample_csv), manifest)
+
+
+def test_every_value_round_trips_shuffled_by_default(converted, sample_csv):
+    out, manifest = converted
+    assert (manifest.order.kind, manifest.order.seed) == ("shuffled", 0)
+    rows = _records_in_shard_order(out, manifest)
+    _assert_same_values(rows, expected_rows(sample_csv), manifest)
+    ids = [r["id"][0] for r in rows]
+    assert abs(np.corrcoef(ids, np.arange(len(ids)))[0, 1]) < 0.05  # no trace of input order
 
 
 def test_the_parallel_quote_count_stage_gives_the_same_records(sample_csv, tmp_path, monkeypatch):
@@ -224,7 +251,7 @@ def test_schema_overrides_inferred_types(sample_csv, tmp_path):
         )
     )
     out = tmp_path / "out"
-    manifest = convert(sample_csv[:1], out, f"--schema={schema}", "--num_shards=1")
+    manifest = convert(sample_csv[:1], out, f"--schema={schema}", "--num_shards=1", "--order=input")
     assert manifest.feature("id") == FeatureSpec("id", "bytes", [], False)
     assert manifest.feature("label") == FeatureSpec(
         "label", "float32", [], False, null_values=FLOATS
@@ -373,7 +400,7 @@ def test_a_shard_of_many_files_written_in_parts_holds_every_row_in_order(
         if k == 11:
             rows[4] = "not a number,bad"
         (inputs / f"part-{k:02d}.csv").write_text("id,name\n" + "\n".join(rows) + "\n")
-    flags = ["--compression", compression, "--max_bad_fraction", "0.1"]
+    flags = ["--compression", compression, "--max_bad_fraction", "0.1", "--order=input"]
     whole = convert([str(inputs / "*.csv")], tmp_path / "whole", *flags)
     monkeypatch.setattr("beam_jobs.plan.shards.FILES_PER_TASK", 5)
     config = ConvertConfig.from_flags({"input": [str(inputs / "*.csv")], "output": "o"})
@@ -406,7 +433,7 @@ def test_shards_written_in_parts_of_task_bytes_hold_what_whole_ones_do(
             text = f'row {i}\n"quoted", with\nnewlines\n' * (1 + i % 3) if i % 2 else f"plain {i}"
             w.writerow([i, text, f"{i * 0.25:.2f}"])
     size = path.stat().st_size
-    flags = ["--num_shards=3", *flags]
+    flags = ["--num_shards=3", "--order=input", *flags]
     whole = convert([str(path)], tmp_path / "whole", *flags)
     monkeypatch.setattr("beam_jobs.plan.shards.TASK_BYTES", 16 << 10)
     splits = next((f.split("=", 1)[1] for f in flags if f.startswith("--splits")), None)
@@ -422,7 +449,7 @@ def test_shards_written_in_parts_of_task_bytes_hold_what_whole_ones_do(
     ]
     rows = _records_in_shard_order(tmp_path / "out", manifest)
     assert rows == _records_in_shard_order(tmp_path / "whole", whole)
-    if not flags[1:]:
+    if not flags[2:]:
         _assert_same_values(rows, expected_rows([str(path)]), manifest)
         assert manifest.fingerprint == whole.fingerprint
     verify(str(tmp_path / "out"))

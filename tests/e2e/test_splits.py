@@ -91,12 +91,13 @@ def test_float_texts_are_pythons_without_orjson_or_with_one_that_writes_otherwis
     assert split_hash.float_texts(numbers) == [repr(v) for v in numbers.tolist()]
 
 
-def _split_ids(out, manifest) -> dict[str, list[int]]:
+def _split_ids(out, manifest, compression="none") -> dict[str, list[int]]:
     import tensorflow as tf
 
     ids: dict[str, list[int]] = {}
+    kind = "GZIP" if compression == "gzip" else ""
     for shard in manifest.shards:
-        for record in tf.data.TFRecordDataset(str(out / shard.path)):
+        for record in tf.data.TFRecordDataset(str(out / shard.path), compression_type=kind):
             example = tf.train.Example.FromString(record.numpy())
             ids.setdefault(shard.split, []).append(
                 example.features.feature["id"].int64_list.value[0]
@@ -104,9 +105,17 @@ def _split_ids(out, manifest) -> dict[str, list[int]]:
     return ids
 
 
-def test_each_row_is_read_once_and_the_splits_hold_what_they_held(tmp_path):
+# Which rows each split held when each split's writers read all input (the code before the
+# parts were joined): a digest of each split's sorted ids.
+SPLIT_DIGESTS = {
+    "train": "5a4e32a6de0fc396",
+    "eval": "13a408a5e96576e6",
+    "test": "dc3264309f97599d",
+}
+
+
+def _split_input(tmp_path):
     import csv
-    import hashlib
     import random
 
     raw = tmp_path / "in.csv"
@@ -118,10 +127,27 @@ def test_each_row_is_read_once_and_the_splits_hold_what_they_held(tmp_path):
             x = "" if i % 11 == 0 else f"{rng.uniform(-1e3, 1e3):.5f}"
             name = "" if i % 7 == 0 else rng.choice(["alpha", "beta", "gamma, delta", "é"])
             w.writerow([i, x, name + str(i % 13) if name else "", rng.randint(-5, 5)])
+    return raw
+
+
+def _digests(ids):
+    import hashlib
+
+    return {
+        split: hashlib.sha256(",".join(map(str, sorted(v))).encode()).hexdigest()[:16]
+        for split, v in ids.items()
+    }
+
+
+def test_each_row_is_read_once_and_the_splits_hold_what_they_held(tmp_path):
+    import csv
+
+    raw = _split_input(tmp_path)
     out = tmp_path / "out"
     manifest = convert(
-        [str(raw)], out, "--splits=train=5,eval=2,test=1", "--target_shard_bytes=32KiB"
-    )
+        [str(raw)], out, "--splits=train=5,eval=2,test=1", "--target_shard_bytes=32KiB",
+        "--order=input",
+    )  # fmt: skip
     # Ten, four and two shards: the 12 write tasks lie between all their cuts, and most
     # shards are made of two or three tasks' parts.
     # What the splits and shards held when each split's writers read all input (the same
@@ -138,19 +164,36 @@ def test_each_row_is_read_once_and_the_splits_hold_what_they_held(tmp_path):
         "sha256:1cea598ab9abddfd5ff85d29587c9845c8111116edafc872670236e73fd9b974"
     )
     ids = _split_ids(out, manifest)
-    digests = {
-        split: hashlib.sha256(",".join(map(str, sorted(v))).encode()).hexdigest()[:16]
-        for split, v in ids.items()
-    }
-    assert digests == {
-        "train": "5a4e32a6de0fc396", "eval": "13a408a5e96576e6", "test": "dc3264309f97599d"
-    }  # fmt: skip
+    assert _digests(ids) == SPLIT_DIGESTS
     # Every row once (Python's csv module), read once: the counts say so too.
     with raw.open(newline="") as f:
         want = sorted(int(r["id"]) for r in csv.DictReader(f))
     assert sorted(i for v in ids.values() for i in v) == want
     assert manifest.counts.records_read == manifest.counts.records_written == 6000
     assert all(ids[s] == sorted(ids[s]) for s in ids)  # input order within each split
+
+
+@pytest.mark.parametrize("compression", ["none", "gzip"])
+def test_a_shuffled_conversion_keeps_each_splits_rows(tmp_path, compression):
+    """The default order shuffles each split's rows, not which split a row goes to."""
+    import csv
+
+    raw = _split_input(tmp_path)
+    out = tmp_path / "out"
+    manifest = convert(
+        [str(raw)], out, "--splits=train=5,eval=2,test=1", "--target_shard_bytes=32KiB",
+        f"--compression={compression}",
+    )  # fmt: skip
+    assert manifest.order.shuffled
+    ids = _split_ids(out, manifest, compression)
+    assert _digests(ids) == SPLIT_DIGESTS
+    assert [len(ids[s]) for s in ("train", "eval", "test")] == [3770, 1503, 727]
+    with raw.open(newline="") as f:
+        want = sorted(int(r["id"]) for r in csv.DictReader(f))
+    assert sorted(i for v in ids.values() for i in v) == want
+    assert all(ids[s] != sorted(ids[s]) for s in ids)  # no longer in input order
+    sizes = {s: [x.records for x in manifest.shards if x.split == s] for s in ids}
+    assert all(max(n) - min(n) <= 12 for n in sizes.values()), sizes  # balanced shards
 
 
 def test_shards_are_sized_for_what_each_split_gets_not_its_weight(tmp_path):

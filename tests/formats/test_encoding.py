@@ -45,7 +45,7 @@ def test_a_cp1252_text_file_converts_with_its_encoding(tmp_path):
     lines = [f"\u201cquoted\u201d line {i} \u2014 \u20ac{i}" for i in range(300)]
     path.write_bytes("\r\n".join(lines).encode("cp1252") + b"\r\n")
     convert([str(path)], tmp_path / "out", "--encoding=cp1252")
-    assert [r["text"].decode() for r in read_all(tmp_path / "out")] == lines
+    assert sorted(r["text"].decode() for r in read_all(tmp_path / "out")) == sorted(lines)
 
 
 @pytest.mark.parametrize(

@@ -20,16 +20,22 @@ def test_the_same_records_stored_differently_are_the_same(tmp_path, capsys):
     convert([source], tmp_path / "b", "--num_shards=2", "--compression=gzip")
     assert main(["diff", str(tmp_path / "a"), str(tmp_path / "b")]) == 0
     assert capsys.readouterr().out == (
-        "same records, stored differently: compression none against gzip, 3 shards against 2, "
-        f"{_bytes(tmp_path / 'a')} bytes against {_bytes(tmp_path / 'b')}\n"
+        "same records (compared as sets: one is shuffled), stored differently: compression "
+        f"none against gzip, 3 shards against 2, {_bytes(tmp_path / 'a')} bytes against "
+        f"{_bytes(tmp_path / 'b')}\n"
     )
+    convert([source], tmp_path / "c", "--num_shards=3", "--order=input")
+    convert([source], tmp_path / "d", "--num_shards=2", "--order=input")
+    assert main(["diff", str(tmp_path / "c"), str(tmp_path / "d")]) == 0
+    assert capsys.readouterr().out.startswith("same records, stored differently: 3 shards")
     assert main(["diff", str(tmp_path / "a"), str(tmp_path / "a")]) == 0
     assert capsys.readouterr().out.startswith("same fingerprint (sha256:")
 
 
 def test_the_first_different_value_is_named(tmp_path, capsys):
-    convert([_csv(tmp_path / "d.csv", 5000)], tmp_path / "a", "--num_shards=3")
-    convert([_csv(tmp_path / "e.csv", 5000, {3333: "CHANGED"})], tmp_path / "b", "--num_shards=1")
+    convert([_csv(tmp_path / "d.csv", 5000)], tmp_path / "a", "--num_shards=3", "--order=input")
+    convert([_csv(tmp_path / "e.csv", 5000, {3333: "CHANGED"})], tmp_path / "b", "--num_shards=1",
+            "--order=input")  # fmt: skip
     assert main(["diff", str(tmp_path / "a"), str(tmp_path / "b")]) == 1
     first = _first_shard_records(tmp_path / "a")
     shard, index = ("data-00001-of-00003.tfrecord", 3333 - first) if first <= 3333 else (
@@ -41,8 +47,8 @@ def test_the_first_different_value_is_named(tmp_path, capsys):
 
 
 def test_a_dataset_with_more_records_or_other_features_differs(tmp_path, capsys):
-    convert([_csv(tmp_path / "d.csv", 100)], tmp_path / "a")
-    convert([_csv(tmp_path / "e.csv", 101)], tmp_path / "b")
+    convert([_csv(tmp_path / "d.csv", 100)], tmp_path / "a", "--order=input")
+    convert([_csv(tmp_path / "e.csv", 101)], tmp_path / "b", "--order=input")
     assert main(["diff", str(tmp_path / "a"), str(tmp_path / "b")]) == 1
     assert capsys.readouterr().out == ("A holds 100 records, B 101: B goes on after record 100\n")
     convert([str(tmp_path / "d.csv")], tmp_path / "c", "--columns=id,x")
@@ -81,12 +87,12 @@ def test_the_same_layout_with_other_bytes_is_named_whole():
 
 
 def test_the_earliest_record_that_differs_is_named_whatever_the_feature(tmp_path, capsys):
-    convert([_csv(tmp_path / "d.csv", 20)], tmp_path / "a")
+    convert([_csv(tmp_path / "d.csv", 20)], tmp_path / "a", "--order=input")
     lines = (tmp_path / "d.csv").read_text().splitlines()
     lines[3] = "2,7.25,n2"  # record 2's x; record 9's name, a feature that comes first by name
     lines[10] = "9,4.5,CHANGED"
     (tmp_path / "e.csv").write_text("\n".join(lines) + "\n")
-    convert([str(tmp_path / "e.csv")], tmp_path / "b")
+    convert([str(tmp_path / "e.csv")], tmp_path / "b", "--order=input")
     assert main(["diff", str(tmp_path / "a"), str(tmp_path / "b")]) == 1
     assert capsys.readouterr().out == (
         "record 2 (data-00000-of-00001.tfrecord, record 2 of that shard), feature 'x': "
@@ -108,6 +114,10 @@ def test_another_spec_label_vocabulary_or_sign_of_zero_differs(tmp_path, capsys)
     convert([str(tmp_path / "z.csv")], tmp_path / "z")
     convert([str(tmp_path / "m.csv")], tmp_path / "m")
     assert main(["diff", str(tmp_path / "z"), str(tmp_path / "m")]) == 1
+    assert capsys.readouterr().out.endswith(": {'v': [0.0]}\n")  # shuffled: compared as sets
+    convert([str(tmp_path / "z.csv")], tmp_path / "zi", "--order=input")
+    convert([str(tmp_path / "m.csv")], tmp_path / "mi", "--order=input")
+    assert main(["diff", str(tmp_path / "zi"), str(tmp_path / "mi")]) == 1
     assert "feature 'v': A [0.0], B [-0.0]" in capsys.readouterr().out
     labels = tmp_path / "l.csv"
     labels.write_text("id,kind\n1,cat\n2,dog\n")
@@ -128,3 +138,20 @@ def test_a_dataset_that_cannot_be_read_is_exit_2_not_a_difference(tmp_path, caps
     (tmp_path / "b" / "data-00001-of-00002.tfrecord").unlink()
     assert main(["diff", str(tmp_path / "a"), str(tmp_path / "b")]) == 2
     assert "data-00001-of-00002.tfrecord" in capsys.readouterr().err
+
+
+def test_shuffled_datasets_compare_as_sets_and_name_a_record_one_side_lacks(tmp_path, capsys):
+    convert([_csv(tmp_path / "d.csv", 3000)], tmp_path / "a", "--num_shards=3")
+    convert([_csv(tmp_path / "e.csv", 3000, {1234: "CHANGED"})], tmp_path / "b",
+            "--num_shards=2", "--shuffle_seed=9")  # fmt: skip
+    assert main(["diff", str(tmp_path / "a"), str(tmp_path / "b")]) == 1
+    out = capsys.readouterr().out
+    assert out.startswith("A holds a record B does not (or not as often): record ")
+    assert out.endswith("{'id': [1234], 'name': [b'n1234'], 'x': [617.0]}\n")
+    # The same rows twice in A, once each in B with one row twice: a multiset differs.
+    (tmp_path / "f.csv").write_text("id\n1\n1\n2\n")
+    (tmp_path / "g.csv").write_text("id\n1\n2\n2\n")
+    convert([str(tmp_path / "f.csv")], tmp_path / "f")
+    convert([str(tmp_path / "g.csv")], tmp_path / "g")
+    assert main(["diff", str(tmp_path / "f"), str(tmp_path / "g")]) == 1
+    assert capsys.readouterr().out.endswith("{'id': [1]}\n")

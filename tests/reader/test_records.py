@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 import tensorflow as tf
 
-from tfdata_reader.records import checked_blocks
+from tfdata_reader.records import BlockReading, checked_blocks
 
 RECORDS = [f"record-{i:02d}".encode() * (1 + i % 3) for i in range(11)]
 BLOCK = 4
@@ -18,9 +18,14 @@ def _write(path, records) -> str:
     return str(path)
 
 
-def _read(path: str, start: int, stop: int, listed: int = len(RECORDS)) -> list[list[bytes]]:
+def _read(
+    path: str, start: int, stop: int, listed: int = len(RECORDS), seek=None
+) -> list[list[bytes]]:
     ds = checked_blocks(
-        tf.constant(path), *(tf.constant(v, tf.int64) for v in (start, stop, listed)), "", BLOCK
+        tf.constant(path),
+        *(tf.constant(v, tf.int64) for v in (start, stop, listed)),
+        BlockReading("", BLOCK),
+        seek=None if seek is None else tuple(tf.constant(v, tf.int64) for v in seek),
     )
     return [block.numpy().tolist() for block in ds]
 
@@ -104,9 +109,10 @@ def test_a_missing_shard_fails_naming_it_instead_of_retrying_forever(tmp_path, s
 
     path = tmp_path / "gone.tfrecord"
     code = (
-        "import sys, tensorflow as tf; from tfdata_reader.records import checked_blocks\n"
-        "try:\n    list(checked_blocks(tf.constant(sys.argv[1]), *(tf.constant(v, tf.int64) "
-        f"for v in ({start}, 11, 11)), '', 4))\n"
+        "import sys, tensorflow as tf\n"
+        "from tfdata_reader.records import BlockReading, checked_blocks\n"
+        "try:\n    list(checked_blocks(tf.constant(sys.argv[1]),\n"
+        f"    *(tf.constant(v, tf.int64) for v in ({start}, 11, 11)), BlockReading('', 4)))\n"
         "except tf.errors.InvalidArgumentError as e:\n    print(e.message)"
     )
     done = subprocess.run(
@@ -125,12 +131,34 @@ def test_a_missing_shard_in_a_folder_with_glob_characters_is_named_too(tmp_path)
 
     gone = str(folder / "gone.tfrecord")
     code = (
-        "import sys, tensorflow as tf; from tfdata_reader.records import checked_blocks\n"
-        "try:\n    list(checked_blocks(tf.constant(sys.argv[1]), *(tf.constant(v, tf.int64) "
-        "for v in (0, 11, 11)), '', 4))\n"
+        "import sys, tensorflow as tf\n"
+        "from tfdata_reader.records import BlockReading, checked_blocks\n"
+        "try:\n    list(checked_blocks(tf.constant(sys.argv[1]),\n"
+        "    *(tf.constant(v, tf.int64) for v in (0, 11, 11)), BlockReading('', 4)))\n"
         "except tf.errors.InvalidArgumentError as e:\n    print(e.message)"
     )
     done = subprocess.run(
         [sys.executable, "-c", code, gone], capture_output=True, text=True, timeout=120
     )
     assert f"[shard] [{gone}] [is missing" in done.stdout
+
+
+def test_a_range_read_from_a_seek_point_yields_the_same_records_and_checks(tmp_path):
+    path = _write(tmp_path / "shard", RECORDS)
+    starts = [0]
+    for record in RECORDS[:-1]:
+        starts.append(starts[-1] + 16 + len(record))  # framed: length, its CRC, data, CRC
+    for point in range(len(RECORDS)):
+        seek = (point, starts[point])
+        for start in range(point, len(RECORDS)):
+            for stop in (start + 1, len(RECORDS)):
+                blocks = _read(path, start, stop, seek=seek)
+                assert [r for b in blocks for r in b] == RECORDS[start:stop], (seek, start, stop)
+    with pytest.raises(tf.errors.InvalidArgumentError, match="does not hold the"):
+        _read(path, 3, len(RECORDS) + 1, listed=len(RECORDS) + 1, seek=(2, starts[2]))
+
+
+def test_a_seek_point_off_a_record_start_fails_naming_the_shard(tmp_path):
+    path = _write(tmp_path / "shard", RECORDS)
+    with pytest.raises(tf.errors.InvalidArgumentError, match=f"shard.*{path}"):
+        _read(path, 2, len(RECORDS), seek=(2, 7))

@@ -197,5 +197,21 @@ def test_write_shards_takes_converts_sharding_flags_and_records_them_alike(tmp_p
         "compression": "gzip",
         "compression_level": 1,
         "shard_prefix": "data",
+        "order": "shuffled",
+        "shuffle_seed": 0,
         "max_bad_fraction": 0.001,
     }
+    assert manifest["order"] == {"kind": "shuffled", "seed": 0}
+
+
+def test_write_shards_orders_each_shard_by_its_records_and_seed(tmp_path):
+    rows = [{"id": i} for i in range(3000)]
+    manifest = _run(rows, tmp_path / "out", num_shards=2)
+    ids = [r["id"] for r in read_all(tmp_path / "out")]
+    assert sorted(ids) == list(range(3000)) and ids != sorted(ids)
+    kept = _run(rows, tmp_path / "kept", num_shards=2, order="input")
+    assert kept["order"] == {"kind": "input"}
+    kept_ids = [r["id"] for r in read_all(tmp_path / "kept")]
+    assert sorted(kept_ids) == list(range(3000))
+    again = _run(rows, tmp_path / "again", num_shards=2)  # the same elements, the same bytes
+    assert [s["crc32c"] for s in again["shards"]] == [s["crc32c"] for s in manifest["shards"]]

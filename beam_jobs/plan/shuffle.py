@@ -1,0 +1,107 @@
+"""Shuffled conversions: how records cross from the write tasks to the shards (pure).
+
+Each split's shards are cut into buckets of about `BUCKET_BYTES` of framed records: shard `s`
+of a split with `k` buckets a shard is its buckets `s*k .. s*k+k-1`, one after the other. Write
+tasks send each record to a random bucket of its split (`sink.runs`); the second pass writes
+each bucket's records in a random order (`sink.shuffled`). A bucket is the most records one
+writer of the second pass holds in memory, whatever the shard size; shards of many buckets are
+written by one unit each when there are enough shards to keep the workers busy, else a unit a
+bucket, joined in order like other parts.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from collections.abc import Mapping
+
+from beam_jobs.plan.shards import MIN_TASKS
+
+__all__ = ["BUCKET_BYTES", "ShufflePlan", "ShuffleUnit", "plan_shuffle"]
+
+BUCKET_BYTES = 64 << 20  # framed bytes a bucket holds, about (estimated at planning)
+
+
+@dataclasses.dataclass(frozen=True)
+class ShuffleUnit:
+    """What one writer of the second pass writes: buckets of one shard, as its part `part` of
+    `num_parts` (one part: the shard whole)."""
+
+    split: str | None
+    shard: int
+    num_shards: int
+    part: int
+    num_parts: int
+    buckets: tuple[int, ...]  # of its split, in the order they are written
+
+    @property
+    def key(self) -> tuple[str, int, int]:
+        return self.split or "", self.shard, self.part
+
+
+@dataclasses.dataclass(frozen=True)
+class ShufflePlan:
+    """The buckets of every split and the units that write them.
+
+    Attributes:
+      seed: `--shuffle_seed`, the draws of buckets and orders.
+      splits: per split (None without splits), its shards and its buckets a shard.
+    """
+
+    seed: int
+    splits: tuple[tuple[str | None, int, int], ...]  # (split, shards, buckets a shard)
+
+    def buckets(self, split: str | None) -> int:
+        """A split's buckets (all of its shards')."""
+        for name, shards, per_shard in self.splits:
+            if name == split:
+                return shards * per_shard
+        raise KeyError(f"no split {split!r} in the shuffle plan")
+
+    def split_index(self, split: str | None) -> int:
+        return [name for name, _, _ in self.splits].index(split)
+
+    def units(self) -> list[ShuffleUnit]:
+        """Every unit, split by split, shard by shard, part by part."""
+        whole = sum(shards for _, shards, _ in self.splits) >= MIN_TASKS
+        units = []
+        for split, shards, k in self.splits:
+            for shard in range(shards):
+                buckets = tuple(range(shard * k, (shard + 1) * k))
+                if whole or k == 1:
+                    units.append(ShuffleUnit(split, shard, shards, 0, 1, buckets))
+                else:
+                    units += [
+                        ShuffleUnit(split, shard, shards, part, k, (bucket,))
+                        for part, bucket in enumerate(buckets)
+                    ]
+        return units
+
+    def parts_by_shard(self) -> dict[tuple[str, int], tuple[int, ...]]:
+        """(split or "", shard) -> the parts that make it, in order."""
+        found: dict[tuple[str, int], list[int]] = {}
+        for unit in self.units():
+            found.setdefault((unit.split or "", unit.shard), []).append(unit.part)
+        return {key: tuple(parts) for key, parts in found.items()}
+
+
+def plan_shuffle(
+    shards: Mapping[str | None, int],
+    framed_bytes: Mapping[str | None, float],
+    seed: int,
+    bucket_bytes: int | None = None,
+) -> ShufflePlan:
+    """Buckets of about `bucket_bytes` for each split's shards.
+
+    Args:
+      shards: each split's planned shards (None: the only key without splits), in order.
+      framed_bytes: each split's estimated framed records (uncompressed) in all.
+      seed: `--shuffle_seed`.
+      bucket_bytes: default `BUCKET_BYTES`.
+    """
+    bucket_bytes = bucket_bytes or BUCKET_BYTES
+    splits = []
+    for split, count in shards.items():
+        per_shard = framed_bytes.get(split, 0.0) / max(1, count)
+        splits.append((split, count, max(1, math.ceil(per_shard / bucket_bytes))))
+    return ShufflePlan(seed, tuple(splits))

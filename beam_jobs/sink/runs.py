@@ -1,0 +1,200 @@
+"""Shuffled conversions, first pass: a write task's framed records dealt out to random buckets,
+stored in runs grouped by bucket; and a bucket read back from every run.
+
+A bucket is a part of one output shard (`plan.shuffle`). Each run's records are dealt out to
+the buckets in an order drawn from a Philox stream keyed by the seed, the write task and its
+output (a split): every bucket gets a random subset of the run, as many records as any other
+give or take one, and the same inputs and options send every record to the same bucket on
+every run and runner. A task holds up to `RUN_BYTES` of framed records, then stores
+them as one *run* of its file:
+
+    uint32 record lengths (framed), bucket by bucket | framed records, bucket by bucket
+
+with where each bucket's lengths and records are (`Run`). The second pass
+(`sink.shuffled`) reads one bucket's stretch of every run, in task and run order, and permutes
+the bucket's records before writing them into its shard.
+"""
+
+from __future__ import annotations
+
+import builtins
+import uuid
+from collections.abc import Iterable
+from typing import BinaryIO
+
+import numpy as np
+import pyarrow as pa
+from apache_beam.io.filesystem import CompressionTypes
+from apache_beam.io.filesystems import FileSystems
+
+from beam_jobs.codec.framing import RECORD_OVERHEAD_BYTES, frame_records
+from beam_jobs.core.errors import DataError
+from beam_jobs.core.tasks import Run, Stretch
+
+__all__ = ["RUN_BYTES", "RunSink", "RunWriter", "gather", "read_bucket", "uniform_below"]
+
+RUN_BYTES = 32 << 20  # framed bytes a write task holds before storing them as a run
+_BUCKET_TAG = 0x62756B  # "buk": bucket draws, apart from the permutations of `sink.shuffled`
+
+
+def uniform_below(draws: np.ndarray, bound: int) -> np.ndarray:
+    """Raw 64-bit draws as integers in [0, bound) (the high 32 bits scaled; bound < 2**32)."""
+    return ((draws >> np.uint64(32)) * np.uint64(bound)) >> np.uint64(32)
+
+
+def gather(data: bytes | pa.Buffer, lengths: np.ndarray, order: np.ndarray) -> pa.Buffer:
+    """The records of `data` (lengths back to back) in `order`, as one buffer (Arrow's take)."""
+    offsets = np.zeros(len(lengths) + 1, dtype=np.int64)
+    np.cumsum(lengths, out=offsets[1:])
+    buffer = data if isinstance(data, pa.Buffer) else pa.py_buffer(data)
+    array = pa.LargeBinaryArray.from_buffers(
+        pa.large_binary(), len(lengths), [None, pa.py_buffer(offsets), buffer]
+    )
+    taken = array.take(pa.array(order, pa.int64()))
+    return taken.buffers()[2][: int(offsets[-1])] if len(lengths) else pa.py_buffer(b"")
+
+
+class RunWriter:
+    """A write task's records for the shuffle: each to a random bucket of `buckets`, held up to
+    `budget` bytes, then stored as a run of the task's file under `temp_dir`."""
+
+    def __init__(
+        self,
+        temp_dir: str,
+        name: str,
+        buckets: int,
+        draws: tuple[int, int, int],
+        budget: int | None = None,
+    ) -> None:
+        """`draws`: (seed, write task, output of the task): what keys its bucket draws."""
+        self.path = FileSystems.join(temp_dir, f"{name}.runs.{uuid.uuid4().hex}")
+        self._buckets = buckets
+        seed, task, output = draws
+        key = np.array([seed, (_BUCKET_TAG << 40) | (task << 8) | output], dtype=np.uint64)
+        self._bits = np.random.Philox(key=key)
+        self._budget = budget or RUN_BYTES
+        self._held: list[bytes] = []
+        self._lengths: list[np.ndarray] = []
+        self._held_bytes = 0
+        self._file: BinaryIO | None = None
+        self._offset = 0
+        self.runs: list[Run] = []
+        self.records = 0
+        self.bytes = 0  # framed bytes taken
+
+    def write(self, framed: bytes, lengths: np.ndarray) -> None:
+        """Takes framed records (`lengths`: each one's framed size, in order)."""
+        if not len(lengths):
+            return
+        self._held.append(framed)
+        self._lengths.append(lengths.astype(np.int64, copy=False))
+        self._held_bytes += len(framed)
+        self.records += len(lengths)
+        self.bytes += len(framed)
+        if self._held_bytes >= self._budget:
+            self._store()
+
+    def _store(self) -> None:
+        if not self._held:
+            return
+        lengths = np.concatenate(self._lengths)
+        buckets = self._draw_buckets(len(lengths))
+        order = np.argsort(buckets, kind="stable")
+        data = gather(b"".join(self._held), lengths, order)
+        self._held, self._lengths, self._held_bytes = [], [], 0
+        counts = np.bincount(buckets.astype(np.int64), minlength=self._buckets)
+        sizes = np.bincount(buckets.astype(np.int64), lengths, minlength=self._buckets)
+        if self._file is None:
+            self._file = FileSystems.create(
+                self.path, compression_type=CompressionTypes.UNCOMPRESSED
+            )
+        self._file.write(lengths[order].astype("<u4").tobytes())
+        self._file.write(data)
+        self.runs.append(Run(self.path, self._offset, counts, sizes.astype(np.int64)))
+        self._offset += 4 * len(lengths) + len(data)
+
+    def _draw_buckets(self, count: int) -> np.ndarray:
+        """Each record's bucket: the records dealt out in a random order, from a random
+        bucket on, one a bucket in turn. So every bucket gets a random subset of the run, and
+        as many records as any other, give or take one (shards come out balanced however few
+        records they hold, where independent draws would vary by their square root)."""
+        if count == 0:
+            return np.zeros(0, np.int64)
+        draws = self._bits.random_raw(count + 1).astype(np.uint64)
+        first = int(uniform_below(draws[-1:], self._buckets)[0])
+        dealt = np.empty(count, np.int64)
+        dealt[np.argsort(draws[:count], kind="stable")] = np.arange(count, dtype=np.int64)
+        return (dealt + first) % self._buckets
+
+    def close(self) -> tuple[Run, ...]:
+        """Stores what it holds; returns its runs (none when it took no record)."""
+        self._store()
+        if self._file is not None:
+            self._file.close()
+            self._file = None
+        return tuple(self.runs)
+
+
+def read_bucket(stretches: Iterable[Stretch]) -> tuple[bytes, np.ndarray]:
+    """One bucket's framed records from its stretches of every run, in the order given, and
+    their lengths.
+
+    Raises:
+      DataError: when a run's file is shorter than its index says (a lost temporary file).
+    """
+    datas: list[bytes] = []
+    lengths: list[np.ndarray] = []
+    opened: dict[str, BinaryIO] = {}
+    try:
+        for stretch in stretches:
+            if not stretch.records:
+                continue
+            f = opened.get(stretch.path)
+            if f is None:
+                f = opened[stretch.path] = FileSystems.open(
+                    stretch.path, compression_type=CompressionTypes.UNCOMPRESSED
+                )
+            f.seek(stretch.lengths_at)
+            raw = f.read(4 * stretch.records)
+            f.seek(stretch.data_at)
+            data = f.read(stretch.data_bytes)
+            if len(raw) != 4 * stretch.records or len(data) != stretch.data_bytes:
+                raise DataError(
+                    f"{stretch.path}: ends before the records its index lists (bytes "
+                    f"{stretch.data_at:,}+{stretch.data_bytes:,}): a temporary file of the "
+                    "shuffle was cut or removed; run the conversion again"
+                )
+            lengths.append(np.frombuffer(raw, dtype="<u4").astype(np.int64))
+            datas.append(data)
+    finally:
+        for f in opened.values():
+            f.close()
+    return b"".join(datas), np.concatenate(lengths) if lengths else np.zeros(0, np.int64)
+
+
+class RunSink:
+    """A write task's output in a shuffled conversion: Examples framed and sent to `RunWriter`,
+    counted like a shard file's (`records`, framed `bytes`); `runs` after `close()`."""
+
+    crc32c = ""  # no shard file: the second pass writes and measures the shards
+    member = None
+
+    def __init__(self, temp_dir: str, name: str, buckets: int, draws: tuple[int, int, int]) -> None:
+        self._runs = RunWriter(temp_dir, name, buckets, draws)
+        self.path = self._runs.path
+        self.runs: tuple[Run, ...] = ()
+
+    @property
+    def records(self) -> int:
+        return self._runs.records
+
+    @property
+    def bytes(self) -> int:
+        return self._runs.bytes
+
+    def write_records(self, records: list[builtins.bytes]) -> None:
+        lengths = np.fromiter(map(len, records), dtype=np.int64, count=len(records))
+        self._runs.write(frame_records(records), lengths + RECORD_OVERHEAD_BYTES)
+
+    def close(self) -> None:
+        self.runs = self._runs.close()

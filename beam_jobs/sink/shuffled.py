@@ -1,0 +1,216 @@
+"""Shuffled conversions, second pass: each shard written from its buckets, each bucket's records
+in a random order.
+
+The write tasks' outputs (`WrittenShard`s holding runs, `sink.runs`) come together in one place
+(`shuffle_work`): what each task read and set aside is merged per planned shard, as `JoinParts`
+merges the parts of a shard written in input order (the same dead letters, counts and
+statistics), and becomes part 0 of that shard; each unit of `plan.shuffle` gets the stretches
+of every run it reads. `WriteShuffledFn` then reads a unit's buckets one at a time (at most a
+bucket in memory), permutes each bucket's records with a Philox stream keyed by the seed, the
+split and the bucket, and writes them through `ShardFileWriter` (already framed: no Example is
+decoded or encoded again). Every run's stretches are read in task order, so the bytes are a
+function of the inputs and options alone, whatever the runner's order.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import uuid
+from collections.abc import Iterable, Iterator
+from typing import Any
+
+import apache_beam as beam
+import numpy as np
+from apache_beam.io.filesystem import CompressionTypes
+from apache_beam.io.filesystems import FileSystems
+
+from beam_jobs.codec.shard_file import ShardFileWriter, seek_stride
+from beam_jobs.core.errors import DataError, raised_for_launcher
+from beam_jobs.core.sharding import ShardingOptions
+from beam_jobs.core.tasks import Stretch, WrittenShard
+from beam_jobs.plan.shuffle import ShufflePlan, ShuffleUnit
+from beam_jobs.sink.counters import counter
+from beam_jobs.sink.join_parts import JoinParts, merged_tallies
+from beam_jobs.sink.runs import gather, read_bucket
+from tfdata_reader.manifest import shard_name
+
+__all__ = ["ShuffleShards", "ShuffleWork", "WriteShuffledFn", "permutation", "shuffle_work"]
+
+_ORDER_TAG = 0x6F7264  # "ord": a bucket's permutation, apart from its records' bucket draws
+
+
+def permutation(seed: int, split: int, bucket: int, count: int) -> np.ndarray:
+    """The order a bucket's `count` records are written in (a Philox stream keyed by the seed,
+    the split's position and the bucket, sorted)."""
+    key = np.array([seed, (_ORDER_TAG << 40) | (split << 32) | bucket], dtype=np.uint64)
+    return np.argsort(np.random.Philox(key=key).random_raw(count), kind="stable")
+
+
+@dataclasses.dataclass(frozen=True)
+class ShuffleWork:
+    """One unit's work: per bucket, its stretches of every run (task order); with part 0, what
+    the write tasks of its planned shard read and set aside (`carrier`)."""
+
+    unit: ShuffleUnit
+    buckets: tuple[tuple[int, tuple[Stretch, ...]], ...]
+    split_index: int
+    carrier: WrittenShard | None = None
+
+    @property
+    def records(self) -> int:
+        return sum(s.records for _, stretches in self.buckets for s in stretches)
+
+
+def shuffle_work(
+    written: Iterable[WrittenShard],
+    plan: ShufflePlan,
+    tasks: dict[tuple[str, int], tuple[int, ...]],
+    temp_dir: str,
+) -> list[ShuffleWork]:
+    """Every unit's work, from every write task's outputs.
+
+    Raises:
+      DataError: when the outputs are not those of every planned write task, or their runs
+        do not hold the records they wrote (a runner that lost or repeated elements).
+    """
+    by_shard: dict[tuple[str, int], list[WrittenShard]] = {}
+    for part in written:
+        by_shard.setdefault((part.split or "", part.index), []).append(part)
+    carriers = {
+        key: merged_tallies(by_shard.get(key, []), temp_dir, expected)
+        for key, expected in tasks.items()
+    }
+    work = []
+    for split, _, _ in plan.splits:
+        outputs = sorted(
+            (p for key, parts in by_shard.items() if key[0] == (split or "") for p in parts),
+            key=lambda p: p.part,
+        )
+        runs = [run for output in outputs for run in output.runs]
+        held = sum(run.records for run in runs)
+        if held != sum(o.records for o in outputs):
+            raise DataError(
+                f"rows in != rows out: the write tasks of split {split or '(all)'} wrote "
+                f"{sum(o.records for o in outputs):,} records but their runs hold {held:,}; "
+                "nothing was published"
+            )
+        for unit in plan.units():
+            if unit.split != split:
+                continue
+            buckets = tuple(
+                (b, tuple(run.stretch(b) for run in runs if run.counts[b])) for b in unit.buckets
+            )
+            carrier = carriers[(split or "", unit.shard)] if unit.part == 0 else None
+            work.append(ShuffleWork(unit, buckets, plan.split_index(split), carrier))
+    return work
+
+
+class WriteShuffledFn(beam.DoFn):
+    """A unit of the shuffle (`ShuffleWork`) -> its part of a shard (`WrittenShard`)."""
+
+    def __init__(self, temp_dir: str, sharding: ShardingOptions, seed: int) -> None:
+        self._temp_dir = temp_dir
+        self._sharding = sharding
+        self._seed = seed
+        self._records = counter("records_shuffled")
+
+    def process(self, work: ShuffleWork) -> Iterator[WrittenShard]:
+        with raised_for_launcher():
+            yield self._write(work)
+
+    def _write(self, work: ShuffleWork) -> WrittenShard:
+        unit, sharding = work.unit, self._sharding
+        prefix = unit.split or sharding.shard_prefix
+        name = shard_name(prefix, unit.shard, unit.num_shards, sharding.compression)
+        path = FileSystems.join(self._temp_dir, f"{name}.part{unit.part}.{uuid.uuid4().hex}")
+        raw = FileSystems.create(path, compression_type=CompressionTypes.UNCOMPRESSED)
+        joinable = unit.num_parts > 1
+        framed = sum(s.data_bytes for _, stretches in work.buckets for s in stretches)
+        writer = ShardFileWriter(
+            raw,
+            sharding.compression,
+            sharding.compression_level,
+            joinable,
+            seek_every=seek_stride(framed * unit.num_parts),
+        )
+        try:
+            for bucket, stretches in work.buckets:
+                data, lengths = read_bucket(stretches)
+                order = permutation(self._seed, work.split_index, bucket, len(lengths))
+                writer.write_framed(gather(data, lengths, order), lengths[order])
+        finally:
+            writer.close()
+        if writer.records != work.records:
+            raise DataError(
+                f"rows in != rows out: {name} (part {unit.part}) holds {writer.records:,} "
+                f"records of the {work.records:,} its runs list; nothing was published"
+            )
+        self._records.inc(writer.records)
+        base = work.carrier or WrittenShard(
+            index=unit.shard, temp_path="", name=name, records=0, bytes=0, crc32c="",
+            input_bytes=0, null_counts={}, split=unit.split, num_shards=unit.num_shards,
+        )  # fmt: skip
+        return dataclasses.replace(
+            base,
+            temp_path=path,
+            name=name,
+            records=writer.records,
+            bytes=writer.bytes,
+            crc32c=writer.crc32c,
+            part=unit.part,
+            member=writer.member,
+            seek=tuple(writer.seek),
+            framed_bytes=writer.framed_bytes,
+            runs=(),
+        )
+
+
+def _work_in_worker(
+    keyed: tuple[int, Iterable[WrittenShard]],
+    plan: ShufflePlan,
+    tasks: dict[tuple[str, int], tuple[int, ...]],
+    temp_dir: str,
+) -> list[ShuffleWork]:
+    with raised_for_launcher():
+        return shuffle_work(keyed[1], plan, tasks, temp_dir)
+
+
+class ShuffleShards(beam.PTransform[Any, Any]):
+    """The write tasks' runs (`WrittenShard`s with `runs`) -> one `WrittenShard` per shard,
+    its records in a random order.
+
+    Args:
+      temp_dir: the run's temporary folder.
+      plan: the buckets and the units that write them.
+      tasks: (split or "", planned shard) -> the write tasks of its input (`tasks_by_shard`).
+      sharding: the shards' names and compression.
+    """
+
+    def __init__(
+        self,
+        temp_dir: str,
+        plan: ShufflePlan,
+        tasks: dict[tuple[str, int], tuple[int, ...]],
+        sharding: ShardingOptions,
+    ) -> None:
+        super().__init__()
+        self._temp_dir, self._plan, self._tasks, self._sharding = temp_dir, plan, tasks, sharding
+
+    def expand(self, written: beam.PCollection[Any]) -> beam.PCollection[Any]:
+        plan, temp_dir = self._plan, self._temp_dir
+        return (
+            written
+            # Every task's runs in one place, where each unit learns what to read.
+            | "KeyAsOne" >> beam.Map(lambda part: (0, part))
+            | "GatherRuns" >> beam.GroupByKey()
+            | "PlanUnits"
+            >> beam.FlatMap(_work_in_worker, plan=plan, tasks=self._tasks, temp_dir=temp_dir)
+            # One unit a key: spread over the workers (Dask included, where Reshuffle is not).
+            | "KeyByUnit" >> beam.Map(lambda work: (work.unit.key, work))
+            | "SpreadUnits" >> beam.GroupByKey()
+            | "Unkey" >> beam.FlatMap(lambda keyed: keyed[1])
+            # Each unit's buckets, permuted, into its part of a shard.
+            | "WriteShuffled" >> beam.ParDo(WriteShuffledFn(temp_dir, self._sharding, plan.seed))
+            # A shard of several units: its parts in order.
+            | "JoinParts" >> JoinParts(temp_dir, plan.parts_by_shard())
+        )

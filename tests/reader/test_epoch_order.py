@@ -1,0 +1,163 @@
+"""Reading a shuffled dataset in its epoch order: random batches from any input order, the same
+global steps on any number of input pipelines, every record once an epoch, resumable from a
+`ReadPosition` on another number of pipelines; and a dataset in input order said so."""
+
+from __future__ import annotations
+
+import logging
+
+import numpy as np
+import pytest
+import tensorflow as tf
+from support.datasets import convert
+
+from tfdata_reader import ReadPosition, make_dataset, steps_per_epoch
+
+ROWS = 12_000
+LABELS = 40
+
+
+@pytest.fixture(scope="module")
+def sorted_input(tmp_path_factory):
+    """A CSV sorted by its label (40 labels, 300 rows each)."""
+    folder = tmp_path_factory.mktemp("sorted")
+    lines = ["id,label,x"] + [f"{i},{i * LABELS // ROWS},{i / 3:.3f}" for i in range(ROWS)]
+    (folder / "in.csv").write_text("\n".join(lines) + "\n")
+    return folder / "in.csv"
+
+
+@pytest.fixture(scope="module")
+def datasets(sorted_input, tmp_path_factory):
+    """The input converted: shuffled into 1 and 7 shards (plain) and 3 (GZIP), and in input
+    order."""
+    folder = tmp_path_factory.mktemp("converted")
+    found = {}
+    for name, flags in {
+        "one": ["--num_shards=1"],
+        "seven": ["--num_shards=7"],
+        "gzip": ["--num_shards=3", "--compression=gzip"],
+        "input": ["--num_shards=4", "--order=input"],
+    }.items():
+        convert([str(sorted_input)], folder / name, *flags)
+        found[name] = folder / name
+    return found
+
+
+def _batches(ds) -> list[list[int]]:
+    return [b["id"].numpy().tolist() for b in ds]
+
+
+def _random_labels(batch: int) -> float:
+    rng = np.random.default_rng(0)
+    ids = [rng.choice(ROWS, batch, replace=False) for _ in range(200)]
+    return float(np.mean([len(set(i * LABELS // ROWS)) for i in ids]))
+
+
+@pytest.mark.parametrize("name", ["one", "seven", "gzip"])
+def test_batches_of_a_sorted_input_mix_labels_and_positions_as_random_ones_do(datasets, name):
+    batches = _batches(make_dataset(str(datasets[name]), 128, features=["id"], label_key=""))
+    full = [np.array(b) for b in batches if len(b) == 128]
+    labels = np.mean([len(set(b * LABELS // ROWS)) for b in full])
+    assert labels >= 0.9 * _random_labels(128), (name, labels)
+    spread = np.mean([np.std(b) for b in full])
+    assert spread >= 0.9 * np.std(np.arange(ROWS)), (name, spread)
+    assert sorted(i for b in batches for i in b) == list(range(ROWS))
+
+
+def test_a_dataset_in_input_order_is_said_to_give_batches_in_that_order(datasets, caplog):
+    with caplog.at_level(logging.WARNING, logger="tfdata_reader.dataset"):
+        make_dataset(str(datasets["input"]), 128)
+        make_dataset(str(datasets["input"]), 64)
+    said = [r.getMessage() for r in caplog.records if "input's order" in r.getMessage()]
+    assert len(said) == 1 and "convert it again without --order input" in said[0]
+    # A buffer a tenth of the data (the default's 10,000 records of a 100,000-row input).
+    ds = make_dataset(str(datasets["input"]), 128, features=["id"], seed=3,
+                      shuffle_buffer_size=1200, shuffle_window=512)  # fmt: skip
+    labels = np.mean([len(set(np.array(b) * LABELS // ROWS)) for b in _batches(ds)])
+    assert labels < 0.5 * _random_labels(128)  # what a buffer gives a sorted input
+
+
+def _steps(path, global_batch: int, pipelines: int, **options) -> list[list[int]]:
+    """Each global step's records (sorted), reading with `pipelines` input pipelines of one
+    replica each."""
+    per = []
+    for i in range(pipelines):
+        context = tf.distribute.InputContext(pipelines, i, pipelines)
+        ds = make_dataset(str(path), global_batch // pipelines, features=["id"],
+                          input_context=context, **options)  # fmt: skip
+        per.append(_batches(ds))
+        assert ds.cardinality().numpy() in (len(per[-1]), -2)
+    steps = max(len(p) for p in per)
+    return [sorted(i for p in per if s < len(p) for i in p[s]) for s in range(steps)]
+
+
+@pytest.mark.parametrize("name", ["seven", "gzip"])
+def test_a_global_step_holds_the_same_records_on_1_2_4_and_8_pipelines(datasets, name):
+    reference = _steps(datasets[name], 256, 1, seed=5)
+    assert sorted(i for s in reference for i in s) == list(range(ROWS))
+    assert all(len(s) == 256 for s in reference[:-1])
+    for pipelines in (2, 4, 8):
+        assert _steps(datasets[name], 256, pipelines, seed=5) == reference, pipelines
+
+
+def test_each_epoch_has_its_own_order_a_function_of_seed_and_epoch(datasets):
+    path = str(datasets["seven"])
+    two = _batches(make_dataset(path, 256, features=["id"], seed=1, num_epochs=2))
+    epoch = steps_per_epoch(path, 256)
+    assert len(two) == 2 * epoch
+    first, second = two[:epoch], two[epoch:]
+    assert sorted(i for b in first for i in b) == sorted(i for b in second for i in b)
+    assert first != second
+    assert _batches(make_dataset(path, 256, features=["id"], seed=1, start_epoch=1)) == second
+    assert _batches(make_dataset(path, 256, features=["id"], seed=2)) != first
+    # Iterating one dataset again reads the next epoch (Keras does, each of its epochs).
+    ds = make_dataset(path, 256, features=["id"], seed=1)
+    assert _batches(ds) == first and _batches(ds) == second
+
+
+@pytest.mark.parametrize("before, after", [(2, 4), (4, 1), (1, 8)])
+def test_resuming_from_a_position_on_another_pipeline_count_continues_the_epoch(
+    datasets, before, after
+):
+    path = datasets["seven"]
+    reference = _steps(path, 256, 1, seed=5)
+    done = 17
+    position = ReadPosition.from_dict({"epoch": 0, "step": done})
+    assert position.as_dict() == {"epoch": 0, "step": done}
+    resumed = _steps(path, 256, after, seed=5, start_step=done)
+    assert _steps(path, 256, before, seed=5)[:done] + resumed == reference
+
+
+def test_a_position_moves_on_with_training_and_rolls_into_the_next_epoch(datasets):
+    path = str(datasets["seven"])
+    position = ReadPosition()
+    ds = make_dataset(path, 256, features=["id"], seed=1, position=position)
+    epoch = steps_per_epoch(path, 256)
+    assert position.steps_per_epoch == epoch
+    whole = _batches(make_dataset(path, 256, features=["id"], seed=1, num_epochs=2))
+    seen = []
+    for batch in ds.take(10):
+        seen.append(batch["id"].numpy().tolist())
+        position.advance()
+    checkpoint = tf.train.Checkpoint(position=position)
+    saved = checkpoint.save(str(datasets["seven"].parent / "ckpt" / "c"))
+    fresh = ReadPosition()
+    tf.train.Checkpoint(position=fresh).restore(saved)
+    assert fresh.as_dict() == {"epoch": 0, "step": 10}
+    rest = make_dataset(path, 256, features=["id"], seed=1, position=fresh)
+    for batch in rest:
+        seen.append(batch["id"].numpy().tolist())
+        fresh.advance()
+    assert fresh.as_dict() == {"epoch": 1, "step": 0}
+    seen += _batches(rest)  # the next iteration: epoch 1
+    assert seen == whole
+
+
+def test_options_of_the_order_are_checked(datasets):
+    path = str(datasets["seven"])
+    with pytest.raises(ValueError, match="streams=3 must divide the global batch"):
+        make_dataset(path, 256, streams=3)
+    with pytest.raises(ValueError, match="start_step 999 is past the epoch"):
+        list(make_dataset(path, 256, start_step=999).take(1))
+    with pytest.raises(ValueError, match="position= resumes the epoch order"):
+        make_dataset(str(datasets["input"]), 256, position=ReadPosition())

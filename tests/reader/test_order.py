@@ -1,0 +1,169 @@
+"""The epoch order of shuffled datasets (pure): every record once an epoch, the same global
+steps on any number of input pipelines, resumable from (epoch, step)."""
+
+from __future__ import annotations
+
+import itertools
+
+import numpy as np
+import pytest
+
+from tfdata_reader.order import (
+    EpochPlan,
+    Piece,
+    Sharing,
+    _pieces,
+    epoch_plan,
+    epoch_steps,
+    rotated_shards,
+    stream_count,
+)
+
+
+@pytest.mark.parametrize(
+    "global_batch, expected",
+    [(1, 1), (31, 1), (32, 1), (64, 2), (96, 3), (100, 2), (256, 8), (1024, 32), (4096, 64),
+     (4095, 63), (6, 1), (384, 12)],
+)  # fmt: skip
+def test_stream_count(global_batch, expected):
+    assert stream_count(global_batch) == expected
+
+
+def test_pieces_of_a_rotated_sequence_wrap_around():
+    records = [3, 0, 5, 2]
+    order = np.array([2, 0, 3, 1])  # 5 records of shard 2, 3 of shard 0, 2 of shard 3
+    assert _pieces(records, order, 0, 0, 10) == [Piece(2, 0, 5), Piece(0, 0, 3), Piece(3, 0, 2)]
+    assert _pieces(records, order, 4, 0, 10) == [
+        Piece(2, 4, 5), Piece(0, 0, 3), Piece(3, 0, 2), Piece(2, 0, 4),
+    ]  # fmt: skip
+    assert _pieces(records, order, 7, 2, 5) == [Piece(3, 1, 2), Piece(2, 0, 2)]
+    assert _pieces(records, order, 0, 4, 4) == []
+
+
+def _expand(pieces):
+    return [(p.shard, r) for p in pieces for r in range(p.start, p.stop)]
+
+
+def pipeline_steps(plan: EpochPlan) -> list[list[tuple[int, int]]]:
+    """The records of each step as the reader assembles them: step by step, stream by stream,
+    each stream's chunk sliced."""
+    steps: list[list[tuple[int, int]]] = [[] for _ in range(plan.full_steps)]
+    for read in plan.streams:
+        records = _expand(read.full_pieces)
+        lo, hi = read.full_slice
+        for s in range(plan.full_steps):
+            if hi > lo:
+                steps[s] += records[s * plan.chunk : (s + 1) * plan.chunk][lo:hi]
+    if plan.final_records:
+        steps.append([r for read in plan.streams for r in _expand(read.final_pieces)])
+    return steps
+
+
+def _global_steps(records, global_batch, pipelines, drop_remainder=False, **kw):
+    streams = stream_count(global_batch)
+    per = [
+        pipeline_steps(
+            epoch_plan(records, Sharing(global_batch, streams, pipelines, i, drop_remainder), **kw)
+        )
+        for i in range(pipelines)
+    ]
+    count = max(len(p) for p in per)
+    # A pipeline whose share of the final, partial step is empty (fewer records than
+    # pipelines) has one step less; tf.distribute ends such an epoch for all replicas.
+    assert all(len(p) in (count, count - 1) for p in per), [len(p) for p in per]
+    return [sorted(r for p in per for r in (p[s] if s < len(p) else [])) for s in range(count)], per
+
+
+CASES = [
+    [1000],
+    [3, 0, 517, 1, 1, 77],
+    [256] * 7,
+    [5000, 3, 2999, 1024],
+    [1, 1, 1],
+]
+
+
+@pytest.mark.parametrize("records", CASES)
+@pytest.mark.parametrize("global_batch", [8, 64, 96, 256, 1000])
+def test_every_pipeline_count_gives_the_same_steps_and_every_record_once(records, global_batch):
+    total = sum(records)
+    reference, _ = _global_steps(records, global_batch, 1, seed=7, epoch=3)
+    assert len(reference) == epoch_steps(total, global_batch)
+    every = sorted(r for step in reference for r in step)
+    assert every == sorted((s, r) for s, n in enumerate(records) for r in range(n))
+    assert all(len(step) == global_batch for step in reference[: total // global_batch])
+    for pipelines in (2, 4, 8, 3, 5):
+        if global_batch % pipelines:
+            continue
+        steps, per = _global_steps(records, global_batch, pipelines, seed=7, epoch=3)
+        assert steps == reference, pipelines
+        for mine in per:  # each pipeline's share of a full step is exact
+            assert all(len(s) == global_batch // pipelines for s in mine[: total // global_batch])
+
+
+def test_pipelines_that_divide_the_streams_read_nothing_twice():
+    records = [3000, 1234, 777]
+    global_batch = 256  # 8 streams
+    for pipelines in (1, 2, 4, 8):
+        plans = [
+            epoch_plan(records, Sharing(256, 8, pipelines, i), seed=1, epoch=0)
+            for i in range(pipelines)
+        ]  # fmt: skip
+        read = [r for plan in plans for s in plan.streams
+                for r in _expand(s.full_pieces) + _expand(s.final_pieces)]  # fmt: skip
+        assert sorted(read) == sorted(set(read)) and len(read) == sum(records)
+        assert global_batch % pipelines == 0
+
+
+def test_drop_remainder_leaves_out_the_partial_step_only():
+    records = [1000, 37]
+    steps, _ = _global_steps(records, 64, 2, seed=0, epoch=0, drop_remainder=True)
+    assert len(steps) == 1037 // 64 and all(len(s) == 64 for s in steps)
+
+
+def test_each_epoch_and_seed_has_its_own_order_and_the_same_arguments_the_same():
+    records = [500]  # one shard: the rotation alone changes where steps cut it
+    a, _ = _global_steps(records, 64, 1, seed=1, epoch=0)
+    b, _ = _global_steps(records, 64, 1, seed=1, epoch=1)
+    c, _ = _global_steps(records, 64, 1, seed=2, epoch=0)
+    again, _ = _global_steps(records, 64, 1, seed=1, epoch=0)
+    assert a == again and a != b and a != c
+    orders = {tuple(rotated_shards([1] * 6, 5, e)[0]) for e in range(20)}
+    assert len(orders) > 10  # the shard order is drawn per epoch too
+
+
+@pytest.mark.parametrize("pipelines_before, pipelines_after", [(2, 4), (4, 1), (1, 8), (8, 2)])
+def test_resuming_at_a_step_on_another_pipeline_count_continues_the_epoch(
+    pipelines_before, pipelines_after
+):
+    records = [3, 0, 517, 1, 1, 77, 900]
+    reference, _ = _global_steps(records, 96, 1, seed=4, epoch=2)
+    for step in (0, 1, 7, len(reference) - 1, len(reference)):
+        before, _ = _global_steps(records, 96, pipelines_before, seed=4, epoch=2)
+        after, _ = _global_steps(records, 96, pipelines_after, seed=4, epoch=2, start_step=step)
+        assert before[:step] + after == reference
+
+
+def test_a_start_step_past_the_epoch_is_refused():
+    with pytest.raises(ValueError, match="start_step 3 is past the epoch's 2 steps"):
+        epoch_plan([100], Sharing(64, 2), seed=0, epoch=0, start_step=3)
+
+
+def test_batches_of_a_shuffled_dataset_stay_random_samples():
+    """Consecutive records of a shuffled dataset are a random sample: a step's records come
+    from `streams` places of the sequence, so its spread is that of random positions."""
+    records = [40_000] * 5
+    steps, _ = _global_steps(records, 256, 1, seed=3, epoch=0)
+    positions = [[s * 40_000 + r for s, r in step] for step in steps[:50]]
+    spread = np.mean([np.std(p) for p in positions])
+    rng = np.random.default_rng(0)
+    random = np.mean([np.std(rng.choice(200_000, 256, replace=False)) for _ in range(50)])
+    assert spread > 0.5 * random  # 8 streams spread over the whole dataset
+    assert len(list(itertools.chain(*steps))) == 200_000
+
+
+def test_sharing_counts_must_divide_the_global_batch():
+    with pytest.raises(ValueError, match="global_batch 100 must be a multiple of streams"):
+        Sharing(100, 3)
+    with pytest.raises(ValueError, match=r"pipeline must be in \[0, 2\), got 2"):
+        Sharing(100, 2, 2, 2)

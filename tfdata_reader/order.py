@@ -1,0 +1,264 @@
+"""The order an epoch reads a shuffled dataset in: pure arithmetic on the shards' record counts,
+the same for any number of input pipelines.
+
+A dataset converted in shuffled order (the default) holds its records in a seeded random order
+across all shards, so any run of consecutive records is a random sample. An epoch then only
+has to vary where batches cut that order, and share it among input pipelines:
+
+1. the units (shards, or stretches of them: `streams.ShuffledReads.units`) are taken in an
+   order drawn from the seed and the epoch, end to end, and the sequence is rotated by a
+   number of records drawn the same way (so that even one shard is cut differently each
+   epoch);
+2. the sequence is cut into `streams` equal contiguous streams; global step `s` takes the
+   records `[s*c, (s+1)*c)` of every stream (`c = global_batch / streams`), stream after
+   stream: a step is a fixed set of records whatever the number of pipelines;
+3. input pipeline `i` of `n` takes the part `[i*G/n, (i+1)*G/n)` of every step (in that stream
+   order), so with `n` dividing `streams` it reads whole streams and nothing else; the last,
+   partial step is shared out evenly.
+
+Resuming from global step `s` of an epoch starts every stream `s*c` records in: a state of two
+numbers (epoch, step), valid on any number of pipelines. Draws use NumPy's Philox bit stream
+(raw 64-bit words, stable across NumPy versions), keyed by the seed and the epoch.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Sequence
+
+import numpy as np
+
+__all__ = [
+    "MAX_STREAMS",
+    "MIN_CHUNK",
+    "EpochPlan",
+    "Piece",
+    "Sharing",
+    "StreamRead",
+    "epoch_plan",
+    "epoch_steps",
+    "rotated_shards",
+    "stream_count",
+]
+
+MAX_STREAMS = 64
+MIN_CHUNK = 32  # records a stream gives a step, at least (tf.data moves them as one element)
+_ORDER_KEY = 0x6F72646572  # "order": the draws of epoch orders, apart from other uses of a seed
+
+
+def stream_count(global_batch: int, limit: int = MAX_STREAMS, min_chunk: int = MIN_CHUNK) -> int:
+    """The streams an epoch is cut into: the largest divisor of `global_batch` that is at most
+    `limit` and leaves each stream at least `min_chunk` records a step (1 for small batches).
+
+    A batch of 256 gives 8 streams of 32 records; 1,024 gives 32; 96 gives 3. Any number of
+    input pipelines that divides it reads whole streams; others read parts of some.
+    """
+    if global_batch < 1:
+        raise ValueError(f"global_batch must be at least 1, got {global_batch}")
+    best = 1
+    for p in range(1, min(limit, global_batch // min_chunk) + 1):
+        if global_batch % p == 0:
+            best = p
+    return best
+
+
+def _draws(seed: int, epoch: int, count: int) -> np.ndarray:
+    """`count` raw 64-bit words of the Philox stream keyed by (seed, epoch)."""
+    key = np.array([seed & (2**64 - 1), (_ORDER_KEY << 24) ^ epoch], dtype=np.uint64)
+    return np.random.Philox(key=key).random_raw(count).astype(np.uint64)
+
+
+def rotated_shards(shard_records: Sequence[int], seed: int, epoch: int) -> tuple[np.ndarray, int]:
+    """The epoch's order of the shards (indices) and its rotation (records, in [0, N))."""
+    n = len(shard_records)
+    draws = _draws(seed, epoch, n + 1)
+    order = np.argsort(draws[:n], kind="stable")
+    total = int(sum(shard_records))
+    rotation = int(draws[n] % np.uint64(total)) if total else 0
+    return order, rotation
+
+
+@dataclasses.dataclass(frozen=True)
+class Piece:
+    """Records [start, stop) of shard `shard`."""
+
+    shard: int
+    start: int
+    stop: int
+
+
+def _pieces(
+    shard_records: Sequence[int], order: np.ndarray, rotation: int, lo: int, hi: int
+) -> list[Piece]:
+    """The shards' records at positions [lo, hi) of the epoch's sequence (`order` rotated)."""
+    total = int(sum(shard_records))
+    if hi <= lo or not total:
+        return []
+    counts = np.asarray(shard_records, dtype=np.int64)[order]
+    starts = np.concatenate([[0], np.cumsum(counts)])
+    found: list[Piece] = []
+    a, b = lo + rotation, hi + rotation
+    # The rotated range, in positions of the unrotated sequence: one stretch, or two (wrapped).
+    for u0, u1 in ((a, min(b, total)), (max(a, total) - total, b - total)):
+        if u1 <= u0:
+            continue
+        k = int(np.searchsorted(starts, u0, side="right")) - 1
+        while u0 < u1:
+            end = min(u1, int(starts[k + 1]))
+            if end > u0:
+                found.append(Piece(int(order[k]), u0 - int(starts[k]), end - int(starts[k])))
+            u0 = end
+            k += 1
+    return found
+
+
+@dataclasses.dataclass(frozen=True)
+class StreamRead:
+    """What one input pipeline reads of one stream in an epoch.
+
+    Attributes:
+      stream: the stream's index.
+      full_steps: the full steps read (from the start step), each a chunk of `chunk` records.
+      full_slice: the part [lo, hi) of each full step's chunk this pipeline takes (lo == hi:
+        none; the chunks are then not read, and count as empty).
+      full_pieces: the records of those chunks, in order (empty when none are taken).
+      final_pieces: the records this pipeline takes of the final, partial step (may be none).
+      has_final: whether the epoch has a final, partial step (each stream then gives one
+        element more, empty when `final_pieces` is).
+    """
+
+    stream: int
+    full_steps: int
+    full_slice: tuple[int, int]
+    full_pieces: tuple[Piece, ...]
+    final_pieces: tuple[Piece, ...]
+    has_final: bool
+
+    @property
+    def final_records(self) -> int:
+        return sum(p.stop - p.start for p in self.final_pieces)
+
+
+@dataclasses.dataclass(frozen=True)
+class EpochPlan:
+    """One input pipeline's reads of one epoch, from `start_step` on."""
+
+    chunk: int  # records a stream gives a full step
+    streams: tuple[StreamRead, ...]  # those this pipeline reads anything of, in stream order
+    full_steps: int  # full steps read
+    share: int  # records this pipeline takes of each full step
+    final_records: int  # records it takes of the final, partial step (0: none)
+
+    @property
+    def records(self) -> int:
+        return self.full_steps * self.share + self.final_records
+
+
+def epoch_steps(total: int, global_batch: int, drop_remainder: bool = False) -> int:
+    """Global steps of an epoch of `total` records."""
+    return total // global_batch if drop_remainder else -(-total // global_batch)
+
+
+@dataclasses.dataclass(frozen=True)
+class Sharing:
+    """How the steps of an epoch are shared out.
+
+    Attributes:
+      global_batch: records per global step (all replicas of all pipelines).
+      streams: what `stream_count(global_batch)` gives (a divisor of `global_batch`).
+      num_pipelines: input pipelines sharing each step (a divisor of `global_batch`).
+      pipeline: this pipeline, in [0, num_pipelines).
+      drop_remainder: leave out the final, partial step.
+    """
+
+    global_batch: int
+    streams: int
+    num_pipelines: int = 1
+    pipeline: int = 0
+    drop_remainder: bool = False
+
+    def __post_init__(self) -> None:
+        if self.global_batch % self.streams or self.global_batch % self.num_pipelines:
+            raise ValueError(
+                f"global_batch {self.global_batch} must be a multiple of streams "
+                f"({self.streams}) and of the input pipelines ({self.num_pipelines})"
+            )
+        if not 0 <= self.pipeline < self.num_pipelines:
+            raise ValueError(f"pipeline must be in [0, {self.num_pipelines}), got {self.pipeline}")
+
+
+def epoch_plan(
+    shard_records: Sequence[int],
+    sharing: Sharing,
+    *,
+    seed: int,
+    epoch: int,
+    start_step: int = 0,
+) -> EpochPlan:
+    """What one input pipeline reads of `epoch`, from global step `start_step` on.
+
+    Args:
+      shard_records: every shard's record count, in manifest order.
+      sharing: the global batch, streams and pipelines.
+      seed: the order's seed; with `epoch`, all that decides it.
+      start_step: the first global step to read (resuming).
+
+    Raises:
+      ValueError: for a start step past the epoch's end.
+    """
+    global_batch, streams = sharing.global_batch, sharing.streams
+    num_pipelines, pipeline = sharing.num_pipelines, sharing.pipeline
+    drop_remainder = sharing.drop_remainder
+    total = int(sum(shard_records))
+    chunk = global_batch // streams
+    full = total // global_batch
+    partial = not drop_remainder and total % global_batch > 0
+    if start_step < 0 or start_step > full + partial:
+        raise ValueError(
+            f"start_step {start_step} is past the epoch's {full + partial} steps "
+            f"({total} records, global batch {global_batch})"
+        )
+    order, rotation = rotated_shards(shard_records, seed, epoch)
+    bounds = [total * j // streams for j in range(streams + 1)]
+    share = global_batch // num_pipelines
+    lo, hi = pipeline * share, (pipeline + 1) * share
+    # The final step's records of each stream, and this pipeline's part of them.
+    tails = [max(0, bounds[j + 1] - bounds[j] - full * chunk) for j in range(streams)]
+    tail_before = np.concatenate([[0], np.cumsum(tails)]).astype(int).tolist()
+    partial = partial and start_step <= full  # not when resuming past it
+    tail_total = tail_before[-1] if partial else 0
+    t_lo = tail_total * pipeline // num_pipelines
+    t_hi = tail_total * (pipeline + 1) // num_pipelines
+    full_steps = max(0, full - start_step)
+    reads = []
+    for j in range(streams):
+        s_lo = min(max(lo - j * chunk, 0), chunk)
+        s_hi = min(max(hi - j * chunk, 0), chunk)
+        taken = s_lo < s_hi and full_steps > 0
+        full_pieces = (
+            _pieces(
+                shard_records,
+                order,
+                rotation,
+                bounds[j] + start_step * chunk,
+                bounds[j] + full * chunk,
+            )
+            if taken
+            else []
+        )
+        f_lo = min(max(t_lo - tail_before[j], 0), tails[j]) if partial else 0
+        f_hi = min(max(t_hi - tail_before[j], 0), tails[j]) if partial else 0
+        base = bounds[j] + full * chunk
+        final_pieces = _pieces(shard_records, order, rotation, base + f_lo, base + f_hi)
+        if taken or final_pieces:
+            reads.append(
+                StreamRead(
+                    j,
+                    full_steps,
+                    (s_lo, s_hi) if taken else (0, 0),
+                    tuple(full_pieces),
+                    tuple(final_pieces),
+                    partial,
+                )
+            )
+    return EpochPlan(chunk, tuple(reads), full_steps, share, (t_hi - t_lo) if partial else 0)

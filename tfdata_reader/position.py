@@ -1,0 +1,83 @@
+"""`ReadPosition`: where training stands in a shuffled dataset's order, to resume from.
+
+The order of a shuffled dataset's epoch is a function of the seed and the epoch alone
+(`order`), and a global step is the same records on any number of input pipelines, so the
+whole state of reading is two numbers: the epoch and the global step within it. They are two
+int64 variables, saved with the model by a `tf.train.Checkpoint` (or as a small dict), and a
+dataset made with `make_dataset(..., position=p)` (or `distribute`) starts each iteration where
+they point. The training loop moves them on: Keras by `p.callback()`, a custom loop by
+`p.advance()` after each step.
+
+    position = ReadPosition()
+    checkpoint = tf.train.Checkpoint(model=model, optimizer=model.optimizer, position=position)
+    checkpoint.restore(tf.train.latest_checkpoint(folder))  # nothing the first time
+    data = distribute(strategy, "gs://b/ds", 512, position=position, num_epochs=None)
+    steps = steps_per_epoch("gs://b/ds", 512)
+    model.fit(data, initial_epoch=int(position.epoch), epochs=10, steps_per_epoch=steps,
+              callbacks=[position.callback(), ...])
+
+Keras wants the same steps in every epoch of a `fit`: read endlessly (`num_epochs=None`) and
+give `steps_per_epoch`; a run resumed mid-epoch first fits `steps - position.step` steps
+(`examples/resume_training.py`).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import tensorflow as tf
+
+from tfdata_reader.streams import EpochCounter
+
+__all__ = ["ReadPosition"]
+
+
+class ReadPosition(EpochCounter):
+    """The epoch and the global step within it that reading resumes from.
+
+    `steps_per_epoch` is set by the dataset it is given to (`make_dataset(position=...)`),
+    which knows the records and the global batch; `advance` needs it to roll over epochs.
+    """
+
+    def __init__(self, epoch: int = 0, step: int = 0) -> None:
+        super().__init__(epoch, step, name="read_position")
+        self.steps_per_epoch: int | None = None
+
+    def advance(self, steps: int = 1) -> None:
+        """Moves on by `steps` global steps (each a batch on every replica), into the next
+        epoch past the end of this one."""
+        if self.steps_per_epoch is None:
+            raise ValueError(
+                "ReadPosition.advance: give the position to make_dataset or distribute first "
+                "(it learns the steps of an epoch from the dataset)"
+            )
+        step = int(self.step.numpy()) + steps
+        epochs, step = divmod(step, self.steps_per_epoch)
+        self.epoch.assign_add(epochs)
+        self.step.assign(step)
+
+    def as_dict(self) -> dict[str, int]:
+        """`{"epoch": e, "step": s}`: the state, for a checkpoint of one's own."""
+        return {"epoch": int(self.epoch.numpy()), "step": int(self.step.numpy())}
+
+    @classmethod
+    def from_dict(cls, state: dict[str, Any]) -> ReadPosition:
+        return cls(int(state["epoch"]), int(state["step"]))
+
+    def callback(self) -> tf.keras.callbacks.Callback:
+        """A Keras callback that moves the position on as `fit` trains: after each step,
+        by the steps Keras ran (several with `steps_per_execution`)."""
+        position = self
+
+        class AdvanceReadPosition(tf.keras.callbacks.Callback):
+            done = 0  # steps of this Keras epoch counted so far
+
+            def on_epoch_begin(self, epoch: int, logs: dict[str, Any] | None = None) -> None:
+                self.done = 0
+
+            def on_train_batch_end(self, batch: int, logs: dict[str, Any] | None = None) -> None:
+                # `batch`: the last step run; a Keras epoch is the rest of a dataset epoch.
+                position.advance(batch + 1 - self.done)
+                self.done = batch + 1
+
+        return AdvanceReadPosition()

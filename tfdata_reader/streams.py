@@ -1,0 +1,260 @@
+"""A shuffled dataset's records in the epoch order of `order`, as this input pipeline's part of
+each global step.
+
+Per epoch, a NumPy function plans the reads (`order.epoch_plan`: which records of which shards
+each stream gives this pipeline); each stream is read as a chain of count-checked record ranges
+(seeking to the shard's nearest seek point, then skipping) cut into chunks of a step, and the
+streams are interleaved one chunk each in turn, deterministically, so that the pipeline yields
+its part of step 0, then of step 1, ... Streams whose chunks this pipeline does not take give
+empty chunks, read nothing, and keep the turns in step. `rebatch` then makes the replicas'
+batches. No shuffle buffer is needed: the records were shuffled when written.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+from collections.abc import Callable
+
+import numpy as np
+import tensorflow as tf
+
+from tfdata_reader.manifest import Compression, ShardInfo
+from tfdata_reader.options import ReadOptions
+from tfdata_reader.order import EpochPlan, Piece, Sharing, epoch_plan, epoch_steps
+from tfdata_reader.records import BlockReading, checked_blocks
+
+__all__ = [
+    "EpochCounter",
+    "ShuffledReads",
+    "epoch_ordered",
+    "epochs_from",
+    "records_per_pipeline_epoch",
+    "shuffled_records",
+]
+
+_STREAM_COLUMNS = 9  # full steps read, empty steps, lo, hi, has final, 4 piece table bounds
+_PIECE_COLUMNS = 6  # shard, start, stop, seek record, seek offset, shard records
+
+
+class EpochCounter(tf.Module):
+    """The next epoch and step to read, as int64 variables that a checkpoint can hold."""
+
+    def __init__(self, epoch: int = 0, step: int = 0, name: str | None = None) -> None:
+        super().__init__(name=name)
+        with tf.init_scope():
+            self.epoch = tf.Variable(epoch, dtype=tf.int64, trainable=False, name="epoch")
+            self.step = tf.Variable(step, dtype=tf.int64, trainable=False, name="step")
+
+
+@dataclasses.dataclass(frozen=True)
+class ShuffledReads:
+    """What `shuffled_records` needs besides the plan's numbers.
+
+    Attributes:
+      paths: every shard's full path, in manifest order.
+      shards: the manifest's shards (records, seek points), in the same order.
+      compression: the shards'.
+      seed: the order's seed.
+      sharing: the global batch, streams and pipelines.
+    """
+
+    paths: tuple[str, ...]
+    shards: tuple[ShardInfo, ...]
+    compression: Compression
+    seed: int
+    sharing: Sharing
+
+    @functools.cached_property
+    def units(self) -> list[tuple[int, int, int]]:
+        """What an epoch's order permutes, as (shard, first record, end record): a plain
+        shard's stretches between its seek points (about 4 MiB each, each read from its
+        start), so that streams hop between far places of the data, several datasets read as
+        one included; a GZIP shard whole (reading from a seek point decompresses all before)."""
+        found = []
+        for index, shard in enumerate(self.shards):
+            cuts = [0] if self.compression.tf_name else [0, *(r for r, _ in shard.seek)]
+            found += [
+                (index, lo, hi) for lo, hi in zip(cuts, [*cuts[1:], shard.records], strict=True)
+            ]
+        return found
+
+    def plan(self, epoch: int, start_step: int) -> EpochPlan:
+        return epoch_plan(
+            [hi - lo for _, lo, hi in self.units],
+            self.sharing,
+            seed=self.seed,
+            epoch=epoch,
+            start_step=start_step,
+        )
+
+    def tables(self, epoch: int, start_step: int) -> tuple[np.ndarray, np.ndarray]:
+        """The epoch's plan as two int64 tables: one row a stream, one row a piece."""
+        plan = self.plan(epoch, start_step)
+        streams = np.zeros((len(plan.streams), _STREAM_COLUMNS), np.int64)
+        rows: list[tuple[int, ...]] = []
+        for k, read in enumerate(plan.streams):
+            lo, hi = read.full_slice
+            taken = hi > lo
+            first = len(rows)
+            rows += [self._piece_row(p) for p in read.full_pieces]
+            middle = len(rows)
+            rows += [self._piece_row(p) for p in read.final_pieces]
+            streams[k] = (
+                read.full_steps if taken else 0,
+                0 if taken else read.full_steps,
+                lo,
+                hi,
+                int(read.has_final),
+                first,
+                middle,
+                middle,
+                len(rows),
+            )
+        pieces = np.array(rows, np.int64).reshape(len(rows), _PIECE_COLUMNS)
+        return streams, pieces
+
+    def _piece_row(self, piece: Piece) -> tuple[int, ...]:
+        """A piece of a unit as the records of its shard to read, and where from."""
+        index, first, _ = self.units[piece.shard]
+        shard = self.shards[index]
+        start, stop = first + piece.start, first + piece.stop
+        seek_record, seek_offset = shard.seek_point(start)
+        return index, start, stop, seek_record, seek_offset, shard.records
+
+
+def records_per_pipeline_epoch(reads: ShuffledReads, start_step: int) -> tuple[int, int, int]:
+    """(full steps, this pipeline's records of a full step, of the final step) of an epoch
+    read from `start_step` (the same for every epoch)."""
+    plan = reads.plan(0, start_step)
+    return plan.full_steps, plan.share, plan.final_records
+
+
+def shuffled_records(
+    reads: ShuffledReads,
+    epochs: tf.data.Dataset,
+    num_parallel_calls: int,
+    batch_size: int,
+) -> tf.data.Dataset:
+    """Batches of `batch_size` records (string vectors): this pipeline's part of each global
+    step, step after step, for each (epoch, start step) that `epochs` yields. Epochs are
+    batched apart, so that an epoch's final, partial step is its own batch."""
+    paths = tf.constant(list(reads.paths), tf.string)
+    chunk = reads.sharing.global_batch // reads.sharing.streams
+    # A read buffer per stream open at once: 64 MiB in all, at most 8 MiB each.
+    buffer = max(256 << 10, min(8 << 20, (64 << 20) // reads.sharing.streams))
+    reading = BlockReading(reads.compression.tf_name, chunk, buffer)
+    empty = tf.zeros([0], tf.string)
+
+    def tables(epoch: np.int64, step: np.int64) -> tuple[np.ndarray, np.ndarray]:
+        return reads.tables(int(epoch), int(step))
+
+    def read_piece(row: tf.Tensor) -> tf.data.Dataset:
+        return checked_blocks(
+            tf.gather(paths, row[0]), row[1], row[2], row[5], reading, seek=(row[3], row[4])
+        )
+
+    def pieces_of(table: tf.Tensor, first: tf.Tensor, end: tf.Tensor) -> tf.data.Dataset:
+        return tf.data.Dataset.from_tensor_slices(table[first:end]).flat_map(read_piece)
+
+    def epoch_records(position: tf.Tensor) -> tf.data.Dataset:
+        streams, pieces = tf.numpy_function(
+            tables, [position[0], position[1]], [tf.int64, tf.int64], stateful=False
+        )
+        streams = tf.reshape(streams, [-1, _STREAM_COLUMNS])
+        pieces = tf.reshape(pieces, [-1, _PIECE_COLUMNS])
+
+        def stream(k: tf.Tensor) -> tf.data.Dataset:
+            row = streams[k]
+            full = (
+                pieces_of(pieces, row[5], row[6])
+                .rebatch(chunk)
+                .take(row[0])
+                .map(_slicer(row[2], row[3]))
+            )
+            blanks = tf.data.Dataset.from_tensors(empty).repeat(row[1])
+            final = (
+                pieces_of(pieces, row[7], row[8])
+                .rebatch(chunk)
+                .concatenate(tf.data.Dataset.from_tensors(empty))
+                .take(row[4])
+            )
+            return blanks.concatenate(full).concatenate(final)
+
+        steps = tf.data.Dataset.range(tf.shape(streams, out_type=tf.int64)[0]).interleave(
+            stream,
+            cycle_length=reads.sharing.streams,
+            block_length=1,
+            num_parallel_calls=num_parallel_calls,
+            deterministic=True,
+        )
+        return steps.rebatch(batch_size, drop_remainder=reads.sharing.drop_remainder)
+
+    return epochs.flat_map(epoch_records)
+
+
+def _slicer(lo: tf.Tensor, hi: tf.Tensor) -> Callable[[tf.Tensor], tf.Tensor]:
+    def cut(chunk: tf.Tensor) -> tf.Tensor:
+        return chunk[lo:hi]
+
+    return cut
+
+
+def epochs_from(counter: EpochCounter, num_epochs: int | None, advance: bool) -> tf.data.Dataset:
+    """(epoch, start step) pairs of one iteration: from the counter's epoch and step, read when
+    the iteration starts, then the next epochs from step 0. With `advance` (a counter of the
+    reader's own) each iteration moves the counter past the epochs it reads, so that iterating
+    again (Keras, each epoch) reads the next ones; otherwise the training loop moves it
+    (`ReadPosition`)."""
+    count = np.iinfo(np.int64).max if num_epochs is None else num_epochs
+
+    def start(_: tf.Tensor) -> tf.Tensor:
+        epoch, step = counter.epoch.read_value(), counter.step.read_value()
+        if not (advance and num_epochs is not None):
+            return tf.stack([epoch, step])
+        with tf.control_dependencies([epoch, step]):  # the next iteration: the next epochs
+            moved = [counter.epoch.assign_add(num_epochs), counter.step.assign(0)]
+        with tf.control_dependencies(moved):
+            return tf.stack([tf.identity(epoch), tf.identity(step)])
+
+    def epochs(first: tf.Tensor) -> tf.data.Dataset:
+        zero = tf.constant(0, tf.int64)
+        return tf.data.Dataset.range(count).map(
+            lambda k: tf.stack([first[0] + k, tf.where(k == 0, first[1], zero)])
+        )
+
+    return tf.data.Dataset.from_tensors(0).map(start).flat_map(epochs)
+
+
+def epoch_ordered(
+    reads: ShuffledReads,
+    batch_size: int,
+    options: ReadOptions,
+    position: EpochCounter | None,
+) -> tuple[tf.data.Dataset, int | None]:
+    """This pipeline's batches of string vectors in the epoch order, and how many an iteration
+    gives (None: not known, as when resuming from a position or a start step).
+
+    Each iteration starts at `position` (which the training loop moves on), else at the
+    options' start epoch and step and then at the epochs after those it read.
+    """
+    total = sum(s.records for s in reads.shards)
+    steps = epoch_steps(total, reads.sharing.global_batch, reads.sharing.drop_remainder)
+    if options.start_step > steps:
+        raise ValueError(
+            f"start_step {options.start_step} is past the epoch's {steps} steps ({total} "
+            f"records, global batch {reads.sharing.global_batch})"
+        )
+    if position is not None:
+        if hasattr(position, "steps_per_epoch"):
+            position.steps_per_epoch = steps
+        counter, advance = position, False
+    else:
+        counter, advance = EpochCounter(options.start_epoch, options.start_step), True
+    epochs = epochs_from(counter, options.num_epochs, advance)
+    ds = shuffled_records(reads, epochs, options.num_parallel_calls, batch_size)
+    if position is not None or options.start_step or options.num_epochs is None:
+        return ds, None if options.num_epochs is not None else tf.data.INFINITE_CARDINALITY
+    full_steps, share, final = records_per_pipeline_epoch(reads, 0)
+    per_epoch = full_steps * (share // batch_size) + -(-final // batch_size)
+    return ds, per_epoch * options.num_epochs
