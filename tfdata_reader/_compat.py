@@ -55,6 +55,7 @@ def records_at(
     """The TFRecords of one file from byte `offset` of its framed stream on."""
 
     class _RecordsAt(_dataset_ops.DatasetSource):
+        @tf.autograph.experimental.do_not_convert
         def __init__(self, path: tf.Tensor, offset: tf.Tensor) -> None:
             self._name = None
             variant = _gen.tf_record_dataset_v2(
@@ -64,7 +65,7 @@ def records_at(
                 tf.cast(offset, tf.int64),
                 metadata=self._metadata.SerializeToString(),
             )
-            super().__init__(variant)
+            super(_RecordsAt, self).__init__(variant)  # noqa: UP008 (autograph: no cell)
 
         @property
         def element_spec(self) -> tf.TensorSpec:
@@ -73,4 +74,4 @@ def records_at(
     # Made inside a dataset function: TensorFlow cannot write this op into a dataset's graph
     # (its serializer leaves out the offsets), which a dataset made at the top level needs.
     start = tf.data.Dataset.from_tensors((path, tf.cast(offset, tf.int64)))
-    return start.flat_map(lambda p, o: _RecordsAt(p, o))
+    return start.flat_map(tf.autograph.experimental.do_not_convert(lambda p, o: _RecordsAt(p, o)))

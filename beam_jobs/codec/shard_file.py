@@ -9,17 +9,21 @@ blocks with a sync flush, so that the parts join into one member (`gzip_member`)
 from __future__ import annotations
 
 import zlib
-from typing import BinaryIO
+from typing import BinaryIO, TypeAlias
 
 import google_crc32c
 import numpy as np
+import pyarrow as pa
 
 from beam_jobs.codec.deflate import compressor, crc32
 from beam_jobs.codec.framing import frame_records
 from beam_jobs.codec.gzip_member import OpenMember, check_closing
 from beam_jobs.core.compression import DEFAULT_GZIP_LEVEL, Compression
 
-__all__ = ["ShardFileWriter", "SizeOnly", "seek_stride"]
+__all__ = ["Framed", "ShardFileWriter", "SizeOnly", "seek_stride"]
+
+# Framed records as they come: bytes, or an Arrow buffer (the shuffle's, not copied again).
+Framed: TypeAlias = "bytes | memoryview | pa.Buffer"
 
 _GZIP_CHUNK = 1 << 20  # bytes of the framed stream given to the compressor at a time
 # Seek points (`seek_every`): the first record at or past every so many bytes of the framed
@@ -86,7 +90,7 @@ class ShardFileWriter:
         self.records += len(records)
         self._take(frame_records(records))
 
-    def write_framed(self, data: bytes | memoryview, lengths: np.ndarray) -> None:
+    def write_framed(self, data: Framed, lengths: np.ndarray) -> None:
         """Writes records already framed, back to back (`lengths`: each one's framed size)."""
         if self._seek_every and len(lengths):
             self._note_seek_points(lengths)
@@ -104,7 +108,7 @@ class ShardFileWriter:
                 self.seek.append(point)
         self._next_seek = (int(starts[-1]) // every + 1) * every
 
-    def _take(self, data: bytes | memoryview) -> None:
+    def _take(self, data: Framed) -> None:
         """The framed stream's next bytes: stored, or compressed in whole chunks."""
         if not self._gzip:
             self._length += len(data)
@@ -124,7 +128,7 @@ class ShardFileWriter:
                     self._store(self._gzip.compress(view[start : start + _GZIP_CHUNK]))
             del self._pending[:whole]
 
-    def _store(self, data: bytes | memoryview) -> None:
+    def _store(self, data: Framed) -> None:
         if data:
             self._raw.write(data)
             self.bytes += len(data)
@@ -155,7 +159,7 @@ class ShardFileWriter:
 class SizeOnly:
     """A file that keeps nothing: for measuring what a shard would store (the planner)."""
 
-    def write(self, data: bytes | memoryview) -> int:
+    def write(self, data: Framed) -> int:
         return len(data)
 
     def close(self) -> None:

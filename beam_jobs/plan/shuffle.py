@@ -19,7 +19,7 @@ from beam_jobs.plan.shards import MIN_TASKS
 
 __all__ = ["BUCKET_BYTES", "ShufflePlan", "ShuffleUnit", "plan_shuffle"]
 
-BUCKET_BYTES = 64 << 20  # framed bytes a bucket holds, about (estimated at planning)
+BUCKET_BYTES = 32 << 20  # framed bytes a bucket holds, about (estimated at planning)
 
 
 @dataclasses.dataclass(frozen=True)

@@ -135,9 +135,11 @@ class WriteShuffledFn(beam.DoFn):
         )
         try:
             for bucket, stretches in work.buckets:
-                data, lengths = read_bucket(stretches)
-                order = permutation(self._seed, work.split_index, bucket, len(lengths))
-                writer.write_framed(gather(data, lengths, order), lengths[order])
+                pieces = read_bucket(stretches)
+                count = sum(len(lengths) for _, lengths in pieces)
+                order = permutation(self._seed, work.split_index, bucket, count)
+                for data, lengths in gather(pieces, order):
+                    writer.write_framed(data, lengths)
         finally:
             writer.close()
         if writer.records != work.records:
@@ -211,6 +213,12 @@ class ShuffleShards(beam.PTransform[Any, Any]):
             | "Unkey" >> beam.FlatMap(lambda keyed: keyed[1])
             # Each unit's buckets, permuted, into its part of a shard.
             | "WriteShuffled" >> beam.ParDo(WriteShuffledFn(temp_dir, self._sharding, plan.seed))
-            # A shard of several units: its parts in order.
-            | "JoinParts" >> JoinParts(temp_dir, plan.parts_by_shard())
+            # A shard of several units: its parts in order (none when each unit is a shard).
+            | "JoinParts" >> self._join()
         )
+
+    def _join(self) -> beam.PTransform[Any, Any]:
+        parts = self._plan.parts_by_shard()
+        if all(len(p) == 1 for p in parts.values()):
+            return beam.Map(lambda shard: shard)
+        return JoinParts(self._temp_dir, parts)
