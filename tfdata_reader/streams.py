@@ -143,7 +143,7 @@ def shuffled_records(
     chunk = reads.sharing.global_batch // reads.sharing.streams
     # A read buffer per stream open at once: 64 MiB in all, at most 8 MiB each.
     buffer = max(256 << 10, min(8 << 20, (64 << 20) // reads.sharing.streams))
-    reading = BlockReading(reads.compression.tf_name, max(chunk, 1024), buffer)
+    reading = BlockReading(reads.compression.tf_name, chunk, buffer)
     empty = tf.zeros([0], tf.string)
 
     def tables(epoch: np.int64, step: np.int64) -> tuple[np.ndarray, np.ndarray]:

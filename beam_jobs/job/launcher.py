@@ -203,8 +203,9 @@ def _run(
     unit = "write tasks" if plan.writes_parts else "shards"
     # On a terminal a live bar; in a log (a scheduler, a pipe), a line every few seconds.
     live = sys.stderr.isatty()
+    units = len(plan.shuffle.units()) if plan.shuffle else 0
     reporter = ProgressReporter(
-        temp_dir, len(plan.tasks), config.progress_seconds, unit, plan.input_bytes, live
+        temp_dir, len(plan.tasks), config.progress_seconds, unit, plan.input_bytes, live, units
     )
     reporter.start()
     heartbeat = lease.Heartbeat(config.output, held).start()

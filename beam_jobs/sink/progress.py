@@ -36,6 +36,7 @@ __all__ = [
 
 _log = logging.getLogger(__name__)
 NOTES_DIR = "progress"
+SHUFFLE_NOTES = "shuffle"  # the second pass's notes, in a folder of their own
 NOTE_SECONDS = 5.0  # a running task's note is rewritten at most this often
 
 
@@ -111,12 +112,17 @@ class ProgressReporter:
         unit: str = "shards",
         input_bytes: int = 0,
         live: bool = False,
+        shuffle_units: int = 0,
     ) -> None:
         """`interval`: seconds between polls of the notes; `unit`: what a note stands for
         (with splits, a write task writes a part of several shards); `input_bytes`: the
-        whole input's (0: unknown, no share or ETA); `live`: a bar on stderr (a terminal)."""
+        whole input's (0: unknown, no share or ETA); `live`: a bar on stderr (a terminal);
+        `shuffle_units`: a shuffled conversion's units of its second pass (0: none)."""
         self._unit = unit
         self._pattern = FileSystems.join(temp_dir, NOTES_DIR, "*.json")
+        self._shuffle_pattern = FileSystems.join(temp_dir, NOTES_DIR, SHUFFLE_NOTES, "*.json")
+        self._shuffle_units = shuffle_units
+        self._shuffled = 0
         self._num_shards = num_shards
         self._interval = interval
         self._input_bytes = input_bytes
@@ -146,7 +152,7 @@ class ProgressReporter:
             found = FileSystems.match([self._pattern])[0].metadata_list
         except Exception:
             return None
-        changed = False
+        changed = self._poll_shuffle()
         for path in (m.path for m in found):
             before = self._seen.get(path)
             if before is not None and before.get("done", True):
@@ -159,6 +165,17 @@ class ProgressReporter:
             if note != before:
                 self._seen[path], changed = note, True
         return self.describe() if changed else None
+
+    def _poll_shuffle(self) -> bool:
+        """Counts the second pass's units done (a note each); True when the count moved."""
+        if not self._shuffle_units:
+            return False
+        try:
+            done = len(FileSystems.match([self._shuffle_pattern])[0].metadata_list)
+        except Exception:
+            return False
+        moved, self._shuffled = done != self._shuffled, done
+        return moved
 
     def fraction(self) -> float | None:
         """The share of the input read (None: the input's size is not known)."""
@@ -176,10 +193,13 @@ class ProgressReporter:
             if 0 < fraction < 1:
                 share += f", about {format_duration(seconds * (1 - fraction) / fraction)} left"
             share += ")"
+        shuffled = ""
+        if self._shuffle_units and done == self._num_shards:
+            shuffled = f"; shuffled into shards: {self._shuffled}/{self._shuffle_units} units"
         return (
             f"progress: {done}/{self._num_shards} {self._unit}{share}, {records:,} records, "
             f"{input_mb:,.1f} MB of input at {input_mb / seconds:.1f} MB/s, "
-            f"from {workers} worker process{'' if workers == 1 else 'es'}"
+            f"from {workers} worker process{'' if workers == 1 else 'es'}{shuffled}"
         )
 
     def _totals(self) -> tuple[int, int, float, float, int]:

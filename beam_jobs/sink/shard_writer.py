@@ -47,11 +47,24 @@ from beam_jobs.sink.temp_folder import remove_empty_folders
 from beam_jobs.stats.batches import finish_all, new_stats, update_all
 from tfdata_reader.manifest import FeatureSpec, shard_name
 
-__all__ = ["MAX_LABELS", "RunAbandoned", "WriteShardFn", "WriteSpec"]
+__all__ = ["MAX_LABELS", "RunAbandoned", "WriteShardFn", "WriteSpec", "stop_if_abandoned"]
 
 
 class RunAbandoned(RuntimeError):
     """A task of a run whose launcher is gone (interrupted): it writes nothing more."""
+
+
+def stop_if_abandoned(marker: str | None, temp_dir: str, written: list[str | None]) -> None:
+    """Stops a task of a run that was interrupted (its run `marker` is gone with its temporary
+    folder), and deletes what it wrote: a cluster may go on running tasks after the launcher
+    ended, and they would leave files in the output that no run owns."""
+    if marker is None or FileSystems.exists(marker):
+        return
+    paths = [p for p in written if p and FileSystems.exists(p)]
+    if paths:
+        FileSystems.delete(paths)
+    remove_empty_folders(temp_dir)
+    raise RunAbandoned(f"{temp_dir}: the run was interrupted; this task stopped")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -134,17 +147,7 @@ class WriteShardFn(beam.DoFn):
         return written
 
     def _check_alive(self, written: list[str | None]) -> None:
-        """Stops a task of a run that was interrupted (its temporary folder is gone), and
-        deletes what it wrote: a cluster may go on running tasks after the launcher ended,
-        and they would leave files in the output that no run owns."""
-        marker, temp_dir = self._spec.run_marker, self._spec.temp_dir
-        if marker is None or FileSystems.exists(marker):
-            return
-        paths = [p for p in written if p and FileSystems.exists(p)]
-        if paths:
-            FileSystems.delete(paths)
-        remove_empty_folders(temp_dir)
-        raise RunAbandoned(f"{temp_dir}: the run was interrupted; this task stopped")
+        stop_if_abandoned(self._spec.run_marker, self._spec.temp_dir, written)
 
     def _task_name(self, task: WriteTask) -> str:
         """The name progress notes and errors give a task: its shard's, or with splits its own."""

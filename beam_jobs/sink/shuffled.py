@@ -29,9 +29,11 @@ from beam_jobs.core.errors import DataError, raised_for_launcher
 from beam_jobs.core.sharding import ShardingOptions
 from beam_jobs.core.tasks import Stretch, WrittenShard
 from beam_jobs.plan.shuffle import ShufflePlan, ShuffleUnit
+from beam_jobs.sink import progress
 from beam_jobs.sink.counters import counter
 from beam_jobs.sink.join_parts import JoinParts, merged_tallies
 from beam_jobs.sink.runs import gather, read_bucket
+from beam_jobs.sink.shard_writer import stop_if_abandoned
 from tfdata_reader.manifest import shard_name
 
 __all__ = ["ShuffleShards", "ShuffleWork", "WriteShuffledFn", "permutation", "shuffle_work"]
@@ -108,10 +110,13 @@ def shuffle_work(
 class WriteShuffledFn(beam.DoFn):
     """A unit of the shuffle (`ShuffleWork`) -> its part of a shard (`WrittenShard`)."""
 
-    def __init__(self, temp_dir: str, sharding: ShardingOptions, seed: int) -> None:
+    def __init__(
+        self, temp_dir: str, sharding: ShardingOptions, seed: int, run_marker: str | None = None
+    ) -> None:
         self._temp_dir = temp_dir
         self._sharding = sharding
         self._seed = seed
+        self._run_marker = run_marker  # gone once the run was interrupted
         self._records = counter("records_shuffled")
 
     def process(self, work: ShuffleWork) -> Iterator[WrittenShard]:
@@ -119,6 +124,7 @@ class WriteShuffledFn(beam.DoFn):
             yield self._write(work)
 
     def _write(self, work: ShuffleWork) -> WrittenShard:
+        stop_if_abandoned(self._run_marker, self._temp_dir, [])
         unit, sharding = work.unit, self._sharding
         prefix = unit.split or sharding.shard_prefix
         name = shard_name(prefix, unit.shard, unit.num_shards, sharding.compression)
@@ -147,7 +153,10 @@ class WriteShuffledFn(beam.DoFn):
                 f"rows in != rows out: {name} (part {unit.part}) holds {writer.records:,} "
                 f"records of the {work.records:,} its runs list; nothing was published"
             )
+        stop_if_abandoned(self._run_marker, self._temp_dir, [path])
         self._records.inc(writer.records)
+        note = f"{progress.SHUFFLE_NOTES}/{name}.part{unit.part}"
+        progress.write_note(self._temp_dir, note, writer.records, writer.bytes, 0)
         base = work.carrier or WrittenShard(
             index=unit.shard, temp_path="", name=name, records=0, bytes=0, crc32c="",
             input_bytes=0, null_counts={}, split=unit.split, num_shards=unit.num_shards,
@@ -186,6 +195,7 @@ class ShuffleShards(beam.PTransform[Any, Any]):
       plan: the buckets and the units that write them.
       tasks: (split or "", planned shard) -> the write tasks of its input (`tasks_by_shard`).
       sharding: the shards' names and compression.
+      run_marker: the launcher's run marker (gone once the run is interrupted), or None.
     """
 
     def __init__(
@@ -194,9 +204,11 @@ class ShuffleShards(beam.PTransform[Any, Any]):
         plan: ShufflePlan,
         tasks: dict[tuple[str, int], tuple[int, ...]],
         sharding: ShardingOptions,
+        run_marker: str | None = None,
     ) -> None:
         super().__init__()
         self._temp_dir, self._plan, self._tasks, self._sharding = temp_dir, plan, tasks, sharding
+        self._run_marker = run_marker
 
     def expand(self, written: beam.PCollection[Any]) -> beam.PCollection[Any]:
         plan, temp_dir = self._plan, self._temp_dir
@@ -212,7 +224,8 @@ class ShuffleShards(beam.PTransform[Any, Any]):
             | "SpreadUnits" >> beam.GroupByKey()
             | "Unkey" >> beam.FlatMap(lambda keyed: keyed[1])
             # Each unit's buckets, permuted, into its part of a shard.
-            | "WriteShuffled" >> beam.ParDo(WriteShuffledFn(temp_dir, self._sharding, plan.seed))
+            | "WriteShuffled"
+            >> beam.ParDo(WriteShuffledFn(temp_dir, self._sharding, plan.seed, self._run_marker))
             # A shard of several units: its parts in order (none when each unit is a shard).
             | "JoinParts" >> self._join()
         )

@@ -84,9 +84,9 @@ class ConvertToShards(beam.PTransform[Any, Any]):
     def _to_shards(self) -> beam.PTransform[Any, Any]:
         plan = self._plan
         if plan.shuffle is not None:
-            return ShuffleShards(
-                self.temp_dir, plan.shuffle, tasks_by_shard(plan.tasks), plan.sharding
-            )
+            marker = FileSystems.join(self.temp_dir, RUN_MARKER) if self._run_id else None
+            tasks = tasks_by_shard(plan.tasks)
+            return ShuffleShards(self.temp_dir, plan.shuffle, tasks, plan.sharding, marker)
         if plan.writes_parts:
             return JoinParts(self.temp_dir, tasks_by_shard(plan.tasks))
         return beam.Map(lambda shard: shard)  # each shard written whole by one writer

@@ -95,6 +95,10 @@ def test_a_writer_notes_its_share_of_the_input_while_it_runs(tmp_path, monkeypat
     monkeypatch.setattr(progress, "NOTE_SECONDS", 0.0)  # a note after every batch
     monkeypatch.setattr(progress, "write_note", lambda *a, **k: notes.append((*a[1:], k)))
     convert([str(tmp_path / "in.csv")], tmp_path / "out", "--num_shards", "1")
+    # The shuffle's second pass notes its unit apart (after the task's last note).
+    assert notes[-1][:2] == (f"{progress.SHUFFLE_NOTES}/data-00000-of-00001.tfrecord.part0",
+                             150_000)  # fmt: skip
+    notes = notes[:-1]
     running = [n for n in notes if n[-1] == {"done": False}]
     assert len(running) >= 2 and notes[-1][:2] == ("data-00000-of-00001.tfrecord", 150_000)
     shares = [n[3] for n in running]  # input bytes, estimated from the rows read
@@ -122,3 +126,17 @@ def test_the_launchers_temporary_folder_holds_the_notes_folder(tmp_path):
     folder = start_temp_folder(str(tmp_path), "abc123")
     made = sorted(p.name for p in pathlib.Path(folder).iterdir())
     assert made == [progress.NOTES_DIR, "run.json"]
+
+
+def test_a_shuffled_conversions_second_pass_is_counted_apart(tmp_path):
+    temp = str(tmp_path / "tmp-run")
+    reporter = ProgressReporter(temp, num_shards=2, shuffle_units=3)
+    write_note(temp, "task-00000-of-00002", 10, 100, 1000)
+    assert reporter.poll().endswith("from 1 worker process")  # the first pass is not done
+    write_note(temp, "task-00001-of-00002", 10, 100, 1000)
+    write_note(temp, f"{progress.SHUFFLE_NOTES}/data-00000-of-00002.tfrecord.part0", 9, 99, 0)
+    line = reporter.poll()
+    assert line.startswith("progress: 2/2 shards, 20 records, ")  # units add no records
+    assert line.endswith("; shuffled into shards: 1/3 units"), line
+    write_note(temp, f"{progress.SHUFFLE_NOTES}/data-00001-of-00002.tfrecord.part0", 9, 99, 0)
+    assert reporter.poll().endswith("; shuffled into shards: 2/3 units")
