@@ -186,8 +186,7 @@ def main() -> None:
         "positions); accuracy: softmax classifier, one epoch, MirroredStrategy (2 replicas), "
         "5,000 held-out rows.",
         "",
-        "| input | order written | labels a batch | random sampling | spread | random | "
-        "accuracy |",
+        "| input | order written | labels a batch | random sampling | spread | random | accuracy |",
         "|---|---|---|---|---|---|---|",
     ]
     for name, (pattern, flags) in inputs.items():
