@@ -7,7 +7,10 @@ The clock stops at the last batch. Tearing down an iterator that `take` cut shor
 cancels and joins its reader threads) took 0-5 s here at random, for every reader alike; that is
 not reading, and timing it made single runs of the same reader differ by 2x.
 
-    python benchmarks/read_bench.py DATASET [BATCH]
+    python benchmarks/read_bench.py DATASET [BATCH] [DATASET_IN_INPUT_ORDER]
+
+With a second dataset (the same records converted with `--order input`), `make_dataset` reads
+it too: shuffled blocks, the reader of datasets in input order (`make_dataset_input_order`).
 """
 
 from __future__ import annotations
@@ -54,6 +57,7 @@ def _rows(tensor) -> int:
 def main() -> None:
     path = sys.argv[1]
     batch = int(sys.argv[2]) if len(sys.argv) > 2 else 256
+    in_order = sys.argv[3] if len(sys.argv) > 3 else None
     manifest = read_manifest(path)
     files = shard_paths(path, manifest)
     compression = "GZIP" if manifest.compression == "gzip" else ""
@@ -90,6 +94,17 @@ def main() -> None:
                 "make_dataset_no_shuffle",
                 make_dataset(path, batch, shuffle=False),
                 lambda b: b[first].shape[0],
+            ),
+            *(
+                [
+                    (
+                        "make_dataset_input_order",
+                        make_dataset(in_order, batch, seed=1),
+                        lambda b: b[first].shape[0],
+                    )
+                ]
+                if in_order
+                else []
             ),
             ("hand_written", hand, lambda b: b[first].shape[0]),
             ("tfxio", tfxio, lambda b: _rows(b[first])),

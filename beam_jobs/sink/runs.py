@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import builtins
 import uuid
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from typing import BinaryIO
 
 import numpy as np
@@ -46,16 +46,13 @@ GATHER_RECORDS = 1 << 15  # records put in order at a time: what is held besides
 
 
 def gather(
-    pieces: Sequence[tuple[bytes, np.ndarray]], order: np.ndarray
+    data: bytes | bytearray, lengths: np.ndarray, order: np.ndarray
 ) -> Iterator[tuple[pa.Buffer, np.ndarray]]:
-    """The records of `pieces` (each: records back to back, and their lengths), taken as one
-    sequence, in `order`: buffers of up to GATHER_RECORDS records and their lengths. The
-    pieces are joined once (Arrow's take over one array is ten times faster than over
-    chunks), and the output is made a slice at a time."""
-    if not pieces:
+    """The records of `data` (`lengths`: their sizes, back to back) in `order`: buffers of up
+    to GATHER_RECORDS records and their lengths (Arrow's take over one array, a slice of the
+    output at a time)."""
+    if not len(lengths):
         return
-    data = pieces[0][0] if len(pieces) == 1 else b"".join(d for d, _ in pieces)
-    lengths = np.concatenate([sizes for _, sizes in pieces])
     offsets = np.zeros(len(lengths) + 1, dtype=np.int64)
     np.cumsum(lengths, out=offsets[1:])
     records = pa.LargeBinaryArray.from_buffers(
@@ -149,39 +146,54 @@ class RunWriter:
         return tuple(self.runs)
 
 
-def read_bucket(stretches: Iterable[Stretch]) -> list[tuple[bytes, np.ndarray]]:
-    """One bucket's framed records from its stretches of every run, in the order given: each
-    stretch's records and their lengths.
+def read_bucket(stretches: Sequence[Stretch]) -> tuple[bytearray, np.ndarray]:
+    """One bucket's framed records from its stretches of every run, in the order given, read
+    into one buffer (no copy to join them), and their lengths.
 
     Raises:
       DataError: when a run's file is shorter than its index says (a lost temporary file).
     """
-    found: list[tuple[bytes, np.ndarray]] = []
+    data = bytearray(sum(s.data_bytes for s in stretches))
+    lengths: list[np.ndarray] = []
     opened: dict[str, BinaryIO] = {}
+    at = 0
     try:
-        for stretch in stretches:
-            if not stretch.records:
-                continue
-            f = opened.get(stretch.path)
-            if f is None:
-                f = opened[stretch.path] = FileSystems.open(
-                    stretch.path, compression_type=CompressionTypes.UNCOMPRESSED
-                )
-            f.seek(stretch.lengths_at)
-            raw = f.read(4 * stretch.records)
-            f.seek(stretch.data_at)
-            data = f.read(stretch.data_bytes)
-            if len(raw) != 4 * stretch.records or len(data) != stretch.data_bytes:
-                raise DataError(
-                    f"{stretch.path}: ends before the records its index lists (bytes "
-                    f"{stretch.data_at:,}+{stretch.data_bytes:,}): a temporary file of the "
-                    "shuffle was cut or removed; run the conversion again"
-                )
-            found.append((data, np.frombuffer(raw, dtype="<u4").astype(np.int64)))
+        with memoryview(data) as view:
+            for stretch in stretches:
+                if not stretch.records:
+                    continue
+                f = opened.get(stretch.path)
+                if f is None:
+                    f = opened[stretch.path] = FileSystems.open(
+                        stretch.path, compression_type=CompressionTypes.UNCOMPRESSED
+                    )
+                f.seek(stretch.lengths_at)
+                raw = f.read(4 * stretch.records)
+                f.seek(stretch.data_at)
+                got = _read_into(f, view[at : at + stretch.data_bytes])
+                if len(raw) != 4 * stretch.records or got != stretch.data_bytes:
+                    raise DataError(
+                        f"{stretch.path}: ends before the records its index lists (bytes "
+                        f"{stretch.data_at:,}+{stretch.data_bytes:,}): a temporary file of the "
+                        "shuffle was cut or removed; run the conversion again"
+                    )
+                lengths.append(np.frombuffer(raw, dtype="<u4").astype(np.int64))
+                at += got
     finally:
         for f in opened.values():
             f.close()
-    return found
+    return data, np.concatenate(lengths) if lengths else np.zeros(0, np.int64)
+
+
+def _read_into(f: BinaryIO, view: memoryview) -> int:
+    """Fills `view` from `f` (a file system's reads may come back short); the bytes read."""
+    done = 0
+    while done < len(view):
+        got = f.readinto(view[done:])  # type: ignore[attr-defined]
+        if not got:
+            break
+        done += got
+    return done
 
 
 class RunSink:

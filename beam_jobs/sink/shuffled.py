@@ -141,11 +141,10 @@ class WriteShuffledFn(beam.DoFn):
         )
         try:
             for bucket, stretches in work.buckets:
-                pieces = read_bucket(stretches)
-                count = sum(len(lengths) for _, lengths in pieces)
-                order = permutation(self._seed, work.split_index, bucket, count)
-                for data, lengths in gather(pieces, order):
-                    writer.write_framed(data, lengths)
+                data, lengths = read_bucket(stretches)
+                order = permutation(self._seed, work.split_index, bucket, len(lengths))
+                for taken, sizes in gather(data, lengths, order):
+                    writer.write_framed(taken, sizes)
         finally:
             writer.close()
         if writer.records != work.records:
