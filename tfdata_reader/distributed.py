@@ -20,17 +20,21 @@ def distribute(
 ) -> tf.distribute.DistributedDataset:
     """Reads `path` through `strategy.distribute_datasets_from_function`.
 
-    Each input pipeline (one per worker process) reads its own shards, or its own record range
-    when there are fewer shards than pipelines, so an epoch delivers every record exactly once
-    across all workers and replicas (less a final partial batch with `drop_remainder=True`).
-    Batches are per replica: `global_batch_size / strategy.num_replicas_in_sync` records.
+    Each input pipeline (one per worker process) reads its own part of the data, so an epoch
+    delivers every record exactly once across all workers and replicas (less a final partial
+    batch with `drop_remainder=True`): of a shuffled dataset, its part of every global step of
+    the epoch order, which holds the same records on any number of workers (and resumes from
+    a `ReadPosition`, `position=`); of one in input order, its own shards, or its own record
+    range when there are fewer shards than pipelines. Batches are per replica:
+    `global_batch_size / strategy.num_replicas_in_sync` records.
 
     Args:
       strategy: e.g. `MirroredStrategy` or `MultiWorkerMirroredStrategy`.
       path: the dataset directory or its manifest.json; or several datasets read as one (a
         list, or a glob over dataset folders), as `make_dataset` takes them.
       global_batch_size: records per step over all replicas; must divide evenly among them.
-      **options: any other `make_dataset` argument (seed, num_epochs, label_key, ...).
+      **options: any other `make_dataset` argument (seed, num_epochs, label_key, position,
+        ...).
     """
     check_batch_size("global_batch_size", global_batch_size)
     replicas = strategy.num_replicas_in_sync

@@ -19,10 +19,10 @@ from beam_jobs.core.inputs import Covered, Piece
 
 __all__ = [
     "MIN_BATCH_ROWS",
+    "STRETCH_COLUMNS",
     "PlannedShard",
     "Run",
     "ShardPart",
-    "Stretch",
     "WriteTask",
     "WrittenShard",
     "sum_counts",
@@ -79,39 +79,41 @@ class WriteTask:
         return len(self.parts) == 1 and self.parts[0].split is None and not self.in_parts
 
 
-@dataclasses.dataclass(frozen=True)
-class Stretch:
-    """One bucket's part of one run (shuffled conversions): its records' lengths and its framed
-    records, in a temporary file."""
-
-    path: str
-    records: int
-    lengths_at: int  # where its uint32 framed lengths start
-    data_at: int  # where its framed records start
-    data_bytes: int
+# A bucket's part of one run (shuffled conversions), as a row of int64: the bucket, its file
+# (an index into a list of paths), its records, where their uint32 framed lengths start, where
+# the framed records start, and their bytes.
+STRETCH_COLUMNS = ("bucket", "file", "records", "lengths_at", "data_at", "data_bytes")
 
 
 @dataclasses.dataclass(frozen=True)
 class Run:
     """One run of a write task's temporary file (shuffled conversions, `sink.runs`): where it
-    starts, and per bucket its records and framed bytes. At `offset` come every record's
-    uint32 framed length, bucket by bucket, then the framed records, bucket by bucket."""
+    starts, and the buckets it holds records of (ascending; none of the others, so that a
+    run costs what it holds whatever the buckets), with their records and framed bytes. At
+    `offset` come every record's uint32 framed length, bucket by bucket, then the framed
+    records, bucket by bucket."""
 
     path: str
     offset: int
-    counts: np.ndarray  # int64 per bucket
-    sizes: np.ndarray  # int64 per bucket
+    buckets: np.ndarray  # int64, ascending: the buckets it holds records of
+    counts: np.ndarray  # int64, each one's records
+    sizes: np.ndarray  # int64, each one's framed bytes
 
     @property
     def records(self) -> int:
         return int(self.counts.sum())
 
-    def stretch(self, bucket: int) -> Stretch:
-        """Where `bucket`'s records are in the file."""
-        before = int(self.counts[:bucket].sum())
-        data = self.offset + 4 * self.records + int(self.sizes[:bucket].sum())
-        count = int(self.counts[bucket])
-        return Stretch(self.path, count, self.offset + 4 * before, data, int(self.sizes[bucket]))
+    def stretches(self, file: int) -> np.ndarray:
+        """Where each bucket's records are, a row a bucket it holds (`STRETCH_COLUMNS`), its
+        file given as `file` (an index into a list of paths)."""
+        table = np.empty((len(self.buckets), len(STRETCH_COLUMNS)), np.int64)
+        table[:, 0] = self.buckets
+        table[:, 1] = file
+        table[:, 2] = self.counts
+        table[:, 3] = self.offset + 4 * (np.cumsum(self.counts) - self.counts)
+        table[:, 4] = self.offset + 4 * self.records + np.cumsum(self.sizes) - self.sizes
+        table[:, 5] = self.sizes
+        return table
 
 
 @dataclasses.dataclass(frozen=True)

@@ -130,7 +130,6 @@ def merged_tallies(
         dead_letter = dead_letter_temp_path(temp_dir, first.name)
         with FileSystems.create(dead_letter, compression_type=CompressionTypes.UNCOMPRESSED) as f:
             _copy([(path, 0, None) for path in dead_letters], f, 0, 0)
-        FileSystems.delete(dead_letters)
     # The parts' quantile edges go into one sketch, which publishing merges as it is.
     stats = PackedStats(merge_all(p.stats for p in parts))  # sent on as one blob
     return dataclasses.replace(
@@ -166,7 +165,8 @@ def join_parts(
     if len(parts) == 1:
         return merged
     temp_path, size, crc = _concatenate(parts, temp_dir)
-    FileSystems.delete([p.temp_path for p in parts if p.temp_path != temp_path])
+    dead_letters = [p.dead_letter_temp_path for p in parts if p.dead_letter_temp_path]
+    FileSystems.delete([p.temp_path for p in parts if p.temp_path != temp_path] + dead_letters)
     seek, records, framed = [], 0, 0
     for part in parts:  # each part's seek points, and its start, past the parts before it
         seek += [(records, framed)] if records else []

@@ -29,7 +29,7 @@ from apache_beam.io.filesystems import FileSystems
 
 from beam_jobs.codec.framing import RECORD_OVERHEAD_BYTES, frame_records
 from beam_jobs.core.errors import DataError
-from beam_jobs.core.tasks import Run, Stretch
+from beam_jobs.core.tasks import Run
 
 __all__ = ["RUN_BYTES", "RunSink", "RunWriter", "gather", "read_bucket", "uniform_below"]
 
@@ -121,7 +121,10 @@ class RunWriter:
             self._file.write(
                 frame_records([held[i] for i in order[start : start + GATHER_RECORDS]])
             )
-        self.runs.append(Run(self.path, self._offset, counts, sizes))
+        held_buckets = np.flatnonzero(counts)
+        self.runs.append(
+            Run(self.path, self._offset, held_buckets, counts[held_buckets], sizes[held_buckets])
+        )
         self._offset += 4 * len(held) + int(lengths.sum())
 
     def _draw_buckets(self, count: int) -> np.ndarray:
@@ -146,36 +149,35 @@ class RunWriter:
         return tuple(self.runs)
 
 
-def read_bucket(stretches: Sequence[Stretch]) -> tuple[bytearray, np.ndarray]:
-    """One bucket's framed records from its stretches of every run, in the order given, read
-    into one buffer (no copy to join them), and their lengths.
+def read_bucket(paths: Sequence[str], stretches: np.ndarray) -> tuple[bytearray, np.ndarray]:
+    """One bucket's framed records from its stretches of every run (rows of `STRETCH_COLUMNS`,
+    files indexing `paths`), in the order given, read into one buffer (no copy to join them),
+    and their lengths.
 
     Raises:
       DataError: when a run's file is shorter than its index says (a lost temporary file).
     """
-    data = bytearray(sum(s.data_bytes for s in stretches))
+    data = bytearray(int(stretches[:, 5].sum()))
     lengths: list[np.ndarray] = []
-    opened: dict[str, BinaryIO] = {}
+    opened: dict[int, BinaryIO] = {}
     at = 0
     try:
         with memoryview(data) as view:
-            for stretch in stretches:
-                if not stretch.records:
-                    continue
-                f = opened.get(stretch.path)
+            for _, file, records, lengths_at, data_at, size in stretches.tolist():
+                f = opened.get(file)
                 if f is None:
-                    f = opened[stretch.path] = FileSystems.open(
-                        stretch.path, compression_type=CompressionTypes.UNCOMPRESSED
+                    f = opened[file] = FileSystems.open(
+                        paths[file], compression_type=CompressionTypes.UNCOMPRESSED
                     )
-                f.seek(stretch.lengths_at)
-                raw = f.read(4 * stretch.records)
-                f.seek(stretch.data_at)
-                got = _read_into(f, view[at : at + stretch.data_bytes])
-                if len(raw) != 4 * stretch.records or got != stretch.data_bytes:
+                f.seek(lengths_at)
+                raw = f.read(4 * records)
+                f.seek(data_at)
+                got = _read_into(f, view[at : at + size])
+                if len(raw) != 4 * records or got != size:
                     raise DataError(
-                        f"{stretch.path}: ends before the records its index lists (bytes "
-                        f"{stretch.data_at:,}+{stretch.data_bytes:,}): a temporary file of the "
-                        "shuffle was cut or removed; run the conversion again"
+                        f"{paths[file]}: ends before the records its index lists (bytes "
+                        f"{data_at:,}+{size:,}): a temporary file of the shuffle was cut or "
+                        "removed; run the conversion again"
                     )
                 lengths.append(np.frombuffer(raw, dtype="<u4").astype(np.int64))
                 at += got

@@ -27,7 +27,7 @@ from apache_beam.io.filesystems import FileSystems
 from beam_jobs.codec.shard_file import ShardFileWriter, seek_stride
 from beam_jobs.core.errors import DataError, raised_for_launcher
 from beam_jobs.core.sharding import ShardingOptions
-from beam_jobs.core.tasks import Stretch, WrittenShard
+from beam_jobs.core.tasks import STRETCH_COLUMNS, WrittenShard
 from beam_jobs.plan.shuffle import ShufflePlan, ShuffleUnit
 from beam_jobs.sink import progress
 from beam_jobs.sink.counters import counter
@@ -50,17 +50,23 @@ def permutation(seed: int, split: int, bucket: int, count: int) -> np.ndarray:
 
 @dataclasses.dataclass(frozen=True)
 class ShuffleWork:
-    """One unit's work: per bucket, its stretches of every run (task order); with part 0, what
-    the write tasks of its planned shard read and set aside (`carrier`)."""
+    """One unit's work: its buckets' stretches of every run (rows of `STRETCH_COLUMNS`, a
+    bucket's in task and run order, files indexing `paths`); with part 0, what the write
+    tasks of its planned shard read and set aside (`carrier`)."""
 
     unit: ShuffleUnit
-    buckets: tuple[tuple[int, tuple[Stretch, ...]], ...]
+    paths: tuple[str, ...]
+    stretches: np.ndarray
     split_index: int
     carrier: WrittenShard | None = None
 
     @property
     def records(self) -> int:
-        return sum(s.records for _, stretches in self.buckets for s in stretches)
+        return int(self.stretches[:, 2].sum())
+
+    def bucket(self, bucket: int) -> np.ndarray:
+        """The stretches of one of its buckets."""
+        return self.stretches[self.stretches[:, 0] == bucket]
 
 
 def shuffle_work(
@@ -90,6 +96,14 @@ def shuffle_work(
         )
         runs = [run for output in outputs for run in output.runs]
         held = sum(run.records for run in runs)
+        paths = tuple(dict.fromkeys(run.path for run in runs))
+        file_of = {path: i for i, path in enumerate(paths)}
+        # Every bucket's stretches, sorted by bucket, each bucket's in task and run order.
+        table = np.concatenate(
+            [run.stretches(file_of[run.path]) for run in runs]
+            or [np.zeros((0, len(STRETCH_COLUMNS)), np.int64)]
+        )
+        table = table[np.argsort(table[:, 0], kind="stable")]
         if held != sum(o.records for o in outputs):
             raise DataError(
                 f"rows in != rows out: the write tasks of split {split or '(all)'} wrote "
@@ -99,11 +113,13 @@ def shuffle_work(
         for unit in plan.units():
             if unit.split != split:
                 continue
-            buckets = tuple(
-                (b, tuple(run.stretch(b) for run in runs if run.counts[b])) for b in unit.buckets
-            )
+            lo, hi = np.searchsorted(table[:, 0], [unit.buckets[0], unit.buckets[-1] + 1])
+            mine = table[lo:hi].copy()
+            used = np.unique(mine[:, 1])  # its stretches' files, numbered among themselves
+            mine[:, 1] = np.searchsorted(used, mine[:, 1])
             carrier = carriers[(split or "", unit.shard)] if unit.part == 0 else None
-            work.append(ShuffleWork(unit, buckets, plan.split_index(split), carrier))
+            unit_paths = tuple(paths[i] for i in used.tolist())
+            work.append(ShuffleWork(unit, unit_paths, mine, plan.split_index(split), carrier))
     return work
 
 
@@ -131,7 +147,7 @@ class WriteShuffledFn(beam.DoFn):
         path = FileSystems.join(self._temp_dir, f"{name}.part{unit.part}.{uuid.uuid4().hex}")
         raw = FileSystems.create(path, compression_type=CompressionTypes.UNCOMPRESSED)
         joinable = unit.num_parts > 1
-        framed = sum(s.data_bytes for _, stretches in work.buckets for s in stretches)
+        framed = int(work.stretches[:, 5].sum())
         writer = ShardFileWriter(
             raw,
             sharding.compression,
@@ -140,8 +156,8 @@ class WriteShuffledFn(beam.DoFn):
             seek_every=seek_stride(framed * unit.num_parts),
         )
         try:
-            for bucket, stretches in work.buckets:
-                data, lengths = read_bucket(stretches)
+            for bucket in unit.buckets:
+                data, lengths = read_bucket(work.paths, work.bucket(bucket))
                 order = permutation(self._seed, work.split_index, bucket, len(lengths))
                 for taken, sizes in gather(data, lengths, order):
                     writer.write_framed(taken, sizes)
