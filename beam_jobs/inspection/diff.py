@@ -14,9 +14,10 @@ holds more often than the other is then found and shown.
 
 from __future__ import annotations
 
+import bisect
 import dataclasses
 import json
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 import numpy as np
@@ -138,32 +139,73 @@ def _first_difference(
 def _first_unmatched(
     a: str, first: Manifest, b: str, second: Manifest, split: str | None
 ) -> str | None:
-    """The first record of A (in shard order) that B holds fewer times, or of B that A does:
-    None when both hold the same records as often."""
+    """The first record of A (in shard order) that B holds fewer times, or of B that A does,
+    beside B's closest such record when there is one: None when both hold the same records
+    as often."""
     where = f"split {split}: " if split else ""
     hashes = [_record_hashes(a, first), _record_hashes(b, second)]  # both read: both readable
     if len(hashes[0]) != len(hashes[1]):
         return f"{where}A holds {len(hashes[0]):,} records, B {len(hashes[1]):,}"
     if np.array_equal(np.sort(hashes[0]), np.sort(hashes[1])):
         return None
-    for side, (folder, manifest), mine, theirs in (
-        ("A", (a, first), hashes[0], hashes[1]),
-        ("B", (b, second), hashes[1], hashes[0]),
+    extras = [_extra(hashes[0], hashes[1]), _extra(hashes[1], hashes[0])]
+    if extras[0].size and extras[1].size:
+        paired = _paired(a, first, b, second, int(extras[0][0]), extras[1][:_CANDIDATES])
+        if paired:
+            return where + paired
+    side, (folder, manifest), index = (
+        ("A", (a, first), int(extras[0][0])) if extras[0].size
+        else ("B", (b, second), int(extras[1][0]))
+    )  # fmt: skip
+    [(shard, at, record)] = _records_at(folder, manifest, [index])
+    other_side = "B" if side == "A" else "A"
+    return (
+        f"{where}{side} holds a record {other_side} does not (or not as often): "
+        f"record {index:,} of {side} ({shard}, record {at:,} of that shard): {record}"
+    )
+
+
+_CANDIDATES = 1000  # B's unmatched records a record of A is paired against, at most
+
+
+def _extra(mine: np.ndarray, theirs: np.ndarray) -> np.ndarray:
+    """The positions of `mine`'s records that `theirs` holds fewer times (a record held
+    twice here and once there: its second occurrence), in order."""
+    order = np.argsort(mine, kind="stable")
+    ranked = mine[order]
+    # Each record's occurrence number among its equals, in shard order.
+    starts = np.searchsorted(ranked, ranked, side="left")
+    occurrence = np.empty(len(mine), np.int64)
+    occurrence[order] = np.arange(len(mine)) - starts
+    other = np.sort(theirs)
+    held = np.searchsorted(other, mine, side="right") - np.searchsorted(other, mine, side="left")
+    return np.flatnonzero(occurrence >= held)
+
+
+def _paired(
+    a: str, first: Manifest, b: str, second: Manifest, index: int, candidates: np.ndarray
+) -> str | None:
+    """A's unmatched record beside the unmatched record of B that shares most of its
+    features, naming the features that differ; None when none shares a feature."""
+    [(shard, at, record)] = _records_at(a, first, [index])
+    best: tuple[int, int, tuple[str, int, dict[str, Any]]] | None = None
+    for position, found in zip(
+        candidates.tolist(), _records_at(b, second, candidates.tolist()), strict=True
     ):
-        values, mine_counts = np.unique(mine, return_counts=True)
-        other, other_counts = np.unique(theirs, return_counts=True)
-        held = dict(zip(other.tolist(), other_counts.tolist(), strict=True))
-        extra = {v for v, n in zip(values.tolist(), mine_counts.tolist(), strict=True)
-                 if n > held.get(v, 0)}  # fmt: skip
-        if extra:
-            index = next(i for i, h in enumerate(mine.tolist()) if h in extra)
-            shard, at, record = _record_at(folder, manifest, index)
-            other_side = "B" if side == "A" else "A"
-            return (
-                f"{where}{side} holds a record {other_side} does not (or not as often): "
-                f"record {index:,} of {side} ({shard}, record {at:,} of that shard): {record}"
-            )
-    return None  # pragma: no cover - sorted hashes differ, so one side holds one more
+        shared = sum(repr(record.get(k)) == repr(v) for k, v in found[2].items())
+        if shared and (best is None or shared > best[0]):
+            best = (shared, position, found)
+    if best is None:
+        return None
+    _, position, (shard_b, at_b, other) = best
+    names = sorted(set(record) | set(other))
+    differing = [k for k in names if repr(record.get(k)) != repr(other.get(k))]
+    values = "; ".join(f"feature {k!r}: A {record.get(k)!r}, B {other.get(k)!r}" for k in differing)
+    return (
+        f"A holds a record B does not: record {index:,} of A ({shard}, record {at:,} of "
+        f"that shard); the closest record B holds and A does not, record {position:,} of B "
+        f"({shard_b}, record {at_b:,}), differs in {values}"
+    )
 
 
 _MIX = np.uint64(0x9E3779B97F4A7C15)
@@ -207,16 +249,25 @@ def _record_hashes(folder: str, manifest: Manifest) -> np.ndarray:
     return np.concatenate(found) if found else np.zeros(0, np.uint64)
 
 
-def _record_at(folder: str, manifest: Manifest, index: int) -> tuple[str, int, dict[str, Any]]:
-    """The `index`th record of a dataset in shard order: its shard, place there, values."""
+def _records_at(
+    folder: str, manifest: Manifest, indices: Sequence[int]
+) -> list[tuple[str, int, dict[str, Any]]]:
+    """Records of a dataset by their places in shard order (read in one pass), each with its
+    shard, place there and values; in the order of `indices`."""
+    wanted = sorted(set(indices))
+    found: dict[int, tuple[str, int, dict[str, Any]]] = {}
     done = 0
     for records, where in _batches(folder, manifest):
-        if index < done + len(records):
-            row = decode_examples([records[index - done]]).to_pylist()[0]
-            shard, at = where[index - done]
-            return shard, at, row
+        lo = bisect.bisect_left(wanted, done)
+        hi = bisect.bisect_left(wanted, done + len(records))
+        if hi > lo:
+            rows = decode_examples([records[i - done] for i in wanted[lo:hi]]).to_pylist()
+            for i, row in zip(wanted[lo:hi], rows, strict=True):
+                found[i] = (*where[i - done], row)
         done += len(records)
-    raise IndexError(index)  # pragma: no cover
+        if len(found) == len(wanted):
+            break
+    return [found[i] for i in indices]
 
 
 def _same_column(x: pa.Array, y: pa.Array) -> bool:

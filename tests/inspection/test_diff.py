@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 from support.datasets import convert
 
 from beam_jobs.cli import main
@@ -146,8 +148,14 @@ def test_shuffled_datasets_compare_as_sets_and_name_a_record_one_side_lacks(tmp_
             "--num_shards=2", "--shuffle_seed=9")  # fmt: skip
     assert main(["diff", str(tmp_path / "a"), str(tmp_path / "b")]) == 1
     out = capsys.readouterr().out
-    assert out.startswith("A holds a record B does not (or not as often): record ")
-    assert out.endswith("{'id': [1234], 'name': [b'n1234'], 'x': [617.0]}\n")
+    # The changed row beside the record of B it became, named by the feature that differs.
+    assert re.fullmatch(
+        r"A holds a record B does not: record [\d,]+ of A \(data-0000\d-of-00003\.tfrecord, "
+        r"record [\d,]+ of that shard\); the closest record B holds and A does not, record "
+        r"[\d,]+ of B \(data-0000\d-of-00002\.tfrecord, record [\d,]+\), differs in feature "
+        r"'name': A \[b'n1234'\], B \[b'CHANGED'\]\n",
+        out,
+    ), out
     # The same rows twice in A, once each in B with one row twice: a multiset differs.
     (tmp_path / "f.csv").write_text("id\n1\n1\n2\n")
     (tmp_path / "g.csv").write_text("id\n1\n2\n2\n")
