@@ -155,9 +155,6 @@ class WrittenShard:
     framed_bytes: int = 0  # of its framed stream (its size once decompressed); 0: not known
     # Shuffled conversions: a write task's runs (its records by bucket), not a shard yet.
     runs: tuple[Run, ...] = ()
-    # Shuffled conversions: what a planned shard's write tasks read and set aside, without
-    # its file (the second pass writes that); publishing puts the two together.
-    tallies_only: bool = False
 
 
 def sum_counts(counts: Iterable[Mapping[str, int]]) -> dict[str, int]:

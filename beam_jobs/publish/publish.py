@@ -166,41 +166,6 @@ def build_manifest(
     )
 
 
-def with_tallies(written: Sequence[WrittenShard]) -> list[WrittenShard]:
-    """A shuffled conversion's shards, each with the tallies of its planned shard's write
-    tasks (`tallies_only` elements) put on it; other shards as they are.
-
-    Raises:
-      RuntimeError: when a shard's tallies or file arrived twice or not at all.
-    """
-    tallies = {(w.split, w.index): w for w in written if w.tallies_only}
-    shards = [w for w in written if not w.tallies_only]
-    if not tallies:
-        return shards
-    keys = [(w.split, w.index) for w in shards]
-    if sorted(keys, key=str) != sorted(tallies, key=str) or len(set(keys)) != len(keys):
-        raise RuntimeError(
-            f"refusing to publish: {len(shards)} shuffled shards arrived for {len(tallies)} "
-            "planned shards' tallies (a runner lost or repeated elements)"
-        )
-    return [
-        dataclasses.replace(
-            tallies[(w.split, w.index)],
-            temp_path=w.temp_path,
-            name=w.name,
-            records=w.records,
-            bytes=w.bytes,
-            crc32c=w.crc32c,
-            seek=w.seek,
-            framed_bytes=w.framed_bytes,
-            member=None,
-            part=0,
-            tallies_only=False,
-        )
-        for w in shards
-    ]
-
-
 def _text_labels(written: Sequence[WrittenShard]) -> list[str]:
     """A text label's vocabulary: its distinct values, sorted (id = position)."""
     values = sorted({v for w in written for v in w.label_values})
@@ -256,7 +221,6 @@ def publish(
     """
     started = time.monotonic()
     output = spec.output
-    written = with_tallies(written)
     check_holder(output, spec.run_id)
     previous = _previous(output)
     generation = previous.generation + 1 if previous else 0

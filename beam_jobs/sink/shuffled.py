@@ -51,12 +51,14 @@ def permutation(seed: int, split: int, bucket: int, count: int) -> np.ndarray:
 @dataclasses.dataclass(frozen=True)
 class ShuffleWork:
     """One unit's work: its buckets' stretches of every run (rows of `STRETCH_COLUMNS`, a
-    bucket's in task and run order, files indexing `paths`)."""
+    bucket's in task and run order, files indexing `paths`); with part 0, what the write
+    tasks of its planned shard read and set aside (`carrier`)."""
 
     unit: ShuffleUnit
     paths: tuple[str, ...]
     stretches: np.ndarray
     split_index: int
+    carrier: WrittenShard | None = None
 
     @property
     def records(self) -> int:
@@ -72,9 +74,8 @@ def shuffle_work(
     plan: ShufflePlan,
     tasks: dict[tuple[str, int], tuple[int, ...]],
     temp_dir: str,
-) -> tuple[list[ShuffleWork], list[WrittenShard]]:
-    """Every unit's work, from every write task's outputs; and per planned shard what its
-    write tasks read and set aside (`tallies_only`), as joining their parts would merge it.
+) -> list[ShuffleWork]:
+    """Every unit's work, from every write task's outputs.
 
     Raises:
       DataError: when the outputs are not those of every planned write task, or their runs
@@ -83,13 +84,10 @@ def shuffle_work(
     by_shard: dict[tuple[str, int], list[WrittenShard]] = {}
     for part in written:
         by_shard.setdefault((part.split or "", part.index), []).append(part)
-    tallies = [
-        dataclasses.replace(
-            merged_tallies(by_shard.get(key, []), temp_dir, expected),
-            tallies_only=True, runs=(), temp_path="", member=None,
-        )
+    carriers = {
+        key: merged_tallies(by_shard.get(key, []), temp_dir, expected)
         for key, expected in tasks.items()
-    ]  # fmt: skip
+    }
     work = []
     for split, _, _ in plan.splits:
         outputs = sorted(
@@ -119,9 +117,10 @@ def shuffle_work(
             mine = table[lo:hi].copy()
             used = np.unique(mine[:, 1])  # its stretches' files, numbered among themselves
             mine[:, 1] = np.searchsorted(used, mine[:, 1])
+            carrier = carriers[(split or "", unit.shard)] if unit.part == 0 else None
             unit_paths = tuple(paths[i] for i in used.tolist())
-            work.append(ShuffleWork(unit, unit_paths, mine, plan.split_index(split)))
-    return work, tallies
+            work.append(ShuffleWork(unit, unit_paths, mine, plan.split_index(split), carrier))
+    return work
 
 
 class WriteShuffledFn(beam.DoFn):
@@ -173,25 +172,23 @@ class WriteShuffledFn(beam.DoFn):
         self._records.inc(writer.records)
         note = f"{progress.SHUFFLE_NOTES}/{name}.part{unit.part}"
         progress.write_note(self._temp_dir, note, writer.records, writer.bytes, 0)
-        return WrittenShard(
-            index=unit.shard,
+        base = work.carrier or WrittenShard(
+            index=unit.shard, temp_path="", name=name, records=0, bytes=0, crc32c="",
+            input_bytes=0, null_counts={}, split=unit.split, num_shards=unit.num_shards,
+        )  # fmt: skip
+        return dataclasses.replace(
+            base,
             temp_path=path,
             name=name,
             records=writer.records,
             bytes=writer.bytes,
             crc32c=writer.crc32c,
-            input_bytes=0,
-            null_counts={},
-            split=unit.split,
-            num_shards=unit.num_shards,
             part=unit.part,
             member=writer.member,
             seek=tuple(writer.seek),
             framed_bytes=writer.framed_bytes,
+            runs=(),
         )
-
-
-TALLIES = "tallies"
 
 
 def _work_in_worker(
@@ -199,12 +196,9 @@ def _work_in_worker(
     plan: ShufflePlan,
     tasks: dict[tuple[str, int], tuple[int, ...]],
     temp_dir: str,
-) -> Iterator[Any]:
+) -> list[ShuffleWork]:
     with raised_for_launcher():
-        work, tallies = shuffle_work(keyed[1], plan, tasks, temp_dir)
-    yield from work
-    for tally in tallies:
-        yield beam.pvalue.TaggedOutput(TALLIES, tally)
+        return shuffle_work(keyed[1], plan, tasks, temp_dir)
 
 
 class ShuffleShards(beam.PTransform[Any, Any]):
@@ -233,19 +227,13 @@ class ShuffleShards(beam.PTransform[Any, Any]):
 
     def expand(self, written: beam.PCollection[Any]) -> beam.PCollection[Any]:
         plan, temp_dir = self._plan, self._temp_dir
-        planned = (
+        return (
             written
-            # Every task's runs in one place, where each unit learns what to read; what the
-            # tasks read and set aside goes to publishing as it is (`tallies_only`).
+            # Every task's runs in one place, where each unit learns what to read.
             | "KeyAsOne" >> beam.Map(lambda part: (0, part))
             | "GatherRuns" >> beam.GroupByKey()
             | "PlanUnits"
-            >> beam.FlatMap(
-                _work_in_worker, plan=plan, tasks=self._tasks, temp_dir=temp_dir
-            ).with_outputs(TALLIES, main="work")
-        )
-        shards = (
-            planned.work
+            >> beam.FlatMap(_work_in_worker, plan=plan, tasks=self._tasks, temp_dir=temp_dir)
             # One unit a key: spread over the workers (Dask included, where Reshuffle is not).
             | "KeyByUnit" >> beam.Map(lambda work: (work.unit.key, work))
             | "SpreadUnits" >> beam.GroupByKey()
@@ -256,7 +244,6 @@ class ShuffleShards(beam.PTransform[Any, Any]):
             # A shard of several units: its parts in order (none when each unit is a shard).
             | "JoinParts" >> self._join()
         )
-        return (shards, planned[TALLIES]) | "WithTallies" >> beam.Flatten()
 
     def _join(self) -> beam.PTransform[Any, Any]:
         parts = self._plan.parts_by_shard()
