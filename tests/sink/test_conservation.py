@@ -80,6 +80,17 @@ def test_without_the_fix_the_launcher_runs_local_jobs_in_worker_processes(monkey
     assert "may drop elements silently" in note
 
 
+def _ids(folder, manifest) -> list[int]:
+    """Every record's `id`, read by TensorFlow (a batched parse: a record at a time took
+    longer than the conversion)."""
+    import tensorflow as tf
+
+    paths = [str(folder / shard.path) for shard in manifest.shards]
+    spec = {"id": tf.io.FixedLenFeature([], tf.int64)}
+    dataset = tf.data.TFRecordDataset(paths).batch(8192)
+    return [int(i) for batch in dataset for i in tf.io.parse_example(batch, spec)["id"].numpy()]
+
+
 class _Explode(beam.DoFn):
     """One element -> n rows in one long bundle: the shape that lost rows on Beam 2.77."""
 
@@ -94,8 +105,9 @@ def test_a_million_rows_from_one_bundle_through_write_shards_lose_nothing(tmp_pa
 
     n = 1_000_000
     # Without beam_jobs' fix of Beam 2.77's local runner, half of such runs lose rows
-    # (docs/beam-local-runner-data-loss.md): two runs catch it three times in four.
-    for attempt in range(2):
+    # (docs/beam-local-runner-data-loss.md): a run catches it one time in two, and every
+    # run of the suite runs it again (a second run here cost a minute of the suite).
+    for attempt in range(1):
         out = tmp_path / f"out{attempt}"
         with beam.Pipeline(options=PipelineOptions([*THREADS, "--direct_num_workers=2"])) as p:
             rows = p | beam.Create([n]) | beam.ParDo(_Explode())
@@ -116,8 +128,6 @@ def test_split_parts_cross_to_join_parts_on_the_threaded_runner_without_loss(tmp
     # arrives (Python's csv module counts them) or the join refuses.
     import csv
 
-    import tensorflow as tf
-
     raw = tmp_path / "in.csv"
     raw.write_text("id,v\n" + "".join(f"{i},{i % 97}\n" for i in range(60_000)))
     manifest = convert(
@@ -127,11 +137,7 @@ def test_split_parts_cross_to_join_parts_on_the_threaded_runner_without_loss(tmp
     assert len(manifest.shards) > 300
     with raw.open(newline="") as f:
         want = sorted(int(r["id"]) for r in csv.DictReader(f))
-    got = []
-    for shard in manifest.shards:
-        for record in tf.data.TFRecordDataset(str(tmp_path / "out" / shard.path)):
-            example = tf.train.Example.FromString(record.numpy())
-            got.append(example.features.feature["id"].int64_list.value[0])
+    got = _ids(tmp_path / "out", manifest)
     assert sorted(got) == want
     assert manifest.counts.records_read == manifest.counts.records_written == 60_000
 
@@ -142,8 +148,6 @@ def test_many_shards_cross_to_publishing_on_the_threaded_runner_without_loss(tmp
     # GroupByKey publishing reads; every row arrives (Python's csv module counts them).
     import csv
 
-    import tensorflow as tf
-
     raw = tmp_path / "in.csv"
     raw.write_text("id,v\n" + "".join(f"{i},{i % 97}\n" for i in range(6_000)))
     manifest = convert(
@@ -152,10 +156,6 @@ def test_many_shards_cross_to_publishing_on_the_threaded_runner_without_loss(tmp
     assert len(manifest.shards) == 1200
     with raw.open(newline="") as f:
         want = [int(r["id"]) for r in csv.DictReader(f)]
-    got = [
-        tf.train.Example.FromString(record.numpy()).features.feature["id"].int64_list.value[0]
-        for shard in manifest.shards
-        for record in tf.data.TFRecordDataset(str(tmp_path / "out" / shard.path))
-    ]
+    got = _ids(tmp_path / "out", manifest)
     assert sorted(got) == want  # every row, once
     assert manifest.counts.records_read == manifest.counts.records_written == 6_000
