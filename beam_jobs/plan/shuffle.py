@@ -7,6 +7,12 @@ each bucket's records in a random order (`sink.shuffled`). A bucket is the most 
 writer of the second pass holds in memory, whatever the shard size; shards of many buckets are
 written by one unit each when there are enough shards to keep the workers busy, else a unit a
 bucket, joined in order like other parts.
+
+The second pass reads each bucket's stretch of every run: (framed bytes / run bytes) x
+(framed bytes / bucket bytes) reads, which grows with the square of the data at fixed sizes.
+So past `MIN_STRETCH_BYTES x RUN_BYTES x BUCKET_BYTES` framed bytes (about 8.6 GB) runs and
+buckets grow alike with the square root of the data, up to `MAX_HELD_BYTES`: a stretch stays
+at least `MIN_STRETCH_BYTES` and the reads grow in step with the data.
 """
 
 from __future__ import annotations
@@ -17,9 +23,21 @@ from collections.abc import Mapping
 
 from beam_jobs.plan.shards import MIN_TASKS
 
-__all__ = ["BUCKET_BYTES", "ShufflePlan", "ShuffleUnit", "plan_shuffle"]
+__all__ = [
+    "BUCKET_BYTES",
+    "MAX_HELD_BYTES",
+    "MIN_STRETCH_BYTES",
+    "RUN_BYTES",
+    "ShufflePlan",
+    "ShuffleUnit",
+    "held_bytes",
+    "plan_shuffle",
+]
 
 BUCKET_BYTES = 32 << 20  # framed bytes a bucket holds, about (estimated at planning)
+RUN_BYTES = 16 << 20  # framed bytes a write task holds before storing them as a run
+MIN_STRETCH_BYTES = 64 << 10  # a run's share of a bucket, at least (what one read fetches)
+MAX_HELD_BYTES = 512 << 20  # the largest run or bucket a worker holds, however large the data
 
 
 @dataclasses.dataclass(frozen=True)
@@ -50,6 +68,7 @@ class ShufflePlan:
 
     seed: int
     splits: tuple[tuple[str | None, int, int], ...]  # (split, shards, buckets a shard)
+    run_bytes: int = RUN_BYTES  # framed bytes a write task holds before storing a run
 
     def buckets(self, split: str | None) -> int:
         """A split's buckets (all of its shards')."""
@@ -85,23 +104,31 @@ class ShufflePlan:
         return {key: tuple(parts) for key, parts in found.items()}
 
 
+def held_bytes(framed_bytes: float) -> tuple[int, int]:
+    """(run bytes, bucket bytes) for a split of `framed_bytes`: the defaults, each grown to
+    sqrt(framed bytes x MIN_STRETCH_BYTES) when smaller, at most MAX_HELD_BYTES."""
+    side = min(MAX_HELD_BYTES, math.ceil(math.sqrt(max(0.0, framed_bytes) * MIN_STRETCH_BYTES)))
+    return max(RUN_BYTES, side), max(BUCKET_BYTES, side)
+
+
 def plan_shuffle(
     shards: Mapping[str | None, int],
     framed_bytes: Mapping[str | None, float],
     seed: int,
     bucket_bytes: int | None = None,
 ) -> ShufflePlan:
-    """Buckets of about `bucket_bytes` for each split's shards.
+    """Buckets for each split's shards, and the runs' size (`held_bytes` of the largest split).
 
     Args:
       shards: each split's planned shards (None: the only key without splits), in order.
       framed_bytes: each split's estimated framed records (uncompressed) in all.
       seed: `--shuffle_seed`.
-      bucket_bytes: default `BUCKET_BYTES`.
+      bucket_bytes: default `held_bytes`'s.
     """
-    bucket_bytes = bucket_bytes or BUCKET_BYTES
+    run_bytes, sized = held_bytes(max(framed_bytes.values(), default=0.0))
+    bucket_bytes = bucket_bytes or sized
     splits = []
     for split, count in shards.items():
         per_shard = framed_bytes.get(split, 0.0) / max(1, count)
         splits.append((split, count, max(1, math.ceil(per_shard / bucket_bytes))))
-    return ShufflePlan(seed, tuple(splits))
+    return ShufflePlan(seed, tuple(splits), run_bytes)

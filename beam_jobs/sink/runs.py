@@ -5,7 +5,7 @@ A bucket is a part of one output shard (`plan.shuffle`). Each run's records are 
 the buckets in an order drawn from a Philox stream keyed by the seed, the write task and its
 output (a split): every bucket gets a random subset of the run, as many records as any other
 give or take one, and the same inputs and options send every record to the same bucket on
-every run and runner. A task holds up to `RUN_BYTES` of framed records, then stores
+every run and runner. A task holds up to the plan's run bytes of framed records, then stores
 them as one *run* of its file:
 
     uint32 record lengths (framed), bucket by bucket | framed records, bucket by bucket
@@ -30,10 +30,9 @@ from apache_beam.io.filesystems import FileSystems
 from beam_jobs.codec.framing import RECORD_OVERHEAD_BYTES, frame_records
 from beam_jobs.core.errors import DataError
 from beam_jobs.core.tasks import Run
+from beam_jobs.plan.shuffle import RUN_BYTES
 
-__all__ = ["RUN_BYTES", "RunSink", "RunWriter", "gather", "read_bucket", "uniform_below"]
-
-RUN_BYTES = 16 << 20  # framed bytes a write task holds before storing them as a run
+__all__ = ["RunSink", "RunWriter", "gather", "read_bucket", "uniform_below"]
 _BUCKET_TAG = 0x62756B  # "buk": bucket draws, apart from the permutations of `sink.shuffled`
 
 
@@ -205,8 +204,15 @@ class RunSink:
     crc32c = ""  # no shard file: the second pass writes and measures the shards
     member = None
 
-    def __init__(self, temp_dir: str, name: str, buckets: int, draws: tuple[int, int, int]) -> None:
-        self._runs = RunWriter(temp_dir, name, buckets, draws)
+    def __init__(
+        self,
+        temp_dir: str,
+        name: str,
+        buckets: int,
+        draws: tuple[int, int, int],
+        budget: int | None = None,
+    ) -> None:
+        self._runs = RunWriter(temp_dir, name, buckets, draws, budget)
         self.path = self._runs.path
         self.runs: tuple[Run, ...] = ()
 

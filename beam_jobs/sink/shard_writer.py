@@ -166,7 +166,8 @@ class WriteShardFn(beam.DoFn):
         if spec.shuffle is not None:  # records to buckets, the shards written after
             output = task.parts.index(target)
             buckets = spec.shuffle.buckets(target.split)
-            runs = RunSink(spec.temp_dir, name, buckets, (spec.shuffle.seed, task.index, output))
+            draws = (spec.shuffle.seed, task.index, output)
+            runs = RunSink(spec.temp_dir, name, buckets, draws, spec.shuffle.run_bytes)
             return _Output(target, name, runs.path, runs, new_stats(spec.features))
         # The task's index keeps the temporary names of one shard's parts apart.
         temp_path = FileSystems.join(spec.temp_dir, f"{name}.{task.index}.{uuid.uuid4().hex}")

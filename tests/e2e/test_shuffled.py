@@ -197,7 +197,8 @@ def test_shards_of_many_buckets_in_parts_or_whole_hold_every_record(tmp_path, mo
     order (few shards) or by one unit (many); the same records, balanced, reproducible."""
     _sorted_csv(tmp_path / "in.csv", 12_000)
     monkeypatch.setattr("beam_jobs.plan.shuffle.BUCKET_BYTES", 20_000)
-    monkeypatch.setattr("beam_jobs.sink.runs.RUN_BYTES", 50_000)  # several runs a task
+    monkeypatch.setattr("beam_jobs.plan.shuffle.RUN_BYTES", 50_000)  # several runs a task
+    monkeypatch.setattr("beam_jobs.plan.shuffle.MIN_STRETCH_BYTES", 1)  # sizes kept as set
     for shards, compression in ((2, "none"), (3, "gzip"), (9, "none")):
         out = tmp_path / f"out{shards}"
         flags = [f"--num_shards={shards}", f"--compression={compression}"]

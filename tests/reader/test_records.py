@@ -148,7 +148,8 @@ def test_a_range_read_from_a_seek_point_yields_the_same_records_and_checks(tmp_p
     starts = [0]
     for record in RECORDS[:-1]:
         starts.append(starts[-1] + 16 + len(record))  # framed: length, its CRC, data, CRC
-    for point in range(len(RECORDS)):
+    # Seek points at the start, inside and at the edges of a block (BLOCK records), the last.
+    for point in (0, 1, BLOCK - 1, BLOCK, BLOCK + 1, len(RECORDS) - 1):
         seek = (point, starts[point])
         for start in range(point, len(RECORDS)):
             for stop in (start + 1, len(RECORDS)):
