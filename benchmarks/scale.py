@@ -9,7 +9,8 @@ Parts (`--part`, default all; each prints a Markdown table, and all go to WORKDI
 - `big`: GB files of ~1 GB of that CSV (made once, kept; default 10), converted with the
   defaults on the local runner, the first file alone and then all of them: time per input
   byte, peak RSS, and the peak disk space the run took above what was used before it,
-  against the output's size (no temporary copies: at most the output).
+  against the output's size (input order: the output; shuffled, the default: the output and
+  its records uncompressed once more, the runs of the shuffle).
 - `dask`: a Dask cluster of DASK_WORKERS worker processes (default 4; one thread each) on this
   machine converts a 2M-row file into 40, 2,000 and 8,000 shards; the local runner's dataset
   of 40 shards is compared byte for byte (fingerprint), and the launcher's peak RSS at each
