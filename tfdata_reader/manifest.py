@@ -11,7 +11,6 @@ import of the contract.
 from __future__ import annotations
 
 import dataclasses
-import enum
 import hashlib
 import itertools
 import json
@@ -22,6 +21,7 @@ from tfdata_reader.features import DTYPES, FeatureSpec, schema_from_json, schema
 from tfdata_reader.names import (
     COMPRESSIONS,
     NAME_RULE,
+    Choice,
     Compression,
     check_relative_path,
     is_valid_name,
@@ -210,23 +210,11 @@ def _optional_int(value: Any) -> int | None:
     return None if value is None else int(value)
 
 
-class RecordOrder(str, enum.Enum):
+class RecordOrder(Choice):
     """The order a dataset's records are stored in."""
 
     SHUFFLED = "shuffled"  # a seeded random order across all shards (the default)
     INPUT = "input"  # the inputs' order: files sorted by path, rows in file order
-
-    def __str__(self) -> str:
-        return self.value
-
-    @classmethod
-    def parse(cls, text: str) -> RecordOrder:
-        """`shuffled` or `input`; ValueError naming the choices."""
-        try:
-            return cls(text)
-        except ValueError:
-            choices = ", ".join(c.value for c in cls)
-            raise ValueError(f"must be one of {choices}, got {text!r}") from None
 
 
 @dataclasses.dataclass(frozen=True)

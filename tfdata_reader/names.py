@@ -5,12 +5,14 @@ from __future__ import annotations
 
 import enum
 import re
+from typing import Self
 
 from tfdata_reader.errors import ManifestError
 
 __all__ = [
     "COMPRESSIONS",
     "NAME_RULE",
+    "Choice",
     "Compression",
     "check_relative_path",
     "is_valid_name",
@@ -21,15 +23,28 @@ __all__ = [
 ]
 
 
-class Compression(str, enum.Enum):
+class Choice(str, enum.Enum):
+    """A flag's and a manifest field's values: printed as their text, parsed naming them."""
+
+    def __str__(self) -> str:
+        return self.value
+
+    @classmethod
+    def parse(cls, text: str) -> Self:
+        """One of the values; ValueError naming the choices."""
+        try:
+            return cls(text)
+        except ValueError:
+            choices = ", ".join(c.value for c in cls)
+            raise ValueError(f"must be one of {choices}, got {text!r}") from None
+
+
+class Compression(Choice):
     """How a dataset's shards are stored, as its manifest records it (`"none"`, `"gzip"`),
     with the file suffix of its shards and the name TensorFlow's readers take."""
 
     NONE = "none"
     GZIP = "gzip"
-
-    def __str__(self) -> str:
-        return self.value
 
     @property
     def suffix(self) -> str:
@@ -40,15 +55,6 @@ class Compression(str, enum.Enum):
     def tf_name(self) -> str:
         """`compression_type` as `tf.data.TFRecordDataset` takes it: "" or "GZIP"."""
         return "GZIP" if self is Compression.GZIP else ""
-
-    @classmethod
-    def parse(cls, text: str) -> Compression:
-        """`none` or `gzip`; ValueError naming the choices."""
-        try:
-            return cls(text)
-        except ValueError:
-            choices = ", ".join(c.value for c in cls)
-            raise ValueError(f"must be one of {choices}, got {text!r}") from None
 
 
 COMPRESSIONS = tuple(c.value for c in Compression)
