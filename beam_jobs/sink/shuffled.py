@@ -92,7 +92,7 @@ def shuffle_work(
     for split, _, _ in plan.splits:
         outputs = sorted(
             (p for key, parts in by_shard.items() if key[0] == (split or "") for p in parts),
-            key=lambda p: p.part,
+            key=lambda p: (p.part, p.index),  # a task, then its planned shard: one order
         )
         runs = [run for output in outputs for run in output.runs]
         held = sum(run.records for run in runs)
