@@ -193,11 +193,15 @@ def make_dataset(
     spec = parse_spec(selected)
     fills = fill_values(selected, options)
     batches: int | None
+    deterministic = options.element_order_deterministic
     if manifest.order.shuffled and options.shuffle and not options.cache:
         reads = _shuffled_reads(path, manifest, paths, batch_size, input_context, options)
         ds, batches = epoch_ordered(reads, batch_size, options, position)
+        # Batches leave in the epoch order (a step is the same records on every pipeline, a
+        # position resumes it) unless `deterministic=False` is asked for.
+        deterministic = options.deterministic is not False
     else:
-        if position is not None:
+        if position is not None or options.start_epoch or options.start_step:
             raise ValueError(_NO_POSITION)
         _note_input_order(path, manifest, options)
         ranges = _this_pipelines_ranges(path, manifest, paths, input_context, options)
@@ -214,7 +218,7 @@ def make_dataset(
             fills,
         ),
         num_parallel_calls=options.num_parallel_calls,
-        deterministic=options.element_order_deterministic,
+        deterministic=deterministic,
     )
     if batches is not None:
         ds = ds.apply(tf.data.experimental.assert_cardinality(batches))
@@ -222,8 +226,8 @@ def make_dataset(
 
 
 _NO_POSITION = (
-    "position= resumes the epoch order of a dataset converted in shuffled order, read with "
-    "shuffle=True and without cache"
+    "position=, start_epoch and start_step resume the epoch order of a dataset converted in "
+    "shuffled order, read with shuffle=True and without cache"
 )
 _noted: set[str] = set()
 

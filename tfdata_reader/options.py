@@ -35,8 +35,9 @@ class ReadOptions:
       block_length: consecutive records taken from one shard before moving to the next
         (default 64: interleaving blocks is several times faster than single records).
       num_parallel_calls: parallelism of reading and parsing (default AUTOTUNE).
-      deterministic: force (True) or relax (False) element order; None relaxes it when
-        shuffling without a seed (the order is random anyway, and tf.data may then hand out
+      deterministic: force (True) or relax (False) element order. None keeps the epoch order
+        of a shuffled dataset (its steps and resuming depend on it); for a dataset in input
+        order it relaxes the order when shuffling without a seed (tf.data may then hand out
         whichever block or batch is ready first) and keeps tf.data's default otherwise.
       drop_remainder: drop a last batch smaller than the batch size.
       features: names of the features to parse (default all).
@@ -69,7 +70,8 @@ class ReadOptions:
         epoch's order is a function of `seed` and the epoch alone; later iterations read the
         epochs after it (or use a `ReadPosition`, which a checkpoint saves).
       start_step: the global step of `start_epoch` to start at (resuming; on any number of
-        input pipelines).
+        input pipelines). Both, like `position`, are refused where there is no epoch order
+        (a dataset in input order, `shuffle=False`, `cache`).
       streams: how many streams a global step draws from (default: `order.stream_count` of
         the global batch: 8 for 256, 32 for 1,024); a divisor of the global batch. Input
         pipelines that divide it read nothing twice.
@@ -151,7 +153,8 @@ class ReadOptions:
 
     @property
     def element_order_deterministic(self) -> bool | None:
-        """`deterministic` as tf.data gets it: relaxed when shuffling without a seed."""
+        """`deterministic` as tf.data gets it reading in blocks (input order): relaxed when
+        shuffling without a seed."""
         if self.deterministic is None and self.shuffle and self.seed is None:
             return False
         return self.deterministic

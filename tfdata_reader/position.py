@@ -46,7 +46,7 @@ class ReadPosition(EpochCounter):
     def advance(self, steps: int = 1) -> None:
         """Moves on by `steps` global steps (each a batch on every replica), into the next
         epoch past the end of this one."""
-        if self.steps_per_epoch is None:
+        if not self.steps_per_epoch:  # None; 0 is refused by the dataset
             raise ValueError(
                 "ReadPosition.advance: give the position to make_dataset or distribute first "
                 "(it learns the steps of an epoch from the dataset)"

@@ -243,12 +243,23 @@ def epoch_ordered(
     """
     total = sum(s.records for s in reads.shards)
     steps = epoch_steps(total, reads.sharing.global_batch, reads.sharing.drop_remainder)
+    of_epoch = f"({total} records, global batch {reads.sharing.global_batch})"
+    if steps == 0:  # only with drop_remainder: every epoch would be empty, read forever
+        raise ValueError(
+            f"an epoch has no step: {total} records are fewer than a global batch {of_epoch[1:-1]}"
+            " and drop_remainder drops them; use a smaller batch or drop_remainder=False"
+        )
     if options.start_step > steps:
         raise ValueError(
-            f"start_step {options.start_step} is past the epoch's {steps} steps ({total} "
-            f"records, global batch {reads.sharing.global_batch})"
+            f"start_step {options.start_step} is past the epoch's {steps} steps {of_epoch}"
         )
     if position is not None:
+        epoch, step = int(position.epoch.numpy()), int(position.step.numpy())
+        if epoch < 0 or not 0 <= step <= steps:
+            raise ValueError(
+                f"the position (epoch {epoch}, step {step}) is not in the dataset's order: an "
+                f"epoch is 0..{steps} steps {of_epoch}, epochs count from 0"
+            )
         if hasattr(position, "steps_per_epoch"):
             position.steps_per_epoch = steps
         counter, advance = position, False

@@ -159,5 +159,30 @@ def test_options_of_the_order_are_checked(datasets):
         make_dataset(path, 256, streams=3)
     with pytest.raises(ValueError, match="start_step 999 is past the epoch"):
         list(make_dataset(path, 256, start_step=999).take(1))
-    with pytest.raises(ValueError, match="position= resumes the epoch order"):
-        make_dataset(str(datasets["input"]), 256, position=ReadPosition())
+    # Where there is no epoch order, a position or a start step is refused, not ignored.
+    refused = "position=, start_epoch and start_step resume the epoch order"
+    for where, options in (
+        (str(datasets["input"]), {"position": ReadPosition()}),
+        (str(datasets["input"]), {"start_step": 2}),
+        (path, {"start_step": 2, "shuffle": False}),
+        (path, {"start_epoch": 1, "cache": True}),
+    ):
+        with pytest.raises(ValueError, match=refused):
+            make_dataset(where, 256, **options)
+    # A position outside the order, or an epoch of no step, is refused when the dataset is made.
+    steps = steps_per_epoch(path, 256)
+    for epoch, step in ((-1, 0), (0, -1), (0, steps + 1)):
+        with pytest.raises(ValueError, match=rf"position \(epoch {epoch}, step {step}\) is not"):
+            make_dataset(path, 256, position=ReadPosition(epoch, step))
+    with pytest.raises(ValueError, match="an epoch has no step: 12000 records are fewer"):
+        make_dataset(path, 20_000, drop_remainder=True, num_epochs=None)
+
+
+def test_the_default_seed_is_seed_0_in_every_step_and_on_resuming(datasets):
+    # The seed left out reads the order of seed 0, batches in order (parsing runs in
+    # parallel; a relaxed order once handed batches out as they were ready).
+    path = datasets["seven"]
+    reference = _steps(path, 64, 1, seed=0)
+    assert _steps(path, 64, 1) == reference
+    assert _steps(path, 64, 4) == reference
+    assert _steps(path, 64, 2)[:40] + _steps(path, 64, 4, start_step=40) == reference
