@@ -30,11 +30,18 @@ def plan_warnings(plan: ConversionPlan) -> list[str]:
     if plan.requested_shards:
         fewer = {k: n for k, n in plan.shards_per_split().items() if n < plan.requested_shards}
         if fewer:
+            compressed = [f.path for f in plan.files if compression_of(f.path)]
+            why = (
+                f"a compressed file cannot be cut ({compressed[0]}), so one writer reads each whole"
+                if compressed
+                else f"the {plan.input_format.name} input could not be cut into more pieces "
+                f"than its {count_of(len(plan.files), 'file')}, {plan.input_bytes:,} bytes, give"
+            )
             found.append(
                 f"--num_shards {plan.requested_shards}, but the plan has "
                 f"{count_of(min(fewer.values()), 'shard')}"
-                f"{' per split' if plan.splits else ''}: a compressed file cannot be cut, so "
-                "one writer reads each whole; split such files upstream for more shards"
+                f"{' per split' if plan.splits else ''}: {why}; split such files upstream "
+                "for more shards"
             )
     target = plan.sharding.target_shard_bytes
     for shard in plan.shards:

@@ -107,9 +107,10 @@ def test_num_shards_a_compressed_file_cannot_give_is_warned_about(tmp_path, caps
     path.write_bytes(gzip.compress(b"id\n" + b"".join(b"%d\n" % i for i in range(1000))))
     argv = ["convert", "--input", str(path), "--output", str(tmp_path / "o"), "--num_shards=4"]
     assert main([*argv, "--dry_run"]) == 0
-    assert "warning: --num_shards 4, but the plan has 1 shard: a compressed file cannot be cut" in (
-        capsys.readouterr().out
-    )
+    assert (
+        "warning: --num_shards 4, but the plan has 1 shard: a compressed file cannot be cut "
+        f"({path}), so one writer reads each whole"
+    ) in capsys.readouterr().out
 
 
 def test_a_value_where_an_object_is_expected_is_a_dead_letter(tmp_path):

@@ -68,3 +68,19 @@ def test_a_plan_whose_sampled_rows_all_fail_says_why_and_which_flags(tmp_path, c
         "encoding (from these bytes, charset-normalizer guesses cp1252, cp1251, cp1253); "
     ) in out
     assert "check --encoding, --delimiter, --column_names and --schema" in out
+
+
+def test_num_shards_a_file_read_whole_cannot_give_names_why_without_blaming_compression(
+    tmp_path, capsys
+):
+    # A JSON array is read whole: one piece, whatever --num_shards asks; not compressed.
+    path = tmp_path / "arr.json"
+    path.write_text("[" + ",".join(f'{{"id": {i}}}' for i in range(2000)) + "]")
+    argv = ["convert", "--input", str(path), "--output", str(tmp_path / "o"), "--num_shards=3"]
+    assert main([*argv, "--dry_run"]) == 0
+    size = path.stat().st_size
+    assert (
+        "warning: --num_shards 3, but the plan has 1 shard: the jsonl input could not be cut "
+        f"into more pieces than its 1 file, {size:,} bytes, give; split such files upstream "
+        "for more shards"
+    ) in capsys.readouterr().out
