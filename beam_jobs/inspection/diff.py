@@ -149,15 +149,15 @@ def _first_unmatched(
     if np.array_equal(np.sort(hashes[0]), np.sort(hashes[1])):
         return None
     extras = [_extra(hashes[0], hashes[1]), _extra(hashes[1], hashes[0])]
-    if extras[0].size and extras[1].size:
-        paired = _paired(a, first, b, second, int(extras[0][0]), extras[1][:_CANDIDATES])
-        if paired:
-            return where + paired
     side, (folder, manifest), index = (
         ("A", (a, first), int(extras[0][0])) if extras[0].size
         else ("B", (b, second), int(extras[1][0]))
     )  # fmt: skip
     [(shard, at, record)] = _records_at(folder, manifest, [index])
+    if side == "A" and extras[1].size:
+        paired = _paired((shard, at, record), index, b, second, extras[1][:_CANDIDATES])
+        if paired:
+            return where + paired
     other_side = "B" if side == "A" else "A"
     return (
         f"{where}{side} holds a record {other_side} does not (or not as often): "
@@ -183,11 +183,16 @@ def _extra(mine: np.ndarray, theirs: np.ndarray) -> np.ndarray:
 
 
 def _paired(
-    a: str, first: Manifest, b: str, second: Manifest, index: int, candidates: np.ndarray
+    found_in_a: tuple[str, int, dict[str, Any]],
+    index: int,
+    b: str,
+    second: Manifest,
+    candidates: np.ndarray,
 ) -> str | None:
-    """A's unmatched record beside the unmatched record of B that shares most of its
-    features, naming the features that differ; None when none shares a feature."""
-    [(shard, at, record)] = _records_at(a, first, [index])
+    """A's unmatched record (`index`: its place; its shard, place there and values) beside
+    the unmatched record of B that shares most of its features, naming the features that
+    differ; None when none shares a feature."""
+    shard, at, record = found_in_a
     best: tuple[int, int, tuple[str, int, dict[str, Any]]] | None = None
     for position, found in zip(
         candidates.tolist(), _records_at(b, second, candidates.tolist()), strict=True

@@ -10,9 +10,10 @@ bucket, joined in order like other parts.
 
 The second pass reads each bucket's stretch of every run: (framed bytes / run bytes) x
 (framed bytes / bucket bytes) reads, which grows with the square of the data at fixed sizes.
-So past `MIN_STRETCH_BYTES x RUN_BYTES x BUCKET_BYTES` framed bytes (about 8.6 GB) runs and
-buckets grow alike with the square root of the data, up to `MAX_HELD_BYTES`: a stretch stays
-at least `MIN_STRETCH_BYTES` and the reads grow in step with the data.
+So both grow to sqrt(framed bytes x `MIN_STRETCH_BYTES`) when that is larger (runs past
+`RUN_BYTES`**2 / `MIN_STRETCH_BYTES` framed bytes, about 4.3 GB; buckets past about 8.6 GB),
+up to `MAX_HELD_BYTES`: a stretch stays at least `MIN_STRETCH_BYTES` and the reads grow in
+step with the data.
 """
 
 from __future__ import annotations

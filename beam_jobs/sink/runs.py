@@ -198,21 +198,14 @@ def _read_into(f: BinaryIO, view: memoryview) -> int:
 
 
 class RunSink:
-    """A write task's output in a shuffled conversion: Examples framed and sent to `RunWriter`,
+    """A write task's output in a shuffled conversion: Examples framed and sent to a `RunWriter`,
     counted like a shard file's (`records`, framed `bytes`); `runs` after `close()`."""
 
     crc32c = ""  # no shard file: the second pass writes and measures the shards
     member = None
 
-    def __init__(
-        self,
-        temp_dir: str,
-        name: str,
-        buckets: int,
-        draws: tuple[int, int, int],
-        budget: int | None = None,
-    ) -> None:
-        self._runs = RunWriter(temp_dir, name, buckets, draws, budget)
+    def __init__(self, runs: RunWriter) -> None:
+        self._runs = runs
         self.path = self._runs.path
         self.runs: tuple[Run, ...] = ()
 

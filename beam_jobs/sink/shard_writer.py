@@ -42,7 +42,7 @@ from beam_jobs.sink import progress
 from beam_jobs.sink.coalesce import Coalescer, Joined, piece_of_row
 from beam_jobs.sink.counters import counter
 from beam_jobs.sink.dead_letter import write_dead_letter
-from beam_jobs.sink.runs import RunSink
+from beam_jobs.sink.runs import RunSink, RunWriter
 from beam_jobs.sink.temp_folder import remove_empty_folders
 from beam_jobs.stats.batches import finish_all, new_stats, update_all
 from tfdata_reader.manifest import FeatureSpec, shard_name
@@ -167,7 +167,7 @@ class WriteShardFn(beam.DoFn):
             output = task.parts.index(target)
             buckets = spec.shuffle.buckets(target.split)
             draws = (spec.shuffle.seed, task.index, output)
-            runs = RunSink(spec.temp_dir, name, buckets, draws, spec.shuffle.run_bytes)
+            runs = RunSink(RunWriter(spec.temp_dir, name, buckets, draws, spec.shuffle.run_bytes))
             return _Output(target, name, runs.path, runs, new_stats(spec.features))
         # The task's index keeps the temporary names of one shard's parts apart.
         temp_path = FileSystems.join(spec.temp_dir, f"{name}.{task.index}.{uuid.uuid4().hex}")
