@@ -7,9 +7,7 @@ import contextlib
 import dataclasses
 import enum
 import logging
-import os
 import sys
-import time
 import uuid
 from collections.abc import Iterable, Iterator, Sequence
 
@@ -18,7 +16,6 @@ from apache_beam.options.pipeline_options import PipelineOptions
 
 from beam_jobs.config.convert import ConvertConfig
 from beam_jobs.core.errors import recover
-from beam_jobs.core.paths import is_local
 from beam_jobs.core.units import count_of, format_size
 from beam_jobs.core.version import __version__
 from beam_jobs.job import on_dask
@@ -187,7 +184,6 @@ def _failures_reported(temp_dir: str) -> Iterator[None]:
     except BaseException as e:  # also an interruption (Ctrl-C, SIGTERM)
         _remove_quietly(temp_dir)
         if not isinstance(e, Exception):
-            _removed_again(temp_dir)
             raise
         ours = recover(e)  # a worker's DataError arrives as the runner's text
         if ours is not None:
@@ -245,19 +241,6 @@ def _per_split(plan: ConversionPlan) -> str:
     if not plan.splits:
         return ""
     return f" ({', '.join(f'{name} {n}' for name, n in plan.shards_per_split().items())})"
-
-
-def _removed_again(path: str, rounds: int = 4, pause: float = 0.25) -> None:
-    """After an interruption, the temporary folder removed again while the local runner's
-    writer threads (which cannot be stopped from outside) may still recreate it with a file
-    they were opening (a run of the shuffle, a progress note): they check the run marker
-    before each, but one may pass it just before the folder goes."""
-    if not is_local(path):
-        return
-    for _ in range(rounds):
-        time.sleep(pause)
-        if os.path.exists(path):
-            _remove_quietly(path)
 
 
 def _remove_quietly(path: str) -> None:

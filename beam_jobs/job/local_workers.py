@@ -23,6 +23,7 @@ import os
 import signal
 import subprocess
 import threading
+import time
 import types
 import weakref
 
@@ -67,10 +68,38 @@ def stop_all() -> None:
     hung the launcher for good)."""
     global _stopping
     _stopping = True
+    killed = []
     for process in list(_started):
         if process.poll() is None:
             with contextlib.suppress(OSError):
                 os.killpg(process.pid, signal.SIGKILL)
+                killed.append(process)
+    # Gone before the launcher removes the temporary folder: a worker still writing would
+    # otherwise fail on the removed folder with a traceback (a kill is not instant).
+    deadline = time.monotonic() + KILL_WAIT_SECONDS
+    for process in killed:
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            process.wait(max(0.0, deadline - time.monotonic()))
+        while _group_alive(process.pid) and time.monotonic() < deadline:
+            time.sleep(0.02)
+
+
+KILL_WAIT_SECONDS = 5.0  # how long `stop_all` waits for the killed workers to be gone
+
+
+def _group_alive(pgid: int) -> bool:
+    """Whether a process of the group still runs (a zombie left to be reaped does not)."""
+    for entry in os.scandir("/proc") if os.path.isdir("/proc") else ():
+        if not entry.name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry.name}/stat", "rb") as f:
+                fields = f.read().rsplit(b")", 1)[1].split()
+        except OSError:
+            continue
+        if int(fields[2]) == pgid and fields[0] != b"Z":
+            return True
+    return False
 
 
 _stopping = False  # set by `stop_all`: the workers' ends are expected, not errors

@@ -14,6 +14,7 @@ from apache_beam.io.filesystem import CompressionTypes
 from apache_beam.io.filesystems import FileSystems
 
 from beam_jobs.core.bad_rows import row_location
+from beam_jobs.sink.run_files import create_run_file
 
 __all__ = ["dead_letter_temp_path", "first_bad_rows", "write_dead_letter"]
 
@@ -29,7 +30,7 @@ def write_dead_letter(temp_dir: str, shard_name: str, rows: Sequence[dict[str, A
     returns the path."""
     path = dead_letter_temp_path(temp_dir, shard_name)
     lines = b"".join(_json_line(row) for row in rows)
-    with FileSystems.create(path, compression_type=CompressionTypes.UNCOMPRESSED) as f:
+    with create_run_file(path) as f:
         f.write(lines)
     return path
 

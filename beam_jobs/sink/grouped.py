@@ -14,7 +14,6 @@ from typing import Any
 import apache_beam as beam
 import google_crc32c
 import numpy as np
-from apache_beam.io.filesystem import CompressionTypes
 from apache_beam.io.filesystems import FileSystems
 
 from beam_jobs.codec.framing import RECORD_OVERHEAD_BYTES
@@ -24,6 +23,7 @@ from beam_jobs.core.tasks import WrittenShard, sum_counts
 from beam_jobs.plan.shards import choose_num_shards
 from beam_jobs.sink.counters import counter
 from beam_jobs.sink.dead_letter import write_dead_letter
+from beam_jobs.sink.run_files import create_run_file, make_run_folder
 from beam_jobs.stats.packed import PackedStats, merge_all
 from tfdata_reader.manifest import RecordOrder, shard_name
 
@@ -104,6 +104,9 @@ class WriteGroupFn(beam.DoFn):
         self._bytes = counter("bytes_written")
         self._shards = counter("shards_written")
 
+    def setup(self) -> None:
+        make_run_folder(self._temp_dir)  # no launcher made it
+
     def process(
         self,
         group: tuple[int, Any],
@@ -115,7 +118,7 @@ class WriteGroupFn(beam.DoFn):
         sharding = self._sharding
         name = shard_name(sharding.shard_prefix, index, num_shards, sharding.compression)
         temp_path = FileSystems.join(self._temp_dir, f"{name}.{uuid.uuid4().hex}")
-        raw = FileSystems.create(temp_path, compression_type=CompressionTypes.UNCOMPRESSED)
+        raw = create_run_file(temp_path)
         with ShardFileWriter(raw, sharding.compression, sharding.compression_level) as writer:
             if sharding.order is RecordOrder.SHUFFLED:
                 records = shuffled(records, sharding.shuffle_seed, index)

@@ -26,6 +26,7 @@ from beam_jobs.core.errors import DataError, raised_for_launcher
 from beam_jobs.core.paths import is_local
 from beam_jobs.core.tasks import WriteTask, WrittenShard, sum_counts
 from beam_jobs.sink.dead_letter import dead_letter_temp_path
+from beam_jobs.sink.run_files import create_run_file
 from beam_jobs.stats.packed import PackedStats, merge_all
 
 __all__ = ["JoinParts", "join_parts", "merged_tallies", "tasks_by_shard"]
@@ -95,7 +96,7 @@ def _concatenate(parts: list[WrittenShard], temp_dir: str) -> tuple[str, int, st
             out.write(end)
         return first.temp_path, size + len(end), f"{google_crc32c.extend(crc, end):08x}"
     path = FileSystems.join(temp_dir, f"{first.name}.{uuid.uuid4().hex}")
-    with FileSystems.create(path, compression_type=CompressionTypes.UNCOMPRESSED) as out:
+    with create_run_file(path) as out:
         size, crc = _copy([(first.temp_path, 0, kept), *rest], out, 0, 0)
         out.write(end)
     return path, size + len(end), f"{google_crc32c.extend(crc, end):08x}"
@@ -128,7 +129,7 @@ def merged_tallies(
     dead_letter = None
     if dead_letters:
         dead_letter = dead_letter_temp_path(temp_dir, first.name)
-        with FileSystems.create(dead_letter, compression_type=CompressionTypes.UNCOMPRESSED) as f:
+        with create_run_file(dead_letter) as f:
             _copy([(path, 0, None) for path in dead_letters], f, 0, 0)
     # The parts' quantile edges go into one sketch, which publishing merges as it is.
     stats = PackedStats(merge_all(p.stats for p in parts))  # sent on as one blob

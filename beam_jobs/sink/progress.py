@@ -11,6 +11,7 @@ local runner only reports them at the end.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import os
@@ -23,7 +24,7 @@ from typing import Any
 from apache_beam.io.filesystem import CompressionTypes
 from apache_beam.io.filesystems import FileSystems
 
-from beam_jobs.core.paths import is_local
+from beam_jobs.sink.run_files import create_run_file
 
 __all__ = [
     "NOTE_SECONDS",
@@ -62,7 +63,7 @@ def write_note(
         "worker": f"{socket.gethostname()}:{os.getpid()}",
     }
     path = note_path(temp_dir, shard_name)
-    with FileSystems.create(path, compression_type=CompressionTypes.UNCOMPRESSED) as f:
+    with create_run_file(path) as f:
         f.write(json.dumps(note).encode("utf-8"))
 
 
@@ -79,13 +80,10 @@ class RunningNote:
         if time.monotonic() < self._due:
             return
         self._due = time.monotonic() + self._every
-        notes = FileSystems.join(self._temp_dir, NOTES_DIR)
-        if is_local(notes) and not os.path.isdir(notes):
-            # The launcher makes the folder before the run and removes it when the run is
-            # interrupted: writing a note would make it again, left behind by a worker that
-            # is stopped before its task's last check cleans up.
-            return
-        write_note(self._temp_dir, self._name, records, num_bytes, input_bytes, done=False)
+        # The launcher removes the run's folder when the run is interrupted (a note never
+        # makes it again): the task's next check of its run marker stops it.
+        with contextlib.suppress(FileNotFoundError):
+            write_note(self._temp_dir, self._name, records, num_bytes, input_bytes, done=False)
 
 
 def format_duration(seconds: float) -> str:

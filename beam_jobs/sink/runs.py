@@ -31,6 +31,7 @@ from beam_jobs.codec.framing import RECORD_OVERHEAD_BYTES, frame_records
 from beam_jobs.core.errors import DataError
 from beam_jobs.core.tasks import Run
 from beam_jobs.plan.shuffle import RUN_BYTES
+from beam_jobs.sink.run_files import create_run_file
 
 __all__ = ["RunSink", "RunWriter", "gather", "read_bucket", "uniform_below"]
 _BUCKET_TAG = 0x62756B  # "buk": bucket draws, apart from the permutations of `sink.shuffled`
@@ -112,9 +113,7 @@ class RunWriter:
         counts = np.bincount(buckets, minlength=self._buckets)
         sizes = np.bincount(buckets, lengths, minlength=self._buckets).astype(np.int64)
         if self._file is None:
-            self._file = FileSystems.create(
-                self.path, compression_type=CompressionTypes.UNCOMPRESSED
-            )
+            self._file = create_run_file(self.path)
         self._file.write(lengths[order].astype("<u4").tobytes())
         for start in range(0, len(order), GATHER_RECORDS):
             self._file.write(

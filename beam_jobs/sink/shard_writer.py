@@ -21,7 +21,6 @@ import apache_beam as beam
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
-from apache_beam.io.filesystem import CompressionTypes
 from apache_beam.io.filesystems import FileSystems
 
 from beam_jobs.codec.examples import ExampleEncoder
@@ -42,6 +41,7 @@ from beam_jobs.sink import progress
 from beam_jobs.sink.coalesce import Coalescer, Joined, piece_of_row
 from beam_jobs.sink.counters import counter
 from beam_jobs.sink.dead_letter import write_dead_letter
+from beam_jobs.sink.run_files import create_run_file, make_run_folder
 from beam_jobs.sink.runs import RunSink, RunWriter
 from beam_jobs.sink.temp_folder import remove_empty_folders
 from beam_jobs.stats.batches import finish_all, new_stats, update_all
@@ -130,6 +130,8 @@ class WriteShardFn(beam.DoFn):
         self._rows_read = counter("records_read")
 
     def setup(self) -> None:
+        if self._spec.run_marker is None:  # no launcher made the folder
+            make_run_folder(self._spec.temp_dir)
         self._encoder = ExampleEncoder(self._spec.features)
         self._floats = [f.name for f in self._spec.features if f.dtype == "float32"]
 
@@ -171,7 +173,7 @@ class WriteShardFn(beam.DoFn):
             return _Output(target, name, runs.path, runs, new_stats(spec.features))
         # The task's index keeps the temporary names of one shard's parts apart.
         temp_path = FileSystems.join(spec.temp_dir, f"{name}.{task.index}.{uuid.uuid4().hex}")
-        raw = FileSystems.create(temp_path, compression_type=CompressionTypes.UNCOMPRESSED)
+        raw = create_run_file(temp_path)
         sharding = spec.sharding
         # A part of a shard ends so that it joins the others into one gzip member.
         joinable = not task.whole_shard

@@ -21,7 +21,6 @@ from typing import Any
 
 import apache_beam as beam
 import numpy as np
-from apache_beam.io.filesystem import CompressionTypes
 from apache_beam.io.filesystems import FileSystems
 
 from beam_jobs.codec.shard_file import ShardFileWriter, seek_stride
@@ -32,6 +31,7 @@ from beam_jobs.plan.shuffle import ShufflePlan, ShuffleUnit
 from beam_jobs.sink import progress
 from beam_jobs.sink.counters import counter
 from beam_jobs.sink.join_parts import JoinParts, merged_tallies
+from beam_jobs.sink.run_files import create_run_file
 from beam_jobs.sink.runs import gather, read_bucket
 from beam_jobs.sink.shard_writer import stop_if_abandoned
 from tfdata_reader.manifest import shard_name
@@ -145,7 +145,7 @@ class WriteShuffledFn(beam.DoFn):
         prefix = unit.split or sharding.shard_prefix
         name = shard_name(prefix, unit.shard, unit.num_shards, sharding.compression)
         path = FileSystems.join(self._temp_dir, f"{name}.part{unit.part}.{uuid.uuid4().hex}")
-        raw = FileSystems.create(path, compression_type=CompressionTypes.UNCOMPRESSED)
+        raw = create_run_file(path)
         joinable = unit.num_parts > 1
         framed = int(work.stretches[:, 5].sum())
         writer = ShardFileWriter(

@@ -8,12 +8,14 @@ import contextlib
 import json
 import os
 import re
+import shutil
 
 from apache_beam.io.filesystem import CompressionTypes
 from apache_beam.io.filesystems import FileSystems
 
 from beam_jobs.core.paths import is_local
 from beam_jobs.sink.progress import NOTES_DIR
+from beam_jobs.sink.run_files import TEMP_DIR_PREFIX
 
 __all__ = [
     "RUN_MARKER",
@@ -26,8 +28,8 @@ __all__ = [
     "write_atomically",
 ]
 
-TEMP_DIR_PREFIX = ".tfrecord-etl-tmp-"  # + a run id; where shards are written before publishing
 RUN_MARKER = "run.json"  # in a temporary folder: proves it is ours
+REMOVE_ROUNDS = 5  # `remove_folder`'s tries on local disk
 _TEMP_DIR_RE = re.compile(rf"^{re.escape(TEMP_DIR_PREFIX)}[0-9a-f]+$")
 
 
@@ -69,8 +71,14 @@ def remove_folder(path: str) -> None:
     """
     path = path.rstrip("/")
     if is_local(path):
+        # A writer that outlives an interrupted run may add a file while the tree is being
+        # removed (it can no longer once the folder is gone: `create_run_file`): again.
+        for _ in range(REMOVE_ROUNDS):
+            if not os.path.lexists(path):
+                return
+            shutil.rmtree(path, ignore_errors=True)
         if FileSystems.exists(path):
-            FileSystems.delete([path])  # the whole tree
+            FileSystems.delete([path])  # raises what keeps it
     elif FileSystems.match([path + "/**"])[0].metadata_list:
         FileSystems.delete([path + "/"])  # every object under the prefix
 

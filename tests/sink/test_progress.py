@@ -7,9 +7,10 @@ from beam_jobs.sink.progress import ProgressReporter, RunningNote, format_durati
 
 
 def test_reporter_reads_notes_once_and_sums_them(tmp_path):
-    temp = str(tmp_path / "tmp-run")
+    temp = str(tmp_path / ".tfrecord-etl-tmp-0a1b")
+    (tmp_path / ".tfrecord-etl-tmp-0a1b").mkdir()  # as the launcher makes it
     reporter = ProgressReporter(temp, num_shards=5)
-    assert reporter.poll() is None  # nothing written yet, folder missing
+    assert reporter.poll() is None  # nothing written yet, notes folder missing
     write_note(temp, "data-00000-of-00005.tfrecord", 100, 2000, 1_500_000)
     write_note(temp, "data-00003-of-00005.tfrecord", 200, 4000, 2_500_000)
     line = reporter.poll()
@@ -24,7 +25,8 @@ def test_reporter_reads_notes_once_and_sums_them(tmp_path):
 
 
 def test_a_retried_shard_is_counted_once(tmp_path):
-    temp = str(tmp_path / "tmp-run")
+    temp = str(tmp_path / ".tfrecord-etl-tmp-0a1b")
+    (tmp_path / ".tfrecord-etl-tmp-0a1b").mkdir()  # as the launcher makes it
     reporter = ProgressReporter(temp, num_shards=1)
     write_note(temp, "data-00000-of-00001.tfrecord", 7, 70, 700)
     write_note(temp, "data-00000-of-00001.tfrecord", 7, 70, 700)
@@ -32,17 +34,20 @@ def test_a_retried_shard_is_counted_once(tmp_path):
 
 
 def test_progress_counts_the_worker_processes_that_wrote(tmp_path):
-    temp = str(tmp_path / "tmp-run")
+    temp = str(tmp_path / ".tfrecord-etl-tmp-0a1b")
+    (tmp_path / ".tfrecord-etl-tmp-0a1b").mkdir()  # as the launcher makes it
     reporter = ProgressReporter(temp, num_shards=3)
     write_note(temp, "data-00000-of-00003.tfrecord", 1, 10, 100)
-    note = tmp_path / "tmp-run" / "progress" / "data-00001-of-00003.tfrecord.json"
+    note = tmp_path / ".tfrecord-etl-tmp-0a1b" / "progress" / "data-00001-of-00003.tfrecord.json"
     note.write_text(json.dumps({"records": 2, "bytes": 2, "input_bytes": 2, "worker": "h:1"}))
     assert reporter.poll().endswith(", from 2 worker processes")
 
 
 def test_running_notes_give_the_share_of_the_input_and_an_eta(tmp_path, monkeypatch):
-    temp = str(tmp_path / "tmp-run")
-    (tmp_path / "tmp-run" / progress.NOTES_DIR).mkdir(parents=True)  # as the launcher makes it
+    temp = str(tmp_path / ".tfrecord-etl-tmp-0a1b")
+    (tmp_path / ".tfrecord-etl-tmp-0a1b" / progress.NOTES_DIR).mkdir(
+        parents=True
+    )  # as the launcher makes it
     clock = [1000.0]
     monkeypatch.setattr(progress.time, "monotonic", lambda: clock[0])
     reporter = ProgressReporter(temp, num_shards=4, input_bytes=8_000_000)
@@ -75,7 +80,8 @@ def test_durations_read_as_seconds_minutes_and_hours():
 
 
 def test_a_terminal_gets_a_live_bar_that_ends_full(tmp_path, capsys):
-    temp = str(tmp_path / "tmp-run")
+    temp = str(tmp_path / ".tfrecord-etl-tmp-0a1b")
+    (tmp_path / ".tfrecord-etl-tmp-0a1b").mkdir()  # as the launcher makes it
     reporter = ProgressReporter(temp, num_shards=2, interval=0.05, input_bytes=4000, live=True)
     reporter.start()
     write_note(temp, "data-00000-of-00002.tfrecord", 10, 100, 1000)
@@ -109,7 +115,7 @@ def test_a_writer_notes_its_share_of_the_input_while_it_runs(tmp_path, monkeypat
 def test_a_running_note_does_not_make_again_the_folder_an_interrupted_run_removed(tmp_path):
     # A worker still running after the launcher removed the run's folder wrote its note into
     # a folder made again, left behind once the worker was stopped.
-    temp = tmp_path / "tmp-run"
+    temp = tmp_path / ".tfrecord-etl-tmp-0a1b"
     running = RunningNote(str(temp), "data-00000-of-00001.tfrecord", every=0.0)
     running.update(10, 100, 1_000)
     assert not temp.exists()
@@ -129,7 +135,8 @@ def test_the_launchers_temporary_folder_holds_the_notes_folder(tmp_path):
 
 
 def test_a_shuffled_conversions_second_pass_is_counted_apart(tmp_path):
-    temp = str(tmp_path / "tmp-run")
+    temp = str(tmp_path / ".tfrecord-etl-tmp-0a1b")
+    (tmp_path / ".tfrecord-etl-tmp-0a1b").mkdir()  # as the launcher makes it
     reporter = ProgressReporter(temp, num_shards=2, shuffle_units=3)
     write_note(temp, "task-00000-of-00002", 10, 100, 1000)
     assert reporter.poll().endswith("from 1 worker process")  # the first pass is not done

@@ -43,7 +43,11 @@ def test_the_shard_writer_writes_each_planned_piece_exactly(tmp_path):
     counts = CutCounts.from_counted(
         count_segment(s) for s in segments_between_cuts(cut_points(shards))
     )
-    writer = WriteShardFn(WriteSpec(CsvFormat(), tuple(FEATURES), tuple(FEATURES), str(tmp_path)))
+    writer = WriteShardFn(
+        WriteSpec(
+            CsvFormat(), tuple(FEATURES), tuple(FEATURES), str(tmp_path / ".tfrecord-etl-tmp-0a1b")
+        )
+    )
 
     def check(written: list[WrittenShard]) -> None:
         written = sorted(written, key=lambda w: w.index)
