@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import contextlib
 import os
-from typing import BinaryIO, cast
+from typing import BinaryIO
 
 from apache_beam.io.filesystem import CompressionTypes
 from apache_beam.io.filesystems import FileSystems
@@ -26,9 +26,7 @@ def create_run_file(path: str) -> BinaryIO:
     run would make the folder the launcher just removed again. Here it fails instead
     (FileNotFoundError). Elsewhere (GCS) a folder is only a name prefix."""
     if not is_local(path):
-        return cast(
-            BinaryIO, FileSystems.create(path, compression_type=CompressionTypes.UNCOMPRESSED)
-        )
+        return FileSystems.create(path, compression_type=CompressionTypes.UNCOMPRESSED)
     folder, name = os.path.split(os.path.abspath(path))
     parts = folder.split(os.sep)
     roots = [i for i, part in enumerate(parts) if part.startswith(TEMP_DIR_PREFIX)]
