@@ -20,6 +20,7 @@ __all__ = [
     "RECORD_OVERHEAD_BYTES",
     "count_records",
     "find_record_start",
+    "frame_batch",
     "frame_records",
     "masked_crc32c",
     "read_records",
@@ -47,7 +48,13 @@ def _mask(crcs: np.ndarray) -> np.ndarray:
 
 
 def frame_records(records: Sequence[bytes]) -> bytes:
-    """Frames serialized records as one TFRecord byte string.
+    """Frames serialized records as one TFRecord byte string."""
+    return frame_batch(records)[0]
+
+
+def frame_batch(records: Sequence[bytes]) -> tuple[bytes, np.ndarray]:
+    """Frames serialized records as one TFRecord byte string; also each record's framed size
+    (int64).
 
     Lengths and checksums are computed in bulk (numpy, and `map` over the C CRC32C), and the
     output is one `join` of the records with 16-byte "glue" pieces between them: the footer of
@@ -55,7 +62,7 @@ def frame_records(records: Sequence[bytes]) -> bytes:
     """
     n = len(records)
     if n == 0:
-        return b""
+        return b"", np.zeros(0, np.int64)
     lengths = np.fromiter(map(len, records), dtype=np.uint64, count=n)
     data_crcs = np.fromiter(map(google_crc32c.value, records), dtype=np.uint64, count=n)
     # Few distinct lengths occur in a batch, so their checksums are computed once each.
@@ -71,7 +78,7 @@ def frame_records(records: Sequence[bytes]) -> bytes:
     parts[1::2] = records
     parts[2:-1:2] = [raw[i : i + 16] for i in range(16, 16 * n, 16)]
     parts[-1] = raw[16 * n : 16 * n + 4]  # the last footer has no header after it
-    return b"".join(parts)
+    return b"".join(parts), lengths.astype(np.int64) + RECORD_OVERHEAD_BYTES
 
 
 def _read_exact(stream: BinaryIO, size: int) -> bytes:

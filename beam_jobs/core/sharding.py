@@ -68,13 +68,12 @@ class ShardingOptions:
         accept=_compression,
         help="Shard compression: none or gzip (default none).",
     )
-    compression_level: int = flags.option(
-        DEFAULT_GZIP_LEVEL,
+    compression_level: int | None = flags.option(
         parse=flags.parse_int,
         accept=flags.whole_number,
         metavar="N",
-        help="GZIP level, 1 (fastest; the default) to 9 (smallest): 1-3 use ISA-L, 4-9 zlib "
-        "(zlib's and TensorFlow's default is 6).",
+        help="GZIP level, 1 (fastest; the default) to 9 (smallest), with --compression gzip: "
+        "1-3 use ISA-L, 4-9 zlib (zlib's and TensorFlow's default is 6).",
     )
     shard_prefix: str = flags.option(
         DEFAULT_SHARD_PREFIX,
@@ -110,6 +109,11 @@ class ShardingOptions:
         f"(default {DEFAULT_MAX_BAD_FRACTION}).",
     )
 
+    @property
+    def gzip_level(self) -> int:
+        """The GZIP level the writers use (`compression_level`, or the default)."""
+        return DEFAULT_GZIP_LEVEL if self.compression_level is None else self.compression_level
+
     def __post_init__(self) -> None:
         if self.target_shard_bytes < MIN_TARGET_SHARD_BYTES and self.num_shards is None:
             raise UsageError(
@@ -118,11 +122,19 @@ class ShardingOptions:
             )
         if self.num_shards is not None and self.num_shards < 1:
             raise UsageError(f"--num_shards must be at least 1, got {self.num_shards}")
-        if self.compression_level not in GZIP_LEVELS:
-            raise UsageError(
-                f"--compression_level must be 1 (fastest) to 9 (smallest), got "
-                f"{self.compression_level}"
-            )
+        if self.compression_level is None and self.compression == Compression.GZIP:
+            object.__setattr__(self, "compression_level", DEFAULT_GZIP_LEVEL)  # as recorded
+        elif self.compression_level is not None:
+            if self.compression_level not in GZIP_LEVELS:
+                raise UsageError(
+                    f"--compression_level must be 1 (fastest) to 9 (smallest), got "
+                    f"{self.compression_level}"
+                )
+            if self.compression != Compression.GZIP:
+                raise UsageError(
+                    f"--compression_level {self.compression_level} sets the level of GZIP "
+                    "shards: add --compression gzip, or leave the level out"
+                )
         if not 0.0 <= self.max_bad_fraction <= 1.0:
             raise UsageError(
                 f"--max_bad_fraction must be between 0 and 1, got {self.max_bad_fraction}"

@@ -34,7 +34,7 @@ from beam_jobs.transforms.convert_to_shards import (
 )
 from tfdata_reader.manifest import Manifest
 
-__all__ = ["ConvertResult", "ConvertStatus", "run", "run_config"]
+__all__ = ["ConvertResult", "ConvertStatus", "empty_splits", "run", "run_config"]
 
 _log = logging.getLogger(__name__)
 
@@ -161,7 +161,10 @@ def _convert(
             submitted = True
             return ConvertResult(config, ConvertStatus.SUBMITTED, submitted_job=job_id)
         _run(options, transform, temp_dir, plan, config, held)
-        return ConvertResult(config, ConvertStatus.CONVERTED, load_manifest(config.output))
+        manifest = load_manifest(config.output)
+        for warning in empty_splits(manifest):
+            _log.warning("%s", warning)
+        return ConvertResult(config, ConvertStatus.CONVERTED, manifest)
     finally:
         if not submitted:
             lease.release(config.output, run_id)
@@ -235,6 +238,18 @@ def _close_client(result: object) -> None:
     if client is not None:
         with contextlib.suppress(Exception):
             client.close()
+
+
+def empty_splits(manifest: Manifest) -> list[str]:
+    """A warning for each split that got no record (a small input, or a small weight)."""
+    total = manifest.total_records
+    weights = sum(manifest.splits.values())
+    return [
+        f"split {name!r} got no record (weight {summary['weight']} of {weights}, "
+        f"{total:,} records in all): reading it gives no batch; use fewer splits or more rows"
+        for name, summary in manifest.split_summary().items()
+        if summary["records"] == 0
+    ]
 
 
 def _per_split(plan: ConversionPlan) -> str:

@@ -54,7 +54,7 @@ def measure(
         batches = [projection.batch(batch) for batch in read]
         encoded = [encoder.encode(batch) for batch in batches]
         # One write of all the sample's records: the same bytes as a shard of them.
-        shard = ShardFileWriter(SizeOnly(), sharding.compression, sharding.compression_level)
+        shard = ShardFileWriter(SizeOnly(), sharding.compression, sharding.gzip_level)
         shard.write_records([record for examples in encoded for record in examples])
         shard.close()
         in_bytes += sample.input_bytes

@@ -22,6 +22,8 @@ import dataclasses
 import math
 from collections.abc import Mapping
 
+import numpy as np
+
 from beam_jobs.plan.shards import MIN_TASKS
 
 __all__ = [
@@ -81,9 +83,14 @@ class ShufflePlan:
     def split_index(self, split: str | None) -> int:
         return [name for name, _, _ in self.splits].index(split)
 
+    @property
+    def _whole(self) -> bool:
+        """Whether each shard is one unit (enough shards to keep the workers busy)."""
+        return sum(shards for _, shards, _ in self.splits) >= MIN_TASKS
+
     def units(self) -> list[ShuffleUnit]:
         """Every unit, split by split, shard by shard, part by part."""
-        whole = sum(shards for _, shards, _ in self.splits) >= MIN_TASKS
+        whole = self._whole
         units = []
         for split, shards, k in self.splits:
             for shard in range(shards):
@@ -96,6 +103,28 @@ class ShufflePlan:
                         for part, bucket in enumerate(buckets)
                     ]
         return units
+
+    def unit(self, key: tuple[str, int, int]) -> ShuffleUnit:
+        """The unit of a `ShuffleUnit.key` (as `units()` lists it)."""
+        split_key, shard, part = key
+        for split, shards, k in self.splits:
+            if (split or "") == split_key:
+                if self._whole or k == 1:
+                    buckets = tuple(range(shard * k, (shard + 1) * k))
+                    return ShuffleUnit(split, shard, shards, 0, 1, buckets)
+                return ShuffleUnit(split, shard, shards, part, k, (shard * k + part,))
+        raise KeyError(f"no split {split_key!r} in the shuffle plan")
+
+    def parts_per_shard(self, split: str | None) -> int:
+        """How many units write each shard of a split."""
+        k = next(per_shard for name, _, per_shard in self.splits if name == split)
+        return 1 if self._whole or k == 1 else k
+
+    def units_of(self, split: str | None, buckets: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """The unit each of a split's `buckets` is written by, as (shard, part) arrays."""
+        k = next(per_shard for name, _, per_shard in self.splits if name == split)
+        parts = self.parts_per_shard(split)
+        return buckets // k, (buckets % k if parts > 1 else np.zeros_like(buckets))
 
     def parts_by_shard(self) -> dict[tuple[str, int], tuple[int, ...]]:
         """(split or "", shard) -> the parts that make it, in order."""

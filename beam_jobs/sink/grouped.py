@@ -119,7 +119,7 @@ class WriteGroupFn(beam.DoFn):
         name = shard_name(sharding.shard_prefix, index, num_shards, sharding.compression)
         temp_path = FileSystems.join(self._temp_dir, f"{name}.{uuid.uuid4().hex}")
         raw = create_run_file(temp_path)
-        with ShardFileWriter(raw, sharding.compression, sharding.compression_level) as writer:
+        with ShardFileWriter(raw, sharding.compression, sharding.gzip_level) as writer:
             if sharding.order is RecordOrder.SHUFFLED:
                 records = shuffled(records, sharding.shuffle_seed, index)
             chunk: list[bytes] = []

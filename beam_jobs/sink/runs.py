@@ -27,7 +27,7 @@ import pyarrow as pa
 from apache_beam.io.filesystem import CompressionTypes
 from apache_beam.io.filesystems import FileSystems
 
-from beam_jobs.codec.framing import RECORD_OVERHEAD_BYTES, frame_records
+from beam_jobs.codec.framing import frame_batch
 from beam_jobs.core.errors import DataError
 from beam_jobs.core.tasks import Run
 from beam_jobs.plan.shuffle import RUN_BYTES
@@ -84,7 +84,8 @@ class RunWriter:
         key = np.array([seed, (_BUCKET_TAG << 40) | (task << 8) | output], dtype=np.uint64)
         self._bits = np.random.Philox(key=key)
         self._budget = budget or RUN_BYTES
-        self._held: list[builtins.bytes] = []  # serialized Examples, framed when stored
+        self._held: list[builtins.bytes] = []  # framed records, batch by batch
+        self._lengths: list[np.ndarray] = []  # their framed sizes
         self._held_bytes = 0
         self._file: BinaryIO | None = None
         self._offset = 0
@@ -92,38 +93,43 @@ class RunWriter:
         self.records = 0
         self.bytes = 0  # framed bytes taken
 
-    def write(self, records: list[builtins.bytes], framed_bytes: int) -> None:
-        """Takes serialized records (`framed_bytes`: their size once framed)."""
+    def write(self, records: list[builtins.bytes]) -> None:
+        """Takes serialized records."""
         if not records:
             return
-        self._held += records  # only references: the records are framed once, in order
-        self._held_bytes += framed_bytes
+        # Framed as they come (what a shard file's writer does too), put in bucket order
+        # when stored: one Arrow take, no per-record Python.
+        framed, lengths = frame_batch(records)
+        self._held.append(framed)
+        self._lengths.append(lengths)
+        self._held_bytes += len(framed)
         self.records += len(records)
-        self.bytes += framed_bytes
+        self.bytes += len(framed)
         if self._held_bytes >= self._budget:
             self._store()
 
     def _store(self) -> None:
         if not self._held:
             return
-        held, self._held, self._held_bytes = self._held, [], 0
-        lengths = np.fromiter(map(len, held), np.int64, len(held)) + RECORD_OVERHEAD_BYTES
-        buckets = self._draw_buckets(len(held))
-        order = np.argsort(buckets, kind="stable")
+        data = self._held[0] if len(self._held) == 1 else b"".join(self._held)
+        lengths = np.concatenate(self._lengths)
+        self._held, self._lengths, self._held_bytes = [], [], 0
+        buckets = self._draw_buckets(len(lengths))
+        # Small keys sort by radix (numpy's stable sort of 16-bit integers): the same order.
+        keys = buckets.astype(np.uint16) if self._buckets <= 1 << 16 else buckets
+        order = np.argsort(keys, kind="stable")
         counts = np.bincount(buckets, minlength=self._buckets)
         sizes = np.bincount(buckets, lengths, minlength=self._buckets).astype(np.int64)
         if self._file is None:
             self._file = create_run_file(self.path)
         self._file.write(lengths[order].astype("<u4").tobytes())
-        for start in range(0, len(order), GATHER_RECORDS):
-            self._file.write(
-                frame_records([held[i] for i in order[start : start + GATHER_RECORDS]])
-            )
+        for buffer, _ in gather(data, lengths, order):
+            self._file.write(buffer)
         held_buckets = np.flatnonzero(counts)
         self.runs.append(
             Run(self.path, self._offset, held_buckets, counts[held_buckets], sizes[held_buckets])
         )
-        self._offset += 4 * len(held) + int(lengths.sum())
+        self._offset += 4 * len(lengths) + len(data)
 
     def _draw_buckets(self, count: int) -> np.ndarray:
         """Each record's bucket: the records dealt out in a random order, from a random
@@ -217,8 +223,7 @@ class RunSink:
         return self._runs.bytes
 
     def write_records(self, records: list[builtins.bytes]) -> None:
-        framed = sum(map(len, records)) + RECORD_OVERHEAD_BYTES * len(records)
-        self._runs.write(records, framed)
+        self._runs.write(records)
 
     def close(self) -> None:
         self.runs = self._runs.close()

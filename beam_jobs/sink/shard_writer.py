@@ -177,7 +177,7 @@ class WriteShardFn(beam.DoFn):
         sharding = spec.sharding
         # A part of a shard ends so that it joins the others into one gzip member.
         joinable = not task.whole_shard
-        writer = ShardFileWriter(raw, sharding.compression, sharding.compression_level, joinable)
+        writer = ShardFileWriter(raw, sharding.compression, sharding.gzip_level, joinable)
         return _Output(target, name, temp_path, writer, new_stats(spec.features))
 
     def _write_task(self, task: WriteTask, cut_counts: CutCounts | None) -> list[WrittenShard]:

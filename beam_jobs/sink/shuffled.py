@@ -1,11 +1,12 @@
 """Shuffled conversions, second pass: each shard written from its buckets, each bucket's records
 in a random order.
 
-The write tasks' outputs (`WrittenShard`s holding runs, `sink.runs`) come together in one place
-(`shuffle_work`): what each task read and set aside is merged per planned shard, as `JoinParts`
-merges the parts of a shard written in input order (the same dead letters, counts and
-statistics), and becomes part 0 of that shard; each unit of `plan.shuffle` gets the stretches
-of every run it reads. `WriteShuffledFn` then reads a unit's buckets one at a time (at most a
+The write tasks' outputs (`WrittenShard`s holding runs, `sink.runs`) go to the units that need
+them (`unit_pieces`, one GroupByKey a unit: no element holds every run's index): each unit of
+`plan.shuffle` gets every run's stretches of its buckets; part 0 of each shard also gets what
+its planned shard's write tasks read and set aside, merged (`unit_work`) as `JoinParts` merges
+the parts of a shard written in input order (the same dead letters, counts and statistics).
+`WriteShuffledFn` then reads a unit's buckets one at a time (at most a
 bucket in memory), permutes each bucket's records with a Philox stream keyed by the seed, the
 split and the bucket, and writes them through `ShardFileWriter` (already framed: no Example is
 decoded or encoded again). Every run's stretches are read in task order, so the bytes are a
@@ -17,7 +18,7 @@ from __future__ import annotations
 import dataclasses
 import uuid
 from collections.abc import Iterable, Iterator
-from typing import Any
+from typing import Any, TypeAlias
 
 import apache_beam as beam
 import numpy as np
@@ -36,7 +37,15 @@ from beam_jobs.sink.runs import gather, read_bucket
 from beam_jobs.sink.shard_writer import stop_if_abandoned
 from tfdata_reader.manifest import shard_name
 
-__all__ = ["ShuffleShards", "ShuffleWork", "WriteShuffledFn", "permutation", "shuffle_work"]
+__all__ = [
+    "RunStretches",
+    "ShuffleShards",
+    "ShuffleWork",
+    "WriteShuffledFn",
+    "permutation",
+    "unit_pieces",
+    "unit_work",
+]
 
 _ORDER_TAG = 0x6F7264  # "ord": a bucket's permutation, apart from its records' bucket draws
 
@@ -69,58 +78,120 @@ class ShuffleWork:
         return self.stretches[self.stretches[:, 0] == bucket]
 
 
-def shuffle_work(
-    written: Iterable[WrittenShard],
+@dataclasses.dataclass(frozen=True)
+class RunStretches:
+    """One write task's output's stretches of one unit's buckets (rows of `STRETCH_COLUMNS`, in
+    run order, files indexing `paths`), and where they come in a bucket's reading order."""
+
+    order: tuple[int, int]  # (write task, planned shard)
+    paths: tuple[str, ...]
+    stretches: np.ndarray
+
+    def to_wire(self, temp_dir: str) -> RunsOnWire:
+        """As a plain tuple, its files named in `temp_dir`: Beam encodes it in some 100 bytes
+        and 48 a stretch (a dataclass and its array would be pickled: about 380)."""
+        names = tuple(path.removeprefix(temp_dir.rstrip("/") + "/") for path in self.paths)
+        return (*self.order, names, self.stretches.tobytes())
+
+    @classmethod
+    def from_wire(cls, wire: RunsOnWire, temp_dir: str) -> RunStretches:
+        task, shard, names, rows = wire
+        paths = tuple(FileSystems.join(temp_dir, name) for name in names)
+        table = np.frombuffer(rows, np.int64).reshape(-1, len(STRETCH_COLUMNS))
+        return cls((task, shard), paths, table)
+
+
+# (write task, planned shard, its runs' file names in the temporary folder, stretches' bytes)
+RunsOnWire: TypeAlias = "tuple[int, int, tuple[str, ...], bytes]"
+# What a unit gathers from the write tasks: their stretches of its buckets; with part 0, its
+# planned shard's tasks' outputs (tallies: what they read and set aside); None opens a part.
+UnitPiece: TypeAlias = "RunsOnWire | WrittenShard | None"
+
+
+def unit_pieces(
+    output: WrittenShard,
     plan: ShufflePlan,
     tasks: dict[tuple[str, int], tuple[int, ...]],
     temp_dir: str,
-) -> list[ShuffleWork]:
-    """Every unit's work, from every write task's outputs.
+) -> Iterator[tuple[tuple[str, int, int], UnitPiece]]:
+    """A write task's output, keyed by the units that need it (`ShuffleUnit.key`): its stretches
+    to the units of their buckets, its tallies to part 0 of its planned shard. The planned
+    shard's first task also opens the shard's other parts, so that a part gets written when
+    no run holds a record of its buckets. No element holds the whole index of the runs.
 
     Raises:
-      DataError: when the outputs are not those of every planned write task, or their runs
-        do not hold the records they wrote (a runner that lost or repeated elements).
+      DataError: when the output's runs do not hold the records it wrote.
     """
-    by_shard: dict[tuple[str, int], list[WrittenShard]] = {}
-    for part in written:
-        by_shard.setdefault((part.split or "", part.index), []).append(part)
-    carriers = {
-        key: merged_tallies(by_shard.get(key, []), temp_dir, expected)
-        for key, expected in tasks.items()
-    }
-    work = []
-    for split, _, _ in plan.splits:
-        outputs = sorted(
-            (p for key, parts in by_shard.items() if key[0] == (split or "") for p in parts),
-            key=lambda p: (p.part, p.index),  # a task, then its planned shard: one order
+    split = output.split or ""
+    held = sum(run.records for run in output.runs)
+    if held != output.records:
+        raise DataError(
+            f"rows in != rows out: write task {output.part} wrote {output.records:,} records "
+            f"of split {split or '(all)'} but its runs hold {held:,}; nothing was published"
         )
-        runs = [run for output in outputs for run in output.runs]
-        held = sum(run.records for run in runs)
-        paths = tuple(dict.fromkeys(run.path for run in runs))
-        file_of = {path: i for i, path in enumerate(paths)}
-        # Every bucket's stretches, sorted by bucket, each bucket's in task and run order.
-        table = np.concatenate(
-            [run.stretches(file_of[run.path]) for run in runs]
-            or [np.zeros((0, len(STRETCH_COLUMNS)), np.int64)]
+    yield (split, output.index, 0), dataclasses.replace(output, runs=())
+    parts = plan.parts_per_shard(output.split)
+    if output.part == tasks[(split, output.index)][0]:
+        for part in range(1, parts):
+            yield (split, output.index, part), None
+    if not output.runs:
+        return
+    paths = tuple(dict.fromkeys(run.path for run in output.runs))
+    file_of = {path: i for i, path in enumerate(paths)}
+    table = np.concatenate([run.stretches(file_of[run.path]) for run in output.runs])
+    shards, parts_of = plan.units_of(output.split, table[:, 0])
+    unit = shards * parts + parts_of
+    table = table[np.argsort(unit, kind="stable")]  # each unit's rows, still in run order
+    unit = np.sort(unit, kind="stable")
+    starts = np.flatnonzero(np.diff(unit, prepend=-1))
+    for lo, hi in zip(starts.tolist(), [*starts[1:].tolist(), len(unit)], strict=True):
+        shard, part = divmod(int(unit[lo]), parts)
+        piece = RunStretches((output.part, output.index), paths, table[lo:hi])
+        yield (split, shard, part), piece.to_wire(temp_dir)
+
+
+def unit_work(
+    key: tuple[str, int, int],
+    pieces: Iterable[UnitPiece],
+    plan: ShufflePlan,
+    tasks: dict[tuple[str, int], tuple[int, ...]],
+    temp_dir: str,
+) -> ShuffleWork:
+    """One unit's work from what the write tasks sent it (`unit_pieces`): its buckets'
+    stretches, each bucket's in task and run order; with part 0, its planned shard's tallies.
+
+    Raises:
+      DataError: when the outputs are not those of every planned write task (a runner that
+        lost or repeated elements).
+    """
+    unit = plan.unit(key)
+    runs: list[RunStretches] = []
+    outputs: list[WrittenShard] = []
+    for piece in pieces:
+        if isinstance(piece, tuple):
+            runs.append(RunStretches.from_wire(piece, temp_dir))
+        elif piece is not None:
+            outputs.append(piece)
+    runs.sort(key=lambda piece: piece.order)
+    orders = [piece.order for piece in runs]
+    if len(set(orders)) != len(orders):
+        raise DataError(
+            f"rows in != rows out: the runs of one write task arrived twice at shard "
+            f"{unit.shard} of split {key[0] or '(all)'}; nothing was published"
         )
-        table = table[np.argsort(table[:, 0], kind="stable")]
-        if held != sum(o.records for o in outputs):
-            raise DataError(
-                f"rows in != rows out: the write tasks of split {split or '(all)'} wrote "
-                f"{sum(o.records for o in outputs):,} records but their runs hold {held:,}; "
-                "nothing was published"
-            )
-        for unit in plan.units():
-            if unit.split != split:
-                continue
-            lo, hi = np.searchsorted(table[:, 0], [unit.buckets[0], unit.buckets[-1] + 1])
-            mine = table[lo:hi].copy()
-            used = np.unique(mine[:, 1])  # its stretches' files, numbered among themselves
-            mine[:, 1] = np.searchsorted(used, mine[:, 1])
-            carrier = carriers[(split or "", unit.shard)] if unit.part == 0 else None
-            unit_paths = tuple(paths[i] for i in used.tolist())
-            work.append(ShuffleWork(unit, unit_paths, mine, plan.split_index(split), carrier))
-    return work
+    paths = tuple(dict.fromkeys(path for each in runs for path in each.paths))
+    file_of = {path: i for i, path in enumerate(paths)}
+    tables = [np.zeros((0, len(STRETCH_COLUMNS)), np.int64)]
+    for each in runs:
+        table = each.stretches.copy()
+        table[:, 1] = np.array([file_of[p] for p in each.paths], np.int64)[table[:, 1]]
+        tables.append(table)
+    table = np.concatenate(tables)
+    table = table[np.argsort(table[:, 0], kind="stable")]  # bucket by bucket
+    carrier = None
+    if unit.part == 0:
+        carrier = merged_tallies(outputs, temp_dir, tasks[(key[0], unit.shard)])
+    return ShuffleWork(unit, paths, table, plan.split_index(unit.split), carrier)
 
 
 class WriteShuffledFn(beam.DoFn):
@@ -151,7 +222,7 @@ class WriteShuffledFn(beam.DoFn):
         writer = ShardFileWriter(
             raw,
             sharding.compression,
-            sharding.compression_level,
+            sharding.gzip_level,
             joinable,
             seek_every=seek_stride(framed * unit.num_parts),
         )
@@ -191,14 +262,24 @@ class WriteShuffledFn(beam.DoFn):
         )
 
 
-def _work_in_worker(
-    keyed: tuple[int, Iterable[WrittenShard]],
+def _pieces_in_worker(
+    output: WrittenShard,
     plan: ShufflePlan,
     tasks: dict[tuple[str, int], tuple[int, ...]],
     temp_dir: str,
-) -> list[ShuffleWork]:
+) -> list[tuple[tuple[str, int, int], UnitPiece]]:
     with raised_for_launcher():
-        return shuffle_work(keyed[1], plan, tasks, temp_dir)
+        return list(unit_pieces(output, plan, tasks, temp_dir))
+
+
+def _work_in_worker(
+    keyed: tuple[tuple[str, int, int], Iterable[UnitPiece]],
+    plan: ShufflePlan,
+    tasks: dict[tuple[str, int], tuple[int, ...]],
+    temp_dir: str,
+) -> ShuffleWork:
+    with raised_for_launcher():
+        return unit_work(keyed[0], keyed[1], plan, tasks, temp_dir)
 
 
 class ShuffleShards(beam.PTransform[Any, Any]):
@@ -229,15 +310,13 @@ class ShuffleShards(beam.PTransform[Any, Any]):
         plan, temp_dir = self._plan, self._temp_dir
         return (
             written
-            # Every task's runs in one place, where each unit learns what to read.
-            | "KeyAsOne" >> beam.Map(lambda part: (0, part))
-            | "GatherRuns" >> beam.GroupByKey()
+            # Each task's stretches and tallies to the units that read them (one GroupByKey:
+            # no element holds every run's index; a unit a key spreads them, on Dask too).
+            | "KeyByUnit"
+            >> beam.FlatMap(_pieces_in_worker, plan=plan, tasks=self._tasks, temp_dir=temp_dir)
+            | "GatherUnits" >> beam.GroupByKey()
             | "PlanUnits"
-            >> beam.FlatMap(_work_in_worker, plan=plan, tasks=self._tasks, temp_dir=temp_dir)
-            # One unit a key: spread over the workers (Dask included, where Reshuffle is not).
-            | "KeyByUnit" >> beam.Map(lambda work: (work.unit.key, work))
-            | "SpreadUnits" >> beam.GroupByKey()
-            | "Unkey" >> beam.FlatMap(lambda keyed: keyed[1])
+            >> beam.Map(_work_in_worker, plan=plan, tasks=self._tasks, temp_dir=temp_dir)
             # Each unit's buckets, permuted, into its part of a shard.
             | "WriteShuffled"
             >> beam.ParDo(WriteShuffledFn(temp_dir, self._sharding, plan.seed, self._run_marker))

@@ -99,15 +99,19 @@ def _update_in_step(
     # A member's numbers a row: each column's copy and reductions run over contiguous memory.
     numbers = np.empty((len(group.members), rows), np.float64)
     fit = np.zeros(len(group.members), bool)
+    ints = np.zeros(len(group.members), bool)
     for own, (_, values), scalar in candidates:
         if scalar and len(values) == rows:  # one value a record: no null
             numbers[own.column] = values.to_numpy()
             fit[own.column] = True
+            ints[own.column] = pa.types.is_integer(values.type)
     if rows:
         # NaN for a column with one; + 0.0 makes a zero extreme +0.0, whichever zero the
         # reduction met first (FeatureStats.update does the same).
         low, high = numbers.min(axis=1) + 0.0, numbers.max(axis=1) + 0.0
         fit &= np.isfinite(low) & np.isfinite(high)
+        # Integers past float64's exact ones (2**53) go alone, where their moments are exact.
+        fit &= ~ints | (np.maximum(np.abs(low), np.abs(high)) < 2.0**53)
     if not fit.all():
         kept = np.flatnonzero(fit)
         group.release([own for own, _, _ in candidates if not fit[own.column]])
@@ -137,8 +141,13 @@ class _Group:
         spans = np.flatnonzero((low <= 0) & (high >= 0))  # only they can hold a zero
         if len(spans):
             zeros[spans] = np.count_nonzero(numbers[spans] == 0, axis=1)
-        means = numbers.mean(axis=1)
-        deviations = numbers - means[:, None]
+        # From the differences to each row's first number (as `accumulate.moments`): large
+        # values (ids near 4e18) would cancel in their mean's sum.
+        firsts = numbers[:, :1]
+        shifted = numbers - firsts
+        means = shifted.mean(axis=1)
+        deviations = shifted - means[:, None]
+        means += firsts[:, 0]
         with np.errstate(over="ignore"):  # float32's range squared can pass float64's
             squares = np.einsum("ij,ij->i", deviations, deviations)
         self.sample.add(numbers.T)

@@ -39,3 +39,17 @@ def test_an_output_with_glob_characters_is_refused(tmp_path):
     path = tmp_path / "a.csv"
     path.write_text("id\n1\n")
     assert main(["convert", "--input", str(path), "--output", str(tmp_path / "ds[1]")]) == 2
+
+
+def test_a_gzip_level_without_gzip_is_a_usage_error_and_gzip_records_its_level():
+    from beam_jobs.core.compression import Compression
+    from beam_jobs.core.sharding import ShardingOptions
+
+    with pytest.raises(UsageError, match=r"^--compression_level 9 sets the level of GZIP shards: "
+                       r"add --compression gzip, or leave the level out$"):  # fmt: skip
+        ShardingOptions(compression_level=9)
+    assert ShardingOptions().compression_level is None
+    assert ShardingOptions(compression=Compression.GZIP).compression_level == 1
+    assert ShardingOptions(compression=Compression.GZIP, compression_level=6).gzip_level == 6
+    with pytest.raises(UsageError, match="--compression_level must be 1 .fastest. to 9"):
+        ShardingOptions(compression=Compression.GZIP, compression_level=0)

@@ -256,3 +256,18 @@ def test_a_shard_whose_parts_did_not_all_arrive_is_not_joined(tmp_path):
         join_parts([part(0), part(1), part(1)], str(tmp_path), expected["train", 0])
     joined = join_parts([part(1), part(0)], str(tmp_path), expected["train", 0])
     assert (joined.records, joined.bytes) == (2, 2)
+
+
+def test_a_split_that_gets_no_record_is_named_in_a_warning(tmp_path, caplog):
+    # Two rows cannot fill three splits: the empty one would read as no batch at all.
+    source = tmp_path / "in.csv"
+    source.write_text("id,x\n1,a\n2,b\n")
+    manifest = convert([str(source)], tmp_path / "out", "--splits", "train=1,eval=1,test=1")
+    empty = [n for n, s in manifest.split_summary().items() if s["records"] == 0]
+    assert len(empty) >= 1
+    warned = sorted(r.getMessage() for r in caplog.records if "got no record" in r.getMessage())
+    assert warned == sorted(
+        f"split {name!r} got no record (weight 1 of 3, 2 records in all): reading it gives no "
+        "batch; use fewer splits or more rows"
+        for name in empty
+    )

@@ -48,3 +48,17 @@ def test_the_plan_sizes_runs_by_the_largest_split_and_cuts_shards_into_buckets()
     many = plan_shuffle({None: 8}, {None: 8 * 40e6}, seed=0)
     assert [u.buckets for u in many.units()][:2] == [(0, 1), (2, 3)]
     assert many.run_bytes == RUN_BYTES
+
+
+@pytest.mark.parametrize(
+    "shards", [{None: 3}, {"train": 2, "eval": 1}, {None: 9}, {"a": 5, "b": 5}]
+)
+def test_a_unit_is_found_from_its_key_and_its_buckets(shards):
+    import numpy as np
+
+    plan = plan_shuffle(shards, {k: 2e8 for k in shards}, seed=0, bucket_bytes=32 << 20)
+    for unit in plan.units():
+        assert plan.unit(unit.key) == unit
+        assert plan.parts_per_shard(unit.split) == unit.num_parts
+        found = plan.units_of(unit.split, np.array(unit.buckets, np.int64))
+        assert set(zip(*(a.tolist() for a in found), strict=True)) == {(unit.shard, unit.part)}

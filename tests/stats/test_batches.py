@@ -190,3 +190,42 @@ def test_zeros_of_either_sign_give_the_same_extremes_and_edges_in_step_or_alone(
     for name in finished:
         assert np.array_equal(np.signbit(finished[name].edges), np.signbit(mine[name].edges))
         assert not np.signbit(finished[name].edges[finished[name].edges == 0]).any()
+
+
+@pytest.mark.parametrize("base", [4 * 10**18, 2**53 - 5000, -(9 * 10**18), 10**9])
+def test_the_spread_of_large_integers_is_that_of_exact_arithmetic(base):
+    # Ids near 4e18 that differ by 1,024: a sum of squares cancels there (41% off before).
+    import statistics
+
+    rng = np.random.default_rng(7)
+    features = [FeatureSpec("id", "int64"), FeatureSpec("x", "float32")]
+    stats = new_stats(features)
+    ids: list[int] = []
+    for rows in (700, 1, 300):
+        batch_ids = [base + 1024 * int(k) for k in rng.integers(0, 1000, rows)]
+        ids += batch_ids
+        batch = pa.record_batch(
+            {
+                "id": pa.array(batch_ids, pa.int64()),
+                "x": pa.array(rng.normal(size=rows), pa.float32()),
+            }
+        )
+        update_all(stats, features, ExampleEncoder(features).columns(batch), batch)
+    exact = statistics.pstdev(ids)  # Python's: exact fractions, rounded once
+    # Within a batch exact; the batches' means merge at float64's spacing there (512 near
+    # 4e18): some 1e-5 of this spread.
+    assert stats["id"].std_dev == pytest.approx(exact, rel=1e-4)
+    assert stats["id"].average == pytest.approx(statistics.fmean(ids), rel=1e-15)
+
+
+def test_moments_of_floats_far_from_zero_are_those_of_exact_arithmetic():
+    from fractions import Fraction
+
+    from beam_jobs.stats.accumulate import moments
+
+    numbers = np.array([1e15 + 0.25 * k for k in range(1000)], np.float64)
+    mean, m2 = moments(numbers)
+    exact = [Fraction(float(v)) for v in numbers]
+    exact_mean = sum(exact) / len(exact)
+    assert mean == float(exact_mean)
+    assert m2 == pytest.approx(float(sum((v - exact_mean) ** 2 for v in exact)), rel=1e-12)
