@@ -136,3 +136,37 @@ def test_whole_numbers_float32_changes_after_the_sample_are_counted(tmp_path, fm
     manifest = convert([str(path)], tmp_path / "out", "--splits=a=1,b=1", "--rename=v=w")
     assert manifest.counts.float32_rounded_integers == {"w": 2}
     assert "in: w (2);" in rounded_integers_note(manifest)[0]
+
+
+@pytest.mark.parametrize("fmt", ["csv", "jsonl"])
+def test_numbers_beyond_a_doubles_range_are_dead_letters_not_zero_or_infinity(tmp_path, fmt):
+    # Arrow's parsers turn 5e-330 into 0.0 and 2e308 into inf without a word; zeros and
+    # infinities as written stay what they are.
+    values = {i: repr(i / 7) for i in range(400)}
+    values.update({100: "5e-330", 150: "-2.5E-400", 200: "2e308", 250: "-1.0e+999",
+                   300: "0.0e-500", 350: "0E400"})  # fmt: skip
+    path = tmp_path / f"edges.{fmt}"
+    if fmt == "csv":
+        values[390] = "-inf"
+    else:  # pyarrow refuses an exponent past a double's, even of a zero: loud, as it should
+        values[350] = "0.0"
+    if fmt == "csv":
+        path.write_text("id,x\n" + "".join(f"{i},{v}\n" for i, v in values.items()))
+    else:
+        path.write_text("".join(f'{{"id": {i}, "x": {v}}}\n' for i, v in values.items()))
+    out = tmp_path / "out"
+    manifest = convert([str(path)], out, "--max_bad_fraction=0.05", "--sample_bytes=4096")
+    letters = [
+        json.loads(line) for line in (out / manifest.dead_letter[0]).read_text().splitlines()
+    ]
+    first_line = 2 if fmt == "csv" else 1
+    found = sorted((d["line"] - first_line, d["reason"].rsplit(": ", 1)[-1]) for d in letters)
+    assert found == [
+        (100, "it would be 0.0"), (150, "it would be -0.0"), (200, "it would be inf"),
+        (250, "it would be -inf"),
+    ]  # fmt: skip
+    got = {r["id"]: r["x"] for r in read_all(out)}
+    assert (manifest.total_records, manifest.counts.bad_records) == (396, 4)
+    assert got[300] == 0.0 and got[350] == 0.0 and got[1] == pytest.approx(1 / 7)
+    if fmt == "csv":
+        assert got[390] == float("-inf")

@@ -91,8 +91,38 @@ def _convert(column: pa.Array, feature: FeatureSpec) -> pa.Array:
         # be altered without a word, so such values are bad rows (found by `_bad_rows`).
         raise pa.ArrowInvalid("an integer with a leading zero or in hexadecimal")
     if dtype == "float32":
+        check_float64_range(text, parsed)
         check_float32_range(parsed)
     return parsed
+
+
+# Spellings that are zero or infinite as written (the others that parse as such are not).
+_ZERO = r"^\s*[+-]?(0+\.?0*|\.0+)([eE][+-]?\d+)?\s*$"
+_INFINITE = r"(?i)^\s*[+-]?inf(inity)?\s*$"
+
+
+def check_float64_range(text: pa.Array, parsed: pa.Array) -> None:
+    """Raises ArrowInvalid for a number Arrow's parser turned into zero or infinity without a
+    word: its text is neither (`5e-330`, `2e308`: past a double's range)."""
+    if len(parsed) == 0:
+        return
+    numbers = parsed.to_numpy(zero_copy_only=False)
+    with np.errstate(invalid="ignore"):
+        suspect = (numbers == 0) | np.isinf(numbers)
+    if not suspect.any():
+        return
+    which = np.flatnonzero(suspect)
+    texts = text.take(pa.array(which, pa.int64()))
+    written = pc.or_(
+        pc.match_substring_regex(texts, _ZERO), pc.match_substring_regex(texts, _INFINITE)
+    )
+    changed = np.flatnonzero(~pc.fill_null(written, True).to_numpy(zero_copy_only=False))
+    if len(changed):
+        first = texts[int(changed[0])].as_py().strip()
+        became = numbers[which[changed[0]]]
+        raise pa.ArrowInvalid(
+            f"{first!r} is beyond a double's range: it would be {float(became)!r}"
+        )
 
 
 # What Arrow's int64 cast accepts but alters: leading zeros ('007', '-01') and hexadecimal.

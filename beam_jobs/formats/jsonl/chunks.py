@@ -203,6 +203,8 @@ def _trusted_whole(lines: _ChunkLines) -> bool:
         return False
     if b"null" in lines.chunk and _NULL_LINE.search(lines.chunk):
         return False  # pyarrow reads a line `null` as a record of missing values
+    if _EXTREME_NUMBER.search(lines.chunk):
+        return False
     return not deep_lines(lines.chunk, _PARSER_DEPTH, (lines.starts, lines.ends))
 
 
@@ -229,11 +231,25 @@ def _no_duplicate_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
     return dict(pairs)
 
 
+class _OutOfRange(ValueError):
+    """A JSON number a double cannot hold."""
+
+
 def _finite(text: str) -> float:
+    """A JSON number as a double, refused when a double cannot hold it: past 1.8e308 it would
+    be infinite, below 4.9e-324 zero (`5e-330`)."""
     value = float(text)
-    if math.isinf(value):
-        raise ValueError(f"the number {text} is out of range")
+    mantissa = text.partition("e")[0].partition("E")[0]
+    if math.isinf(value) or (value == 0 and _NONZERO_DIGIT.search(mantissa)):
+        raise _OutOfRange(f"the number {text} is beyond a double's range: it would be {value}")
     return value
+
+
+_NONZERO_DIGIT = re.compile(r"[1-9]")
+# Numbers whose exponent reaches 300, or with 300 zeros after the point: they may pass a
+# double's range, which pyarrow's parser would turn into 0 or infinity without a word, so the
+# chunk's lines are checked by `line_problem` first.
+_EXTREME_NUMBER = re.compile(rb"[eE][+-]?0*(?:[3-9]\d{2}|[1-9]\d{3})|\.0{300}")
 
 
 # What a line that is not an object holds, in JSON's words.
@@ -264,6 +280,8 @@ def line_problem(text: bytes) -> str | None:
         )
     except RecursionError:
         return f"nested more deeply than the {MAX_DEPTH} levels a record may have"
+    except _OutOfRange as e:
+        return str(e)
     except ValueError as e:
         return f"invalid JSON: {e}"
     if not isinstance(value, dict):
@@ -475,6 +493,8 @@ def _parser_safe(line: bytes) -> bool:
         return False
     if line.strip(b" \t\r") == b"null":
         return False  # pyarrow would read it as a record of missing values
+    if _EXTREME_NUMBER.search(line) and line_problem(line) is not None:
+        return False  # a number past a double's range, which pyarrow would alter
     return len(line) < 2 * _PARSER_DEPTH or nesting_depth(line) < _PARSER_DEPTH
 
 
