@@ -304,3 +304,23 @@ def test_a_file_whose_first_line_is_mistyped_converts_in_order(tmp_path):
     manifest = convert([str(path)], out, "--max_bad_fraction=0.5", f"--schema={schema}")
     assert [r["id"] for r in read_all(out)] == [1, 2, 3]
     assert [d["line"] for d in _dead(out, manifest)] == [1]
+
+
+@pytest.mark.parametrize("every", [500, 7])
+def test_a_key_that_is_a_number_on_some_lines_and_a_list_on_others_is_a_list_feature(
+    tmp_path, every
+):
+    # It crashed planning ("Schema at index 1 was different"); each record holds its values.
+    lines = [{"id": i, "tags": [i, i + 1] if i % every == every - 1 else i} for i in range(3000)]
+    lines[10]["tags"] = None
+    path = tmp_path / "mixed.jsonl"
+    path.write_text("".join(json.dumps(line) + "\n" for line in lines))
+    manifest = convert([str(path)], tmp_path / "out")
+    assert manifest.feature("tags").shape is None and manifest.total_records == 3000
+    got = {r["id"]: r["tags"] for r in read_all(tmp_path / "out")}
+    want = {
+        line["id"]: [] if line["tags"] is None else
+        line["tags"] if isinstance(line["tags"], list) else [line["tags"]]
+        for line in lines
+    }  # fmt: skip
+    assert got == want
