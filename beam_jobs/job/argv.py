@@ -85,6 +85,9 @@ def _beams_labels(argv: Sequence[str]) -> tuple[list[str], list[str]]:
 def split_argv(argv: Sequence[str]) -> tuple[dict[str, Any], list[str]]:
     """Our flags' texts by flag name (repeated flags: lists), and the args left for Beam."""
     rest, labels = _beams_labels(argv)
+    # argparse drops a value that is exactly "--" (its end-of-options marker), even after
+    # "=": a marker list of that one marker keeps it with an empty one beside (ignored).
+    rest = [a + "," if a == "--null_values=--" else a for a in rest]
     args = flags.bare_values(rest, ConvertConfig)
     ours, beams = parser(add_help=False).parse_known_args(args)
     return {k: v for k, v in vars(ours).items() if v is not None}, beams + labels

@@ -317,3 +317,31 @@ def test_columns_typed_at_once_are_typed_as_one_by_one(given):
         else:
             assert not plain, column  # a plain column of numbers is typed at once
     assert len(found) >= 10, found
+
+
+@pytest.mark.parametrize("marker", [".", "-", "nil", "--"])
+def test_a_marker_among_numbers_gets_the_null_values_hint_and_following_it_is_exact(
+    tmp_path, caplog, marker
+):
+    # FRED and Stata exports write a missing number as '.': the hint names --null_values,
+    # and the file converted with it holds every number and the markers as missing values.
+    import shlex
+
+    rows = [(f"d{i}", marker if i % 29 == 3 else f"{i * 1.25:.2f}") for i in range(600)]
+    path = tmp_path / "series.csv"
+    path.write_text("date,value\n" + "".join(f"{d},{v}\n" for d, v in rows))
+    convert([str(path)], tmp_path / "first")
+    warned = [r.getMessage() for r in caplog.records if "mostly numbers" in r.getMessage()]
+    assert len(warned) == 1
+    flag = shlex.quote(f"--null_values={marker}")
+    assert warned[0] == (
+        f"column 'value' (96% numbers; not: {marker!r}): mostly numbers, but not all: read as "
+        f"text (bytes); to read them as missing values, add {flag} (or, to send them to the "
+        "dead letter, give it the dtype float32 in a --schema file)"
+    )
+    manifest = convert([str(path)], tmp_path / "followed", *shlex.split(flag))
+    assert manifest.feature("value").dtype == "float32" and manifest.counts.bad_records == 0
+    got = {r["date"].decode(): r["value"] for r in read_all(tmp_path / "followed")}
+    want = {d: [] if v == marker else [float(pa.scalar(float(v), pa.float32()).as_py())]
+            for d, v in rows}  # fmt: skip
+    assert {d: list(v) for d, v in got.items()} == want

@@ -24,6 +24,8 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import re
+import shlex
 from collections.abc import Sequence
 
 import numpy as np
@@ -125,6 +127,25 @@ def infer_column(name: str, texts: pa.Array, given: tuple[str, ...] | None = Non
 _NOT_NUMBERS = tuple(m for m in DEFAULT_MARKERS if not readable_as(m, "float32"))
 
 
+# What the cells that are no numbers in a column of numbers may be to read as missing-value
+# markers: a few short tokens without digits (`.` in FRED's and Stata's exports, `-`, `nil`).
+_MARKER_LIKE = re.compile(r"^[^\d\s,]{1,4}$")
+_MAX_MARKERS = 3
+
+
+def _marker_like(others: pa.Array) -> list[str]:
+    """The distinct non-number cells when they look like missing-value markers, else []."""
+    distinct = pc.unique(others).to_pylist()
+    if len(distinct) > _MAX_MARKERS or not all(_MARKER_LIKE.match(v) for v in distinct):
+        return []
+    return sorted(distinct)
+
+
+def null_values_flag(markers: Sequence[str]) -> str:
+    """`--null_values=...` naming `markers`, quoted for a shell where it must be."""
+    return shlex.quote("--null_values=" + ",".join(markers))
+
+
 def _counted(values: pa.Array, total: int) -> str:
     counts = pc.value_counts(values).to_pylist()
     shown = ", ".join(f"{c['values']!r} {c['counts']:,}" for c in counts[:3])
@@ -145,10 +166,17 @@ def _infer_values(name: str, texts: pa.Array) -> ColumnType:
             return ColumnType("bytes")
         others = texts.filter(pc.invert(is_number))
         whole = pc.all(pc.match_substring_regex(numbers, INTEGER)).as_py()
+        dtype = "int64" if whole else "float32"
+        markers = _marker_like(others)
+        advice = (
+            f"to read them as missing values, add {null_values_flag(markers)} (or, to send "
+            f"them to the dead letter, give it the dtype {dtype} in a --schema file)"
+            if markers
+            else f"to read numbers (the others then go to the dead letter), give it the dtype "
+            f"{dtype} in a --schema file"
+        )
         return _text(
-            "mostly numbers, but not all: read as text (bytes); to read numbers (the others "
-            f"then go to the dead letter), give it the dtype {'int64' if whole else 'float32'} "
-            "in a --schema file",
+            f"mostly numbers, but not all: read as text (bytes); {advice}",
             name,
             f"{share:.0%} numbers; not: {_examples(others)}",
         )
