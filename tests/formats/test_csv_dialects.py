@@ -7,6 +7,7 @@ import csv
 import io
 import json
 
+import numpy as np
 import pytest
 from support.datasets import convert, read_all
 
@@ -219,3 +220,38 @@ def test_blank_lines_between_records_of_several_columns_are_no_records(tmp_path)
     path.write_text("a,b\n1,x\n\n2,y\n\n")
     manifest = convert([str(path)], tmp_path / "out")
     assert manifest.counts.records_read == 2
+
+
+@pytest.mark.parametrize("titles", [["Monthly sales 2024"], ["Sales", "Source: the shop;", ""]])
+def test_title_lines_above_the_header_name_skip_header_lines_and_following_it_is_exact(
+    tmp_path, titles
+):
+    from beam_jobs.core.errors import DataError
+
+    rows = [(i % 12 + 1, f"r{i % 5}", f"{i * 3.5:.1f}") for i in range(300)]
+    path = tmp_path / "report.csv"
+    path.write_text("\n".join([*titles, "month,region,sales"]) + "\n"
+                    + "".join(f"{m},{r},{s}\n" for m, r, s in rows))  # fmt: skip
+    skip = len(titles)
+    with pytest.raises(DataError) as raised:
+        convert([str(path)], tmp_path / "first")
+    assert str(raised.value) == (
+        f"{path}: line 1 holds 1 field(s) but most lines after it hold 3: a title above the "
+        f"header? --skip_header_lines {skip} reads the header from line {skip + 1}"
+    )
+    manifest = convert([str(path)], tmp_path / "out", "--skip_header_lines", str(skip))
+    got = sorted((r["month"], r["region"].decode(), r["sales"]) for r in read_all(tmp_path / "out"))
+    assert manifest.counts.bad_records == 0
+    assert got == sorted((m, r, float(np.float32(s))) for m, r, s in rows)
+
+
+def test_trailing_commas_or_row_names_are_no_title_line(tmp_path):
+    one = tmp_path / "trailing.csv"
+    one.write_text("x\n" + "".join(f"{i},\n" for i in range(50)))
+    named = tmp_path / "rownames.csv"  # R's write.table: a name fewer than the fields
+    named.write_text('"a","b"\n' + "".join(f'"{i}",{i},{i * 2}\n' for i in range(50)))
+    for path in (one, named):
+        try:
+            convert([str(path)], tmp_path / path.stem, "--max_bad_fraction", "1")
+        except Exception as e:  # any error but the title one
+            assert "a title above the header" not in str(e)

@@ -8,6 +8,8 @@ An empty cell is a missing value (null), and so is a missing-value marker of its
 
 from __future__ import annotations
 
+import collections
+import csv
 import dataclasses
 import io
 import logging
@@ -190,6 +192,8 @@ def parse_sample(path: str, head: bytes, is_whole_file: bool, dialect: Dialect) 
         raise DataError(f"{path}: bytes 0-{end}: {e}") from e
     except UnicodeDecodeError as e:  # pyarrow decodes the header's names as UTF-8
         raise header_not_decodable(path, dialect.encoding, e) from None
+    if dialect.has_header:
+        _refuse_title_lines(path, parsed, dialect)
     header = tuple(table.column_names)
     names = name_columns(header) if dialect.has_header else list(header)
     if names != list(header):
@@ -197,6 +201,35 @@ def parse_sample(path: str, head: bytes, is_whole_file: bool, dialect: Dialect) 
     records = int(np.count_nonzero(starts <= end))
     one_line_each = records == head[:end].count(b"\n")
     return CsvSample(path, names, table, head[:end], dialect, texts, header, one_line_each)
+
+
+_TITLE_LINES_SEEN = 200  # lines whose fields are counted to find title lines above a header
+_AGREEING = 0.9  # the share of those lines that must hold the same number of fields
+
+
+def _refuse_title_lines(path: str, head: bytes, dialect: Dialect) -> None:
+    """Raises DataError naming --skip_header_lines when the first lines hold fewer fields than
+    the rows after them, which agree (a report's title above the header: every row would
+    be a dead letter). A header of one name fewer than the rows is not one (R's row names)."""
+    lines = head.decode(dialect.encoding or "utf-8", "replace").splitlines()[:_TITLE_LINES_SEEN]
+    read = list(csv.reader(lines, delimiter=dialect.delimiter or ","))
+    at = [i for i, row in enumerate(read) if row]  # each line's number less one; not blanks
+    counts = [len(read[i]) for i in at]
+    if len(counts) < 3:
+        return
+    rows, seen = collections.Counter(counts[1:]).most_common(1)[0]
+    if counts[0] >= rows or seen < _AGREEING * (len(counts) - 1) or counts[0] == rows - 1 > 1:
+        return
+    first = next(i for i in at if len(read[i]) == rows)
+    names = [f.strip() for f in read[first] if f.strip()]
+    if not names or looks_like_data(names):
+        return  # no header below: the rows hold more fields than the header (trailing commas)
+    skip = dialect.skip_header_lines + first
+    raise DataError(
+        f"{path}: line {dialect.skip_header_lines + 1} holds {counts[0]} field(s) but most "
+        f"lines after it hold {rows}: a title above the header? --skip_header_lines {skip} "
+        f"reads the header from line {skip + 1}"
+    )
 
 
 def parse_stretch(data: bytes, sample: CsvSample) -> pa.Table | None:
