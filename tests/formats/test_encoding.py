@@ -36,7 +36,10 @@ def test_a_latin1_csv_converts_with_its_encoding(tmp_path):
 def test_a_header_that_is_not_utf8_names_the_flag(tmp_path):
     path = tmp_path / "latin.csv"
     _latin1_csv(path)
-    with pytest.raises(DataError, match=rf"^{path}: the header is not utf-8 .*pass --encoding"):
+    with pytest.raises(
+        DataError,
+        match=rf"^{path}: the header is not utf-8: 0xE0 at byte 7 \(line 1\); pass --encoding",
+    ):
         convert([str(path)], tmp_path / "out")
 
 
@@ -84,3 +87,24 @@ def test_a_text_file_that_is_not_utf8_names_the_flag_at_plan_time(tmp_path, capl
     assert manifest.total_records == 2
     assert "t.txt: byte 8 is not UTF-8 (invalid start byte)" in caplog.text
     assert "pass --encoding (e.g. latin-1 or cp1252)" in caplog.text
+
+
+@pytest.mark.parametrize("rows", [20_000, 1_500_000])
+def test_a_byte_its_given_encoding_leaves_undefined_is_named_where_it_is(tmp_path, rows):
+    # cp1252 has no character for 0x81: the error names its byte and line in the file (not
+    # the header, not an offset in a block pyarrow read) and does not advise the flag given.
+    lines = ["id,name", *(f"{i},caf\xe9 {i}" for i in range(rows))]
+    data = ("\n".join(lines) + "\n").encode("cp1252")
+    at = data.index(f"\n{rows - 5_000},".encode()) + 1 + len(f"{rows - 5_000},")
+    data = data[:at] + b"\x81" + data[at:]
+    path = tmp_path / "cp.csv"
+    path.write_bytes(data)
+    with pytest.raises(DataError) as raised:
+        convert([str(path)], tmp_path / "out", "--encoding", "cp1252")
+    line = data[:at].count(b"\n") + 1
+    assert line == rows - 5_000 + 2
+    assert str(raised.value) == (
+        f"{path}: byte {at:,} (line {line}) is not cp1252: 0x81 has no character in it; remove "
+        "or fix that byte (iconv -f cp1252 -t utf-8 -c drops such bytes), or pass the file's "
+        "true --encoding"
+    )

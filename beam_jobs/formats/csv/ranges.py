@@ -26,6 +26,7 @@ from beam_jobs.formats.csv.source import (
     convert_options,
     header_not_decodable,
     name_columns,
+    not_decodable,
 )
 from beam_jobs.formats.lines.layout import Dialect
 from beam_jobs.formats.lines.quotes import FILE_START, QuoteScanner
@@ -367,13 +368,22 @@ class _RangeReader:
             yield from self._typed_batches(window, reader, header)
         except pa.ArrowInvalid as e:
             raise self._read_error(e) from e
-        except UnicodeDecodeError as e:  # pyarrow decodes the header's names as UTF-8
-            raise header_not_decodable(self._path, self._source.dialect.encoding, e) from None
+        except UnicodeDecodeError as e:  # pyarrow decodes the header's names (with
+            # --encoding, all the bytes): where the byte is in the file, not in pyarrow's block
+            raise self._not_decodable(e) from None
         finally:
             # pyarrow may read ahead on a thread of its own: it must stop before the file is
             # read again (the next pass, the bad rows' offsets).
             if reader is not None:
                 reader.close()
+
+    def _not_decodable(self, e: UnicodeDecodeError) -> DataError:
+        encoding = self._source.dialect.encoding
+        if encoding == "utf-8":
+            return header_not_decodable(self._path, encoding, e)
+        self._f.seek(self._start)
+        data = self._f.read(self._end - self._start)
+        return not_decodable(self._path, encoding, data, self._start, True)
 
     def _open(self, types: Iterable[str]) -> tuple[_Window, pcsv.CSVStreamingReader]:
         """pyarrow's reader over the range, every column of `types` read as bytes."""

@@ -39,6 +39,7 @@ __all__ = [
     "header_not_decodable",
     "infer_features",
     "name_columns",
+    "not_decodable",
     "parse_sample",
     "parse_stretch",
 ]
@@ -123,6 +124,33 @@ def header_not_decodable(path: str, encoding: str, e: UnicodeDecodeError) -> Dat
     )
 
 
+def not_decodable(path: str, encoding: str, data: bytes, at: int, given: bool) -> DataError:
+    """The error for bytes of a file that its --encoding does not decode: where the first
+    undecodable byte is (`data` starts at byte `at` of the file, line counting from there
+    when `at` is 0) and what to do. A flag that was given is not advised again."""
+    try:
+        data.decode(encoding)
+    except UnicodeDecodeError as e:
+        offset, byte = at + e.start, data[e.start : e.start + 1].hex().upper()
+        before = data[: e.start]
+        line = before.count(b"\n") + 1
+        where = f"byte {offset:,}" + (f" (line {line})" if at == 0 else "")
+        header = at == 0 and line == 1
+    else:  # the codec failed on a block pyarrow cut, not on the bytes themselves
+        return DataError(f"{path}: not {encoding} (pyarrow's reading failed to decode it)")
+    what = (
+        f"the header is not {encoding}: 0x{byte} at {where}"
+        if header
+        else (f"{where} is not {encoding}: 0x{byte}")
+    )
+    if not given:
+        return DataError(f"{path}: {what}; pass --encoding (e.g. latin-1 or cp1252)")
+    return DataError(
+        f"{path}: {what} has no character in it; remove or fix that byte (iconv -f {encoding} "
+        "-t utf-8 -c drops such bytes), or pass the file's true --encoding"
+    )
+
+
 def convert_options(column_types: dict[str, pa.DataType] | None = None) -> pcsv.ConvertOptions:
     return pcsv.ConvertOptions(
         column_types=column_types or {},
@@ -190,8 +218,10 @@ def parse_sample(path: str, head: bytes, is_whole_file: bool, dialect: Dialect) 
         )
     except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as e:
         raise DataError(f"{path}: bytes 0-{end}: {e}") from e
-    except UnicodeDecodeError as e:  # pyarrow decodes the header's names as UTF-8
-        raise header_not_decodable(path, dialect.encoding, e) from None
+    except UnicodeDecodeError:  # pyarrow decodes the header's names (and with --encoding all)
+        raise not_decodable(
+            path, dialect.encoding, head[:end], skipped, dialect.encoding != "utf-8"
+        ) from None
     if dialect.has_header:
         _refuse_title_lines(path, parsed, dialect)
     header = tuple(table.column_names)
