@@ -29,6 +29,7 @@ __all__ = [
 ]
 
 _EXACT_IN_FLOAT32 = 2.0**24  # every whole number up to this is a float32 exactly
+_INT64_BOUND = 2.0**63  # whole numbers from here on are no int64
 
 LOOKED_AT = 10_000  # sampled values per feature: enough to show the problem, cheap to check
 _log = logging.getLogger(__name__)
@@ -90,8 +91,10 @@ def rounded_integers(column: pa.Array | pa.ChunkedArray) -> int:
     if not len(big):
         return 0  # the common case
     if floating:
+        # Past int64's range a double is whole but no integer anyone wrote (3e38): float32
+        # rounds it as it rounds decimals (the plan's note), and int64 could not hold it.
         big = big.astype(np.float64)
-        whole = np.isfinite(big) & (np.floor(big) == big)
+        whole = np.isfinite(big) & (np.floor(big) == big) & (np.abs(big) < _INT64_BOUND)
         return int(np.count_nonzero(whole & (big.astype(np.float32).astype(np.float64) != big)))
     # Integers: exactly, whatever their size (float64 holds them exactly only up to 2**53).
     return sum(int(np.float32(v)) != int(v) for v in big.tolist())

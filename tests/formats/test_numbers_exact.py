@@ -170,3 +170,18 @@ def test_numbers_beyond_a_doubles_range_are_dead_letters_not_zero_or_infinity(tm
     assert got[300] == 0.0 and got[350] == 0.0 and got[1] == pytest.approx(1 / 7)
     if fmt == "csv":
         assert got[390] == float("-inf")
+
+
+def test_huge_floats_are_not_whole_numbers_that_int64_could_keep(tmp_path, caplog):
+    # 3.0000001e+38 is a whole number as a double, but no int64: advising int64 would send
+    # every row to the dead letter. float32 rounds it as any decimal (an info line).
+    import numpy as np
+
+    path = tmp_path / "huge.csv"
+    values = [f"{3 + k / 1e7:.7f}e+38" for k in range(300)] + ["1.5", "16777217.5"]
+    path.write_text("id,x\n" + "".join(f"{i},{v}\n" for i, v in enumerate(values)))
+    manifest = convert([str(path)], tmp_path / "out")
+    assert manifest.counts.float32_rounded_integers == {}
+    assert "int64" not in caplog.text
+    got = {r["id"]: r["x"] for r in read_all(tmp_path / "out")}
+    assert got == {i: float(np.float32(float(v))) for i, v in enumerate(values)}
