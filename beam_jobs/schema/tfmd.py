@@ -11,6 +11,8 @@ schema curated in TFX drives a conversion. The mapping:
     logical_type  date32[day], timestamp[us] <->  time_domain { integer_format: UNIX_DAYS ... },
                                                    and exactly, an annotation tag
                                                    `tfrecord_etl.logical_type=<type>`
+    null_values   a text input's markers     <->  an annotation tag
+                                                   `tfrecord_etl.null_values=<JSON list>`
     a label with a vocabulary                 ->  string_domain (text) / categorical int_domain
 
 Features marked deprecated, or in the PLANNED, DEPRECATED or DISABLED lifecycle stage, are not
@@ -19,6 +21,7 @@ in the data, so `--schema` leaves them to inference like any feature it does not
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 
 from tfdata_reader.manifest import FeatureSpec, ManifestError
@@ -27,6 +30,7 @@ __all__ = ["SCHEMA_NAME", "schema_from_pbtxt", "schema_pbtxt"]
 
 SCHEMA_NAME = "schema.pbtxt"
 _TAG = "tfrecord_etl.logical_type="
+_MARKERS_TAG = "tfrecord_etl.null_values="  # + the JSON list of a text input's markers
 _TYPES = {"int64": "INT", "float32": "FLOAT", "bytes": "BYTES"}
 _TIME_FORMATS = {
     "date32[day]": "UNIX_DAYS",
@@ -78,6 +82,8 @@ def schema_pbtxt(
                     time_format
                 )
             feature.annotation.tag.append(_TAG + spec.logical_type)
+        if spec.null_values is not None:  # so that --schema reads the same cells as missing
+            feature.annotation.tag.append(_MARKERS_TAG + json.dumps(list(spec.null_values)))
         if spec.name == label and label_vocabulary:
             if spec.dtype == "bytes":
                 schema.string_domain.add(name=spec.name, value=list(label_vocabulary))
@@ -107,6 +113,23 @@ def _shape(feature, source: str) -> tuple[list[int] | None, bool]:
             return [high], False
         return None, low == 0
     return None, True
+
+
+def _markers(feature, source: str) -> list[str] | None:
+    """The missing-value markers an annotation tag of ours lists (None: none)."""
+    for tag in feature.annotation.tag:
+        if tag.startswith(_MARKERS_TAG):
+            try:
+                markers = json.loads(tag.removeprefix(_MARKERS_TAG))
+            except ValueError:
+                markers = None
+            if not isinstance(markers, list) or not all(isinstance(m, str) for m in markers):
+                raise ManifestError(
+                    f"{source}: feature {feature.name!r}: the tag {tag!r} does not hold a JSON "
+                    "list of texts"
+                )
+            return markers
+    return None
 
 
 def schema_from_pbtxt(text: str | bytes, source: str = "schema") -> list[FeatureSpec]:
@@ -146,8 +169,9 @@ def schema_from_pbtxt(text: str | bytes, source: str = "schema") -> list[Feature
             formats = {v: k for k, v in _TIME_FORMATS.items()}
             name = schema_pb2.TimeDomain.IntegerTimeFormat.Name(feature.time_domain.integer_format)
             logical = formats.get(name)
+        markers = _markers(feature, source)
         try:
-            specs.append(FeatureSpec(feature.name, dtype, shape, not required, logical))
+            specs.append(FeatureSpec(feature.name, dtype, shape, not required, logical, markers))
         except ManifestError as e:
             raise ManifestError(f"{source}: {e}") from e
     return specs

@@ -345,3 +345,26 @@ def test_a_marker_among_numbers_gets_the_null_values_hint_and_following_it_is_ex
     want = {d: [] if v == marker else [float(pa.scalar(float(v), pa.float32()).as_py())]
             for d, v in rows}  # fmt: skip
     assert {d: list(v) for d, v in got.items()} == want
+
+
+def test_a_number_marker_is_every_spelling_of_that_number_and_travels_in_schema_pbtxt(tmp_path):
+    # pandas reads na_values=-1 as missing whether written -1, -1.0 or -1e0; the markers go
+    # into schema.pbtxt, so --schema with it reads the same cells as missing.
+    spellings = ["-1", "-1.0", "-1.00", " -1e0", "-1.5", "NA", "2.5"]
+    rows = [(i, spellings[i % 7], "NA" if i % 5 == 0 else f"w{i % 3}") for i in range(350)]
+    path = tmp_path / "m.csv"
+    path.write_text("id,x,c\n" + "".join(f"{i},{x},{c}\n" for i, x, c in rows))
+    first = convert([str(path)], tmp_path / "first", "--null_values", "NA,-1")
+    assert first.counts.null_markers == {"x": 250, "c": 70}
+    again = convert([str(path)], tmp_path / "again", "--schema",
+                    str(tmp_path / "first" / "schema.pbtxt"))  # fmt: skip
+    assert again.feature("x").null_values == ["NA", "-1"]
+    assert again.counts.null_markers == first.counts.null_markers
+    assert again.fingerprint == first.fingerprint
+    got = {r["id"]: (list(r["x"]), r["c"]) for r in read_all(tmp_path / "again")}
+    want = {
+        i: ([] if x.strip() in ("-1", "-1.0", "-1.00", "-1e0", "NA") else [float(x)],
+            [] if c == "NA" else [c.encode()])
+        for i, x, c in rows
+    }  # fmt: skip
+    assert {i: (x, list(c)) for i, (x, c) in got.items()} == want

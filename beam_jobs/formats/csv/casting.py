@@ -307,8 +307,37 @@ def _markers_first_for(dtype: str, logical: bool, markers: tuple[str, ...]) -> b
 def _count_markers(
     column: pa.Array, feature: FeatureSpec, markers: tuple[str, ...], found: Counter[str]
 ) -> tuple[pa.Array, int]:
-    """`without_markers`, the cells made null counted in `found` by column."""
+    """`without_markers`, the cells made null counted in `found` by column. In a number
+    column a marker that is a number is every spelling of that number (`-1` is also `-1.0`
+    and `-1e0`), as pandas reads its `na_values`."""
     column, count = without_markers(column, markers)
+    numbers = _marker_numbers(feature.dtype, markers)
+    if numbers:
+        column, more = _without_numbers(column, numbers)
+        count += more
     if count:
         found[feature.name] += count
     return column, count
+
+
+@functools.lru_cache(maxsize=4096)
+def _marker_numbers(dtype: str, markers: tuple[str, ...]) -> tuple[float, ...]:
+    """The values of the markers that are numbers, for a number column (none for text)."""
+    if dtype == "bytes":
+        return ()
+    return tuple(float(m) for m in markers if re.match(NUMBER, m) and float(m) == float(m))
+
+
+def _without_numbers(column: pa.Array, numbers: tuple[float, ...]) -> tuple[pa.Array, int]:
+    """`column` (binary) with its cells that are a number of `numbers`, however written, made
+    null; and how many."""
+    text = column.view(pa.string()) if pa.types.is_binary(column.type) else column
+    numeric = pc.fill_null(pc.match_substring_regex(text, NUMBER), False)
+    if not pc.any(numeric).as_py():
+        return column, 0
+    values = pc.cast(pc.utf8_trim_whitespace(pc.if_else(numeric, text, None)), pa.float64())
+    found = pc.fill_null(pc.is_in(values, value_set=pa.array(numbers, pa.float64())), False)
+    count = pc.sum(found).as_py() or 0
+    if not count:
+        return column, 0
+    return pc.if_else(found, pa.scalar(None, column.type), column), count
