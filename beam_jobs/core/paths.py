@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import os
 
 from apache_beam.io.filesystems import FileSystems
@@ -13,12 +14,28 @@ _MEMBER = ".zip!"
 
 
 def split_member(path: str) -> tuple[str, str] | None:
-    """(archive, member) of a ZIP member's path; None for any other path."""
+    """(archive, member) of a ZIP member's path; None for any other path, and for a file
+    whose own name holds `.zip!` (`sales.zip!2024.csv`): a path that exists as typed is that
+    file, as for glob characters."""
     at = path.lower().find(_MEMBER)
-    if at < 0:
+    if at < 0 or _exists_as_typed(path):
         return None
     cut = at + len(_MEMBER) - 1
     return path[:cut], path[cut + 1 :]
+
+
+def _exists_as_typed(path: str) -> bool:
+    if is_local(path):
+        return os.path.isfile(path.removeprefix("file://"))
+    return _stored_exists(path)
+
+
+@functools.lru_cache(maxsize=4096)  # a request each: asked for every piece of a member
+def _stored_exists(path: str) -> bool:
+    try:
+        return bool(FileSystems.exists(path))
+    except Exception:  # a store that cannot say: read it as a member
+        return False
 
 
 def stored_path(path: str) -> str:

@@ -230,3 +230,20 @@ def test_a_first_element_past_the_sample_says_so(tmp_path):
         DataError, match=r"no complete element of its JSON array in the first 4,096"
     ):
         convert([str(path)], tmp_path / "out", "--sample_bytes=4KiB")
+
+
+def test_a_file_whose_name_holds_zip_bang_is_that_file_even_beside_an_archive(tmp_path):
+    # `sales.zip!2024.csv` exists as typed: it is that file, not member 2024.csv of sales.zip
+    # (which exists too, with other rows); a rerun finds the same input, unchanged.
+    named = tmp_path / "sales.zip!2024.csv"
+    named.write_text("a,b\n1,2\n3,4\n")
+    with zipfile.ZipFile(tmp_path / "sales.zip", "w") as z:
+        z.writestr("2024.csv", "a,b\n9,9\n")
+    manifest = convert([str(named)], tmp_path / "out")
+    assert sorted((r["a"], r["b"]) for r in read_all(tmp_path / "out")) == [(1, 2), (3, 4)]
+    assert manifest.total_records == 2
+    again = convert([str(named)], tmp_path / "out")  # the same input: nothing to do
+    assert again.fingerprint == manifest.fingerprint
+    (tmp_path / "sales.zip!2024.csv").unlink()  # without the file: the archive's member
+    convert([str(tmp_path / "sales.zip")], tmp_path / "inside")
+    assert [(r["a"], r["b"]) for r in read_all(tmp_path / "inside")] == [(9, 9)]
