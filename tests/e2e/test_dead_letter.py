@@ -53,7 +53,8 @@ def test_good_rows_are_converted_and_bad_rows_dead_lettered(dirty_csv, tmp_path)
     assert sorted((d["reason"], d.get("raw"), json.dumps(d.get("cells"))) for d in letters) == [
         (
             "column 'name' (bytes): not UTF-8 text; pass --encoding with the file's encoding "
-            "(from these bytes, charset-normalizer guesses cp1250, cp1251, cp1252)",
+            "(--encoding cp1250 reads '˙ bad utf-8', --encoding cp1251 reads 'я bad utf-8', "
+            "--encoding cp1252 reads 'ÿ bad utf-8')",
             None,
             json.dumps({"id": "5003", "score": "3.5", "name": {"base64": "/yBiYWQgdXRmLTg="}}),
         ),
@@ -114,7 +115,8 @@ def test_cli_exit_code_and_summary(dirty_csv, tmp_path, capsys):
         f"  {dirty_csv}:305: column 'score' (float32): Failed to parse string: 'not a number' "
         "as a scalar of type double",
         f"  {dirty_csv}:406: column 'name' (bytes): not UTF-8 text; pass --encoding with the "
-        "file's encoding (from these bytes, charset-normalizer guesses cp1250, cp1251, cp1252)",
+        "file's encoding (--encoding cp1250 reads '˙ bad utf-8', --encoding cp1251 reads "
+        "'я bad utf-8', --encoding cp1252 reads 'ÿ bad utf-8')",
     ]
     assert main(base) == 1
     error = capsys.readouterr().err.splitlines()

@@ -108,3 +108,22 @@ def test_a_byte_its_given_encoding_leaves_undefined_is_named_where_it_is(tmp_pat
         "or fix that byte (iconv -f cp1252 -t utf-8 -c drops such bytes), or pass the file's "
         "true --encoding"
     )
+
+
+def test_the_encoding_hint_names_only_encodings_that_read_the_bytes_and_shows_what_they_give():
+    from beam_jobs.formats.csv.encoding_hint import not_utf8
+
+    # Latin-1 text with C1 bytes that cp1252 leaves undefined (0x81): not cp1252.
+    latin = [f"caf\xe9 \xa9 {i}\x81".encode("latin-1") for i in range(20)]
+    assert not_utf8(latin) == "not UTF-8 text; pass --encoding with the file's encoding"
+    clean = [f"caf\xe9 \xa9 {i}".encode("latin-1") for i in range(20)]
+    assert not_utf8(clean) == (
+        "not UTF-8 text; pass --encoding with the file's encoding (--encoding cp1252 reads "
+        "'café © 0')"
+    )
+    japanese = ["日本語のテキスト {i}".encode("shift_jis") for _ in range(20)]
+    hint = not_utf8(japanese)
+    assert hint.startswith(
+        "not UTF-8 text; pass --encoding with the file's encoding (--encoding shift_jis reads "
+        "'日本語のテキスト {i}'"
+    )

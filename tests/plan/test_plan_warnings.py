@@ -65,7 +65,8 @@ def test_a_plan_whose_sampled_rows_all_fail_says_why_and_which_flags(tmp_path, c
     assert (
         "warning: the plan estimates 0 records: none of the sampled rows converts (2 bad rows, "
         f"e.g. {path}: column 'name' (bytes): not UTF-8 text; pass --encoding with the file's "
-        "encoding (from these bytes, charset-normalizer guesses cp1252, cp1251, cp1253); "
+        "encoding (--encoding cp1252 reads 'Zürich', --encoding cp1251 reads 'Zьrich', "
+        "--encoding cp1253 reads 'Zόrich'); "
     ) in out
     assert "check --encoding, --delimiter, --column_names and --schema" in out
 

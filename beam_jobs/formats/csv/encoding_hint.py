@@ -50,10 +50,30 @@ def _reads(blob: bytes, encoding: str) -> str | None:
         return None
 
 
-def not_utf8(values: Sequence[bytes]) -> str:
-    """Why values are bad text, and what to do: `not UTF-8 text; pass --encoding ...`."""
-    guesses = _guesses(values)
-    likely = (
-        f" (from these bytes, charset-normalizer guesses {', '.join(guesses)})" if guesses else ""
+def _plausible(blob: bytes, encoding: str) -> bool:
+    """Whether `encoding` reads the bytes as text at all: every byte decodes, into no control
+    character (C0 but tab and line ends, C1: what a wrong single-byte table gives)."""
+    text = _reads(blob, encoding)
+    return text is not None and not any(
+        (ord(c) < 32 and c not in "\t\r\n") or 0x7F <= ord(c) < 0xA0 for c in text
     )
-    return f"not UTF-8 text; pass --encoding with the file's encoding{likely}"
+
+
+_SHOWN_BYTES = 40  # of the first value with a byte past ASCII, shown decoded by each guess
+
+
+def not_utf8(values: Sequence[bytes]) -> str:
+    """Why values are bad text, and what to do: `not UTF-8 text; pass --encoding ...`, with the
+    encodings that read the bytes (charset-normalizer's guesses that decode them all into
+    text), each showing what the first such value becomes, so the reader can tell which is
+    the file's."""
+    blob = b"\n".join(values)[:_LOOKED_AT]
+    guesses = [g for g in _guesses(values) if _plausible(blob, g)]
+    first = next((v for v in values if any(b > 0x7F for b in v)), b"")
+    if not guesses or not first:
+        return "not UTF-8 text; pass --encoding with the file's encoding"
+    at = next(i for i, b in enumerate(first) if b > 0x7F)
+    start = max(0, at - _SHOWN_BYTES // 2)
+    part = first[start : start + _SHOWN_BYTES]
+    shown = ", ".join(f"--encoding {g} reads {part.decode(g, 'replace')!r}" for g in guesses)
+    return f"not UTF-8 text; pass --encoding with the file's encoding ({shown})"
