@@ -38,6 +38,7 @@ __all__ = [
     "logical_type_of",
     "merge_features",
     "missing_count",
+    "one_layout",
     "temporal_integers",
 ]
 
@@ -452,3 +453,31 @@ def _failing_rows(values: pa.Array, feature: FeatureSpec, offset: int = 0) -> di
 def _describe(feature: FeatureSpec) -> str:
     shape = "variable length" if feature.shape is None else f"shape {feature.shape}"
     return f"{feature.dtype}, {shape}"
+
+
+def one_layout(batches: list[pa.RecordBatch]) -> list[pa.RecordBatch]:
+    """Conformed batches in one layout (to join them): a feature given one value in some rows
+    and a list in others (`"tags": 1`, `"tags": [1, 2]`) is a list column in every batch
+    (the record holds the same values either way)."""
+    listed = {
+        name
+        for batch in batches
+        for name, kind in zip(batch.schema.names, batch.schema.types, strict=True)
+        if is_list(kind)
+    }
+    if all(batch.schema == batches[0].schema for batch in batches) or not listed:
+        return batches
+    made = []
+    for batch in batches:
+        columns = [
+            as_one_value_lists(column) if name in listed and not is_list(column.type) else column
+            for name, column in zip(batch.schema.names, batch.columns, strict=True)
+        ]
+        made.append(pa.RecordBatch.from_arrays(columns, batch.schema.names))
+    return made
+
+
+def as_one_value_lists(column: pa.Array) -> pa.Array:
+    """One value a row as a list of it (a missing value stays missing)."""
+    offsets = pa.array(np.arange(len(column) + 1, dtype=np.int32))
+    return pa.ListArray.from_arrays(offsets, column, mask=column.is_null())

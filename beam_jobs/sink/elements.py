@@ -13,7 +13,7 @@ import pyarrow as pa
 from beam_jobs.codec.examples import ExampleEncoder, decode_examples
 from beam_jobs.core.bad_rows import BadRow, as_text
 from beam_jobs.core.errors import DataError
-from beam_jobs.schema.conform import conform, flatten_structs, infer_from_table
+from beam_jobs.schema.conform import conform, flatten_structs, infer_from_table, one_layout
 from beam_jobs.schema.rows import flatten_object, infer_from_rows
 from beam_jobs.sink.counters import counter
 from beam_jobs.stats.batches import finish_all, new_stats, update_all
@@ -82,6 +82,31 @@ def infer_spec(sample: Sequence[Any]) -> list[FeatureSpec]:
         raise DataError(f"WriteShards: cannot infer a feature spec from the sample: {e}") from e
 
 
+def _count_ignored(
+    table: pa.Table | pa.RecordBatch,
+    features: Sequence[FeatureSpec],
+    ignored: collections.Counter[str],
+) -> None:
+    """Counts, by key, the values of keys the spec does not have (never dropped unsaid)."""
+    known = {f.name for f in features}
+    for name in table.schema.names:
+        if name not in known:
+            column = table.column(name)
+            present = len(column) - column.null_count
+            if present:
+                ignored[name] += present
+
+
+def _beyond_int64(element: Any) -> str:
+    """The reason for an element holding an integer past int64, naming it as `convert` does."""
+    if isinstance(element, dict):
+        for key, value in flatten_object(element).items():
+            for number in value if isinstance(value, list) else [value]:
+                if isinstance(number, int) and not -(2**63) <= number < 2**63:
+                    return f"feature {key!r}: the integer {number} is beyond the int64 range"
+    return "an integer beyond the int64 range (-2**63 to 2**63-1)"
+
+
 def _cells(row: dict[str, Any]) -> dict[str, Any]:
     return {k: as_text(v) if isinstance(v, bytes) else v for k, v in row.items()}
 
@@ -109,20 +134,31 @@ class EncodeElementsFn(beam.DoFn):
 
     @staticmethod
     def _conform(
-        elements: list[Any], features: Sequence[FeatureSpec]
+        elements: list[Any],
+        features: Sequence[FeatureSpec],
+        rounded: collections.Counter[str],
+        ignored: collections.Counter[str],
     ) -> tuple[pa.RecordBatch, dict[int, str]]:
         """Conformed good rows and {index: reason}; one element at a time only when the batch
-        does not even make one table (a value of another type than the rest)."""
+        does not even make one table (a value of another type than the rest). Counted as
+        `convert` counts them: the whole numbers float32 rounds (`rounded`), and by key the
+        values of keys the spec does not have (`ignored`: a key the sample never showed)."""
         try:
-            return conform(_to_table(elements), features)
+            table = _to_table(elements)
         except _UNREADABLE:
             pass
+        else:
+            _count_ignored(table, features, ignored)
+            return conform(table, features, rounded)
         good, bad = [], {}
         for index, element in enumerate(elements):
             try:
-                batch, problems = conform(_to_table([element]), features)
+                table = _to_table([element])
+                batch, problems = conform(table, features, rounded)
+                if not problems:
+                    _count_ignored(table, features, ignored)
             except OverflowError:
-                problems = {0: "an integer beyond the int64 range (-2**63 to 2**63-1)"}
+                problems = {0: _beyond_int64(element)}
             except _UNREADABLE as e:
                 problems = {0: str(e)}
             if problems:
@@ -131,19 +167,23 @@ class EncodeElementsFn(beam.DoFn):
                 good.append(batch)
         if not good:  # no columns and no rows: conform makes every feature an empty column
             return conform(pa.table({}), features)[0], bad
-        return pa.Table.from_batches(good).combine_chunks().to_batches()[0], bad
+        return pa.Table.from_batches(one_layout(good)).combine_chunks().to_batches()[0], bad
 
     def process(self, elements: list[Any], spec: list[FeatureSpec] | None = None) -> Iterator[Any]:
         features = self._fixed or tuple(spec or ())
         if features != self._features:
             self._features, self._encoder = features, ExampleEncoder(features)
+        rounded: collections.Counter[str] = collections.Counter()
+        ignored: collections.Counter[str] = collections.Counter()
         if isinstance(elements[0], bytes):
             # Encoded again, not passed through: every record then holds the spec's features,
             # in its order, and nothing else.
-            batch, bad = conform(decode_examples(elements), features)
+            decoded = decode_examples(elements)
+            _count_ignored(decoded, features, ignored)
+            batch, bad = conform(decoded, features, rounded)
             rows = [{"raw": as_text(elements[i])} for i in sorted(bad)]
         else:
-            batch, bad = self._conform(elements, features)
+            batch, bad = self._conform(elements, features, rounded, ignored)
             rows = [{"cells": _cells(_flat(elements[i]))} for i in sorted(bad)]
         columns = self._encoder.columns(batch)
         records = self._encoder.encode_columns(columns, batch.num_rows)
@@ -156,6 +196,12 @@ class EncodeElementsFn(beam.DoFn):
         update_all(stats, features, columns, batch)
         missing = {name: feature.missing for name, feature in stats.items()}
         received = sum(e.num_rows if isinstance(e, pa.RecordBatch) else 1 for e in elements)
-        tally = {"elements": received, "missing": missing, "stats": finish_all(stats)}
+        tally = {
+            "elements": received,
+            "missing": missing,
+            "stats": finish_all(stats),
+            "rounded": dict(rounded),
+            "ignored": dict(ignored),
+        }
         yield beam.pvalue.TaggedOutput(self.TALLY, tally)
         yield from records

@@ -172,7 +172,10 @@ def test_elements_that_are_no_rows_or_too_big_are_dead_letters(tmp_path):
     dead = [json.loads(line) for f in manifest["dead_letter"]
             for line in (out / f).read_text().splitlines()]  # fmt: skip
     reasons = sorted(row["reason"].split(";")[0].split(",")[0] for row in dead)
-    assert reasons.count("an integer beyond the int64 range (-2**63 to 2**63-1)") == 2
+    assert reasons[-2:] == [
+        "feature 'v': the integer -9223372036854775809 is beyond the int64 range",
+        "feature 'v': the integer 9223372036854775808 is beyond the int64 range",
+    ]
     kinds = sorted(row["cells"].get("element") for row in dead if "element" in row["cells"])
     assert kinds == ["'hello'", "None", "[1, 2]"]
     assert sorted(r["id"] for r in read_all(out, label_key="")) == sorted(
@@ -215,3 +218,51 @@ def test_write_shards_orders_each_shard_by_its_records_and_seed(tmp_path):
     assert sorted(kept_ids) == list(range(3000))
     again = _run(rows, tmp_path / "again", num_shards=2)  # the same elements, the same bytes
     assert [s["crc32c"] for s in again["shards"]] == [s["crc32c"] for s in manifest["shards"]]
+
+
+def test_the_same_rows_give_the_same_records_dead_letters_and_counts_as_convert(tmp_path):
+    # One table of cases run through both: a whole number float32 rounds (counted), a key the
+    # spec lacks (counted, never dropped unsaid), a list where one value is expected and an
+    # integer past int64 (dead letters with their reasons).
+    from support.datasets import convert
+
+    rows = [{"id": i, "x": i / 4} for i in range(400)]
+    rows[10] = {"id": 10, "x": 16777217}
+    rows[390] = {"id": 390, "x": 1.5, "late": "k"}  # past convert's sample
+    rows[395] = {"id": 395, "x": [1.0, 2.0]}
+    rows[398] = {"id": 2**63 + 5, "x": 1.0}
+    features = [FeatureSpec("id", "int64"), FeatureSpec("x", "float32")]
+    lines = tmp_path / "rows.jsonl"
+    lines.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    by_convert = convert([str(lines)], tmp_path / "c", "--sample_bytes", "4096",
+                         "--max_bad_fraction", "0.01")  # fmt: skip
+    assert by_convert.features == features
+    by_transform = _run(rows, tmp_path / "w", features=features, max_bad_fraction="0.01")
+    assert (
+        by_convert.counts.ignored_fields == by_transform["counts"]["ignored_fields"] == {"late": 1}
+    )
+    assert (
+        by_convert.counts.float32_rounded_integers
+        == by_transform["counts"]["float32_rounded_integers"]
+        == {"x": 1}
+    )
+    assert by_convert.counts.bad_records == by_transform["counts"]["bad_records"] == 2
+
+    def records(out):
+        return sorted((r["id"], r["x"]) for r in read_all(out))
+
+    assert records(tmp_path / "c") == records(tmp_path / "w")
+    assert len(records(tmp_path / "w")) == 398
+
+    def reasons(out, manifest_dead):
+        found = []
+        for name in manifest_dead:
+            found += [json.loads(line)["reason"] for line in (out / name).read_text().splitlines()]
+        return sorted(found)
+
+    converted = reasons(tmp_path / "c", by_convert.dead_letter)
+    written = reasons(tmp_path / "w", by_transform["dead_letter"])
+    x_list = "feature 'x' (float32, shape []): 2 values where 1 are expected"
+    too_big = "feature 'id': the integer 9223372036854775813 is beyond the int64 range"
+    assert written == [too_big, x_list]
+    assert converted == [f"cannot read as JSON: {too_big}", x_list]

@@ -38,7 +38,7 @@ from beam_jobs.core.bad_rows import BadRow, as_text
 from beam_jobs.formats.base import OnBadRow
 from beam_jobs.formats.jsonl.depth import deep_lines, nesting_depth
 from beam_jobs.formats.lines.chunks import line_offsets
-from beam_jobs.schema.conform import conform, flatten_structs
+from beam_jobs.schema.conform import conform, flatten_structs, one_layout
 from beam_jobs.schema.rows import flatten_object
 from tfdata_reader.manifest import FeatureSpec
 
@@ -561,33 +561,5 @@ def _read_chunk(
     if len(converted) == 1 and bool((np.diff(lines_of) > 0).all()):
         return [converted[0][0]]
     order = np.argsort(lines_of, kind="stable")
-    table = pa.Table.from_batches(_one_layout([batch for batch, _ in converted]))
+    table = pa.Table.from_batches(one_layout([batch for batch, _ in converted]))
     return table.take(pa.array(order)).combine_chunks().to_batches()
-
-
-def _one_layout(batches: list[pa.RecordBatch]) -> list[pa.RecordBatch]:
-    """Parts of a chunk in one layout: a variable-length feature given one value on some lines
-    and a list on others (`"tags": 1` and `"tags": [1, 2]`) is a list column in every part
-    (the record holds the same values either way)."""
-    listed = {
-        name
-        for batch in batches
-        for name, kind in zip(batch.schema.names, batch.schema.types, strict=True)
-        if is_list(kind)
-    }
-    if all(batch.schema == batches[0].schema for batch in batches) or not listed:
-        return batches
-    made = []
-    for batch in batches:
-        columns = [
-            _as_lists(column) if name in listed and not is_list(column.type) else column
-            for name, column in zip(batch.schema.names, batch.columns, strict=True)
-        ]
-        made.append(pa.RecordBatch.from_arrays(columns, batch.schema.names))
-    return made
-
-
-def _as_lists(column: pa.Array) -> pa.Array:
-    """One value a row as a list of it (a missing value stays missing)."""
-    offsets = pa.array(np.arange(len(column) + 1, dtype=np.int32))
-    return pa.ListArray.from_arrays(offsets, column, mask=column.is_null())
