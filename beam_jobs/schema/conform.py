@@ -28,6 +28,7 @@ from beam_jobs.schema.precision import rounded_integers
 from tfdata_reader.manifest import FeatureSpec
 
 __all__ = [
+    "as_one_value_lists",
     "check_float32_range",
     "conform",
     "example_dtype",

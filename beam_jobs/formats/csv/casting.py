@@ -23,7 +23,7 @@ from beam_jobs.formats.csv.numbers import BOOLEAN, NUMBER, reads_as
 from beam_jobs.schema.conform import check_float32_range, temporal_integers
 from tfdata_reader.manifest import FeatureSpec
 
-__all__ = ["cells", "typed_batch"]
+__all__ = ["cells", "check_float64_range", "typed_batch"]
 
 # Arrow types each Example dtype is converted from. Floats are parsed as float64 and rounded to
 # float32 afterwards, exactly as `float(text)` into a `tf.train.FloatList` would.

@@ -41,6 +41,7 @@ __all__ = [
     "NUMERIC_SHARE",
     "ColumnType",
     "infer_column",
+    "null_values_flag",
     "plain_number_columns",
     "schema_hint",
 ]
