@@ -246,7 +246,8 @@ def empty_splits(manifest: Manifest) -> list[str]:
     weights = sum(manifest.splits.values())
     return [
         f"split {name!r} got no record (weight {summary['weight']} of {weights}, "
-        f"{total:,} records in all): reading it gives no batch; use fewer splits or more rows"
+        f"{count_of(total, 'record')} in all): reading it gives no batch; use fewer splits or "
+        "more rows"
         for name, summary in manifest.split_summary().items()
         if summary["records"] == 0
     ]

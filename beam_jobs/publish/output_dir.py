@@ -149,9 +149,18 @@ def _same_conversion(
 ) -> bool:
     if features is not None and not _same_features(manifest.features, features):
         return False
+    recorded = _deciding(manifest.options)
     return manifest.inputs.get("files") == files and all(
-        manifest.options.get(k) == v for k, v in options.items()
+        recorded.get(k) == v for k, v in _deciding(options).items()
     )
+
+
+def _deciding(options: dict[str, Any]) -> dict[str, Any]:
+    """The options that decide the bytes: the GZIP level only with GZIP (an earlier version
+    recorded level 1 for uncompressed shards too, now null: the same conversion)."""
+    if options.get("compression") == "gzip":
+        return options
+    return {k: v for k, v in options.items() if k != "compression_level"}
 
 
 def _is_file(path: str) -> bool:

@@ -127,3 +127,21 @@ def test_an_edited_schema_file_under_the_same_path_is_a_new_conversion(tmp_path,
     assert _last_json(capsys.readouterr().out)["status"] == "ok"
     manifest = json.loads((tmp_path / "out" / "manifest.json").read_text())
     assert {f["name"]: f["dtype"] for f in manifest["features"]} == {"a": "int64", "b": "bytes"}
+
+
+def test_a_dataset_of_the_earlier_version_is_already_converted(sample_csv, tmp_path, capsys):
+    # The version before 2026-12-06 recorded "compression_level": 1 for uncompressed shards
+    # (now null): a daily rerun of the same command must still find it converted.
+    argv = _convert_argv(sample_csv[0], tmp_path / "ds", "--num_shards=2")
+    assert main(argv) == 0
+    path = tmp_path / "ds" / "manifest.json"
+    manifest = json.loads(path.read_text())
+    assert manifest["options"]["compression_level"] is None
+    manifest["options"]["compression_level"] = 1
+    path.write_text(json.dumps(manifest))
+    capsys.readouterr()
+    assert main(argv) == 0
+    assert _last_json(capsys.readouterr().out)["status"] == "already_converted"
+    gzip = _convert_argv(sample_csv[0], tmp_path / "ds", "--num_shards=2", "--compression=gzip")
+    assert main(gzip) == 0  # another compression: converted again
+    assert _last_json(capsys.readouterr().out)["status"] == "ok"
