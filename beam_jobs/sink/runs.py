@@ -86,7 +86,6 @@ class RunWriter:
         self._budget = budget or RUN_BYTES
         self._held = bytearray()  # framed records, as they came
         self._lengths: list[np.ndarray] = []  # their framed sizes
-        self._held_bytes = 0
         self._file: BinaryIO | None = None
         self._offset = 0
         self.runs: list[Run] = []
@@ -102,17 +101,16 @@ class RunWriter:
         framed, lengths = frame_batch(records)
         self._held += framed  # one buffer: no join (and no second copy) when stored
         self._lengths.append(lengths)
-        self._held_bytes += len(framed)
         self.records += len(records)
         self.bytes += len(framed)
-        if self._held_bytes >= self._budget:
+        if len(self._held) >= self._budget:
             self._store()
 
     def _store(self) -> None:
         if not self._lengths:
             return
         data, lengths = self._held, np.concatenate(self._lengths)
-        self._held, self._lengths, self._held_bytes = bytearray(), [], 0
+        self._held, self._lengths = bytearray(), []
         buckets = self._draw_buckets(len(lengths))
         # Small keys sort by radix (numpy's stable sort of 16-bit integers): the same order.
         keys = buckets.astype(np.uint16) if self._buckets <= 1 << 16 else buckets

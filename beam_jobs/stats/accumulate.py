@@ -69,8 +69,9 @@ def moments(numbers: np.ndarray) -> tuple[float, float]:
         if spread < 2**62:
             shifted = (numbers.astype(np.int64) - np.int64(first)).astype(np.float64)
         else:  # too far apart for int64: as floats
-            first = numbers.astype(np.float64)[0]
-            shifted = numbers.astype(np.float64) - first
+            wide = numbers.astype(np.float64)
+            first = wide[0]
+            shifted = wide - first
     else:
         shifted = numbers.astype(np.float64) - np.float64(first)
     mean = float(shifted.mean())
