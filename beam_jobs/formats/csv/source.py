@@ -241,7 +241,12 @@ def _refuse_title_lines(path: str, head: bytes, dialect: Dialect) -> None:
     """Raises DataError naming --skip_header_lines when the first lines hold fewer fields than
     the rows after them, which agree (a report's title above the header: every row would
     be a dead letter). A header of one name fewer than the rows is not one (R's row names)."""
-    lines = head.decode(dialect.encoding or "utf-8", "replace").splitlines()[:_TITLE_LINES_SEEN]
+    raw = [line.rstrip(b"\r") for line in head.split(b"\n", _TITLE_LINES_SEEN)]
+    delimiter = (dialect.delimiter or ",").encode()
+    if raw[0].count(delimiter) >= max((line.count(delimiter) for line in raw[1:6]), default=0):
+        return  # the first line holds as many fields as those after it: the common case
+    encoding = dialect.encoding or "utf-8"
+    lines = [line.decode(encoding, "replace") for line in raw[:_TITLE_LINES_SEEN]]
     read = list(csv.reader(lines, delimiter=dialect.delimiter or ","))
     at = [i for i, row in enumerate(read) if row]  # each line's number less one; not blanks
     counts = [len(read[i]) for i in at]
