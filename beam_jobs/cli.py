@@ -85,10 +85,10 @@ def _convert(argv: list[str]) -> int:
     elapsed = time.monotonic() - started
     from beam_jobs.inspection.report import (
         bad_rows_note,
+        float32_changes_note,
         ignored_fields_note,
         missing_label_note,
         null_markers_note,
-        rounded_integers_note,
         summarize_run,
     )
 
@@ -113,7 +113,7 @@ def _convert(argv: list[str]) -> int:
         notes = [
             *ignored_fields_note(manifest),
             *missing_label_note(manifest),
-            *rounded_integers_note(manifest),
+            *float32_changes_note(manifest),
             *null_markers_note(manifest),
         ]
         print("\n".join([summarize_run(manifest, elapsed), *notes]))

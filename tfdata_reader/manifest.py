@@ -149,6 +149,8 @@ class Counts:
         `null_values` before 2026-12-06, which is still read).
       ignored_fields: by key, the values of keys the spec lacks, left out (JSON lines).
       float32_rounded_integers: by float32 feature, whole numbers float32 changed.
+      float32_stored_as_zero: by float32 feature, numbers below float32's range (1e-50),
+        stored as 0.
       null_markers: by feature, cells read as missing for holding a marker (`NA`, `NULL`).
     """
 
@@ -159,6 +161,7 @@ class Counts:
     missing_values: dict[str, int] = dataclasses.field(default_factory=dict)
     ignored_fields: dict[str, int] = dataclasses.field(default_factory=dict)
     float32_rounded_integers: dict[str, int] = dataclasses.field(default_factory=dict)
+    float32_stored_as_zero: dict[str, int] = dataclasses.field(default_factory=dict)
     null_markers: dict[str, int] = dataclasses.field(default_factory=dict)
 
     @property
@@ -176,7 +179,7 @@ class Counts:
             "input_bytes_read": self.input_bytes_read,
             "missing_values": dict(self.missing_values),
         }
-        for name in ("ignored_fields", "float32_rounded_integers", "null_markers"):
+        for name in _COUNT_MAPS:
             if getattr(self, name):
                 obj[name] = dict(getattr(self, name))
         return obj
@@ -194,16 +197,21 @@ class Counts:
                 missing_values=_int_map(
                     obj.get("missing_values", obj.get("null_values", {})), "missing_values"
                 ),
-                ignored_fields=_int_map(obj.get("ignored_fields", {}), "ignored_fields"),
-                float32_rounded_integers=_int_map(
-                    obj.get("float32_rounded_integers", {}), "float32_rounded_integers"
-                ),
-                null_markers=_int_map(obj.get("null_markers", {}), "null_markers"),
+                **{name: _int_map(obj.get(name, {}), name) for name in _COUNT_MAPS},
             )
         except (TypeError, ValueError) as e:
             if isinstance(e, ManifestError):
                 raise
             raise ManifestError(f"malformed counts {obj!r}: {e}") from e
+
+
+# Counts by name recorded only when there are any.
+_COUNT_MAPS = (
+    "ignored_fields",
+    "float32_rounded_integers",
+    "float32_stored_as_zero",
+    "null_markers",
+)
 
 
 def _optional_int(value: Any) -> int | None:

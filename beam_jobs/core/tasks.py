@@ -144,6 +144,8 @@ class WrittenShard:
     part: int = 0  # with splits: the write task that wrote it, one part of its shard
     # Whole numbers float32 changed (16777217 -> 16777216), by float32 feature.
     rounded_integers: dict[str, int] = dataclasses.field(default_factory=dict)
+    # Numbers below float32's range it stored as 0 (1e-50), by float32 feature.
+    zeroed_numbers: dict[str, int] = dataclasses.field(default_factory=dict)
     # Cells read as missing for holding a missing-value marker (NA, NULL), by feature.
     null_markers: dict[str, int] = dataclasses.field(default_factory=dict)
     # A GZIP part of a shard: its member's bytes up to its sync flush and their CRC32C, the

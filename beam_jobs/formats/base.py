@@ -64,12 +64,14 @@ class ReadSettings:
 class PieceReport:
     """What a format's `read_piece` tells beyond the records: the bytes its records covered
     (when it can tell), the values of keys the spec lacks that it left out, by key, and the
-    whole numbers float32 changed when its values were conformed, by feature, and the cells
-    read as missing for holding a missing-value marker (CSV), by column."""
+    whole numbers float32 rounded and the numbers it stored as 0 when its values were
+    conformed, by feature, and the cells read as missing for holding a missing-value marker
+    (CSV), by column."""
 
     covered: Covered | None = None
     ignored_fields: dict[str, int] = dataclasses.field(default_factory=dict)
     rounded_integers: dict[str, int] = dataclasses.field(default_factory=dict)
+    zeroed_numbers: dict[str, int] = dataclasses.field(default_factory=dict)
     null_markers: dict[str, int] = dataclasses.field(default_factory=dict)
 
 

@@ -8,7 +8,6 @@ whole units), so planning stays cheap for many small files.
 
 from __future__ import annotations
 
-import collections
 import concurrent.futures
 import dataclasses
 from collections.abc import Generator, Iterator, Sequence
@@ -24,7 +23,7 @@ from beam_jobs.formats.base import InputFormat, OnBadRow, PieceReport, ReadSetti
 from beam_jobs.formats.compressed import open_input
 from beam_jobs.formats.lines.cut_counts import CutCounts
 from beam_jobs.schema.conform import conform, flatten_structs, infer_from_table, merge_features
-from beam_jobs.schema.precision import LOOKED_AT, warn_float32_rounding
+from beam_jobs.schema.precision import LOOKED_AT, Float32Changes, warn_float32_rounding
 from tfdata_reader.manifest import FeatureSpec
 
 __all__ = [
@@ -263,9 +262,9 @@ class ParquetFormat(InputFormat):
             return PieceReport()
         rows_before = 0
         converted = self.converted(features)
-        rounded: collections.Counter[str] = collections.Counter()
+        changes = Float32Changes()
         for raw in _batches(parquet, groups, piece.path):
-            batch, bad = conform(raw, converted, rounded)
+            batch, bad = conform(raw, converted, changes)
             for index, reason in sorted(bad.items()):
                 on_bad_row(
                     BadRow(
@@ -280,4 +279,6 @@ class ParquetFormat(InputFormat):
             rows_before += raw.num_rows
             if batch.num_rows:
                 yield batch
-        return PieceReport(rounded_integers=dict(rounded))
+        return PieceReport(
+            rounded_integers=dict(changes.rounded), zeroed_numbers=dict(changes.zeroed)
+        )

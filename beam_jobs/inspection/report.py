@@ -21,7 +21,7 @@ __all__ = [
     "ignored_fields_note",
     "missing_label_note",
     "null_markers_note",
-    "rounded_integers_note",
+    "float32_changes_note",
     "summarize_run",
 ]
 
@@ -146,17 +146,29 @@ def missing_label_note(manifest: Manifest) -> list[str]:
     ]
 
 
-def rounded_integers_note(manifest: Manifest) -> list[str]:
-    """A warning naming the float32 features whose whole numbers float32 changed."""
+def float32_changes_note(manifest: Manifest) -> list[str]:
+    """Warnings naming the float32 features whose whole numbers float32 changed, and those
+    whose numbers below its range it stored as 0."""
+    notes = []
     rounded = manifest.counts.float32_rounded_integers
-    if not rounded:
-        return []
-    shown = ", ".join(f"{k} ({n:,})" for k, n in rounded.items())
-    return [
-        f"warning: float32 changed whole numbers beyond 2**24 (16777217 is stored as 16777216) "
-        f"in: {shown}; to keep them exact, give such features the dtype int64 (or bytes) in a "
-        "--schema file"
-    ]
+    if rounded:
+        notes.append(
+            "warning: float32 changed whole numbers beyond 2**24 (16777217 is stored as "
+            f"16777216) in: {_by_feature(rounded)}; to keep them exact, give such features the "
+            "dtype int64 (or bytes) in a --schema file"
+        )
+    zeroed = manifest.counts.float32_stored_as_zero
+    if zeroed:
+        notes.append(
+            "warning: numbers below float32's range (under 1.4e-45, e.g. 1e-50) were stored as "
+            f"0 in: {_by_feature(zeroed)}; to keep them as written, give such features the "
+            "dtype bytes in a --schema file"
+        )
+    return notes
+
+
+def _by_feature(counts: dict[str, int]) -> str:
+    return ", ".join(f"{k} ({n:,})" for k, n in counts.items())
 
 
 def null_markers_note(manifest: Manifest) -> list[str]:

@@ -131,6 +131,7 @@ def build_manifest(
     bad = sum(w.bad_records for w in written)
     ignored = sum_counts(w.ignored_fields for w in written)
     rounded = sum_counts(w.rounded_integers for w in written)
+    zeroed = sum_counts(w.zeroed_numbers for w in written)
     markers = sum_counts(w.null_markers for w in written)
     return Manifest(
         shards=[
@@ -153,6 +154,7 @@ def build_manifest(
             missing_values=nulls,
             ignored_fields=ignored,
             float32_rounded_integers=rounded,
+            float32_stored_as_zero=zeroed,
             null_markers=markers,
         ),
         dead_letter=_dead_letter_names(ordered, generation),

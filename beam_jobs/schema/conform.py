@@ -14,7 +14,6 @@ reported, never a crash, so the writer can dead-letter it.
 
 from __future__ import annotations
 
-import collections
 import dataclasses
 from collections.abc import Sequence
 
@@ -24,7 +23,7 @@ import pyarrow.compute as pc
 
 from beam_jobs.codec.examples import VALUE_TYPES, is_list
 from beam_jobs.core.errors import DataError
-from beam_jobs.schema.precision import rounded_integers
+from beam_jobs.schema.precision import Float32Changes
 from tfdata_reader.manifest import FeatureSpec
 
 __all__ = [
@@ -234,8 +233,9 @@ _FLOAT32_MAX = float(np.finfo(np.float32).max)
 
 
 def check_float32_range(values: pa.Array) -> None:
-    """Raises ArrowInvalid when a finite value would become infinite as float32 (`1e40`), or a
-    value other than zero would become zero (`1e-50`)."""
+    """Raises ArrowInvalid when a finite value would become infinite as float32 (`1e40`). A
+    number below its range (`1e-50`) is stored as 0 and counted (`Float32Changes`): a
+    difference no float32 computation can see, where a dead letter would lose the row."""
     if len(values) == 0 or not pa.types.is_floating(values.type):
         return  # integers are int64 features: no float32 in sight (and 2**53+ cannot compare)
     # NumPy over the values (nulls read as NaN, which is neither): a few passes in C, where
@@ -247,11 +247,6 @@ def check_float32_range(values: pa.Array) -> None:
     if too_big.any():
         first = float(wide[too_big][0])
         raise pa.ArrowInvalid(f"{first!r} is out of the float32 range (at most 3.4e38)")
-    vanished = wide.astype(np.float32) == 0
-    vanished &= wide != 0
-    if vanished.any():
-        first = float(wide[vanished][0])
-        raise pa.ArrowInvalid(f"{first!r} is too small for float32: it would be 0")
 
 
 def temporal_integers(column: pa.Array, logical_type: str) -> pa.Array:
@@ -391,13 +386,13 @@ def _conform_column(column: pa.Array, feature: FeatureSpec) -> pa.Array:
 def conform(
     table: pa.Table | pa.RecordBatch,
     features: Sequence[FeatureSpec],
-    rounded: collections.Counter[str] | None = None,
+    changes: Float32Changes | None = None,
 ) -> tuple[pa.RecordBatch, dict[int, str]]:
     """The rows of `table` cast to `features`; returns the good rows and {bad row: reason}.
 
     A feature the table lacks is missing (null) in every row. Scalar sources give scalar
-    columns and list sources list columns, both of the feature's Arrow value type. `rounded`
-    counts, by float32 feature, the whole numbers of the good rows that float32 changes.
+    columns and list sources list columns, both of the feature's Arrow value type. `changes`
+    counts, by float32 feature, what float32 changes of the good rows' values.
     """
     if isinstance(table, pa.RecordBatch):
         table = pa.Table.from_batches([table])
@@ -421,8 +416,8 @@ def conform(
     arrays = []
     for feature in features:
         column = columns[feature.name] if keep is None else columns[feature.name].filter(keep)
-        if rounded is not None and feature.dtype == "float32":
-            rounded[feature.name] += rounded_integers(column)
+        if changes is not None and feature.dtype == "float32":
+            changes.count(feature.name, column)
         arrays.append(_conform_column(column, feature))
     return pa.RecordBatch.from_arrays(arrays, names), bad
 

@@ -14,6 +14,7 @@ from beam_jobs.codec.examples import ExampleEncoder, decode_examples
 from beam_jobs.core.bad_rows import BadRow, as_text
 from beam_jobs.core.errors import DataError
 from beam_jobs.schema.conform import conform, flatten_structs, infer_from_table, one_layout
+from beam_jobs.schema.precision import Float32Changes
 from beam_jobs.schema.rows import flatten_object, infer_from_rows
 from beam_jobs.sink.counters import counter
 from beam_jobs.stats.batches import finish_all, new_stats, update_all
@@ -136,12 +137,12 @@ class EncodeElementsFn(beam.DoFn):
     def _conform(
         elements: list[Any],
         features: Sequence[FeatureSpec],
-        rounded: collections.Counter[str],
+        changes: Float32Changes,
         ignored: collections.Counter[str],
     ) -> tuple[pa.RecordBatch, dict[int, str]]:
         """Conformed good rows and {index: reason}; one element at a time only when the batch
         does not even make one table (a value of another type than the rest). Counted as
-        `convert` counts them: the whole numbers float32 rounds (`rounded`), and by key the
+        `convert` counts them: what float32 changes (`changes`), and by key the
         values of keys the spec does not have (`ignored`: a key the sample never showed)."""
         try:
             table = _to_table(elements)
@@ -149,12 +150,12 @@ class EncodeElementsFn(beam.DoFn):
             pass
         else:
             _count_ignored(table, features, ignored)
-            return conform(table, features, rounded)
+            return conform(table, features, changes)
         good, bad = [], {}
         for index, element in enumerate(elements):
             try:
                 table = _to_table([element])
-                batch, problems = conform(table, features, rounded)
+                batch, problems = conform(table, features, changes)
                 if not problems:
                     _count_ignored(table, features, ignored)
             except OverflowError:
@@ -173,17 +174,17 @@ class EncodeElementsFn(beam.DoFn):
         features = self._fixed or tuple(spec or ())
         if features != self._features:
             self._features, self._encoder = features, ExampleEncoder(features)
-        rounded: collections.Counter[str] = collections.Counter()
+        changes = Float32Changes()
         ignored: collections.Counter[str] = collections.Counter()
         if isinstance(elements[0], bytes):
             # Encoded again, not passed through: every record then holds the spec's features,
             # in its order, and nothing else.
             decoded = decode_examples(elements)
             _count_ignored(decoded, features, ignored)
-            batch, bad = conform(decoded, features, rounded)
+            batch, bad = conform(decoded, features, changes)
             rows = [{"raw": as_text(elements[i])} for i in sorted(bad)]
         else:
-            batch, bad = self._conform(elements, features, rounded, ignored)
+            batch, bad = self._conform(elements, features, changes, ignored)
             rows = [{"cells": _cells(_flat(elements[i]))} for i in sorted(bad)]
         columns = self._encoder.columns(batch)
         records = self._encoder.encode_columns(columns, batch.num_rows)
@@ -200,7 +201,8 @@ class EncodeElementsFn(beam.DoFn):
             "elements": received,
             "missing": missing,
             "stats": finish_all(stats),
-            "rounded": dict(rounded),
+            "rounded": dict(changes.rounded),
+            "zeroed": dict(changes.zeroed),
             "ignored": dict(ignored),
         }
         yield beam.pvalue.TaggedOutput(self.TALLY, tally)

@@ -151,6 +151,7 @@ class WriteGroupFn(beam.DoFn):
             stats=PackedStats(merge_all(t["stats"] for t in tallies)) if first else {},
             ignored_fields=sum_counts(t["ignored"] for t in tallies) if first else {},
             rounded_integers=sum_counts(t["rounded"] for t in tallies) if first else {},
+            zeroed_numbers=sum_counts(t["zeroed"] for t in tallies) if first else {},
             bad_records=len(bad_rows) if first else 0,
             dead_letter_temp_path=dead_letter,
             num_shards=num_shards,

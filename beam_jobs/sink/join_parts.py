@@ -143,6 +143,7 @@ def merged_tallies(
         covered=tuple(c for p in parts for c in p.covered),
         ignored_fields=sum_counts(p.ignored_fields for p in parts),
         rounded_integers=sum_counts(p.rounded_integers for p in parts),
+        zeroed_numbers=sum_counts(p.zeroed_numbers for p in parts),
         null_markers=sum_counts(p.null_markers for p in parts),
         rows_read=sum(p.rows_read for p in parts),
         label_values=tuple(sorted({v for p in parts for v in p.label_values})),

@@ -10,7 +10,6 @@ writes each split's rows to its own file: a part of that split's shard (`join_pa
 
 from __future__ import annotations
 
-import collections
 import dataclasses
 import itertools
 import uuid
@@ -34,7 +33,7 @@ from beam_jobs.formats.base import InputFormat, PieceReport
 from beam_jobs.formats.lines.cut_counts import CutCounts
 from beam_jobs.formats.lines.line_numbers import with_line_numbers
 from beam_jobs.plan.shuffle import ShufflePlan
-from beam_jobs.schema.precision import rounded_integers_of
+from beam_jobs.schema.precision import Float32Changes, float32_changes_of
 from beam_jobs.schema.projection import Projection
 from beam_jobs.schema.split_hash import SplitRule
 from beam_jobs.sink import progress
@@ -113,7 +112,7 @@ class _Output:
     writer: ShardFileWriter | RunSink
     stats: dict[str, Any]
     bad_rows: list[BadRow] = dataclasses.field(default_factory=list)
-    rounded: collections.Counter[str] = dataclasses.field(default_factory=collections.Counter[str])
+    changes: Float32Changes = dataclasses.field(default_factory=Float32Changes)
 
 
 class WriteShardFn(beam.DoFn):
@@ -280,8 +279,11 @@ class WriteShardFn(beam.DoFn):
         output.writer.write_records(examples)
         update_all(output.stats, self._spec.features, columns, batch)
         floats = [batch.column(feature) for feature in self._floats]
-        for feature, count in zip(self._floats, rounded_integers_of(floats), strict=True):
-            output.rounded[feature] += count
+        for feature, (rounded, zeroed) in zip(
+            self._floats, float32_changes_of(floats), strict=True
+        ):
+            output.changes.rounded[feature] += rounded
+            output.changes.zeroed[feature] += zeroed
 
     def _written(
         self,
@@ -318,7 +320,12 @@ class WriteShardFn(beam.DoFn):
             label_values=tuple(sorted(labels)) if first else (),
             stats=finish_all(output.stats),
             part=task.index,
-            rounded_integers=self._rounded(output, reports if first else []),
+            rounded_integers=self._changed(
+                output.changes.rounded, (r.rounded_integers for r in reports) if first else ()
+            ),
+            zeroed_numbers=self._changed(
+                output.changes.zeroed, (r.zeroed_numbers for r in reports) if first else ()
+            ),
             null_markers=self._renamed(r.null_markers for r in reports) if first else {},
             member=writer.member,
             runs=writer.runs if isinstance(writer, RunSink) else (),
@@ -329,10 +336,12 @@ class WriteShardFn(beam.DoFn):
         renames = dict(self._spec.projection.renames)
         return sum_counts({renames.get(k, k): n for k, n in c.items()} for c in counts)
 
-    def _rounded(self, output: _Output, reports: list[PieceReport]) -> dict[str, int]:
-        """Whole numbers float32 changed: counted here for columns read as doubles (CSV), and
-        by the formats that conform their values themselves (under their input names)."""
-        found = sum_counts([output.rounded, self._renamed(r.rounded_integers for r in reports)])
+    def _changed(
+        self, here: Mapping[str, int], by_formats: Iterable[Mapping[str, int]]
+    ) -> dict[str, int]:
+        """Values float32 changed: counted here for columns read as doubles (CSV), and by the
+        formats that conform their values themselves (under their input names)."""
+        found = sum_counts([here, self._renamed(by_formats)])
         return {name: count for name, count in found.items() if count}
 
     def _set_aside_oversized(

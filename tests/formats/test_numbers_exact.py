@@ -1,10 +1,11 @@
 """Numbers are never silently different: integers beyond int64 stay text, values beyond float32
-are dead letters (ground truth: Python's csv and json modules)."""
+are dead letters, numbers below its range are stored as 0 and counted (ground truth: Python's csv and json modules)."""
 
 from __future__ import annotations
 
 import json
 
+import numpy as np
 import pytest
 from support.datasets import convert, expected_rows, read_all
 
@@ -46,21 +47,37 @@ def test_json_values_beyond_float32_are_dead_letters(tmp_path):
     assert "out of the float32 range" in (out / manifest.dead_letter[0]).read_text()
 
 
-def test_a_float_too_small_for_float32_is_a_dead_letter_not_zero(tmp_path):
-    path = tmp_path / "tiny.csv"
-    rows = [f"{i},{i / 3}" for i in range(1000)]
-    rows[500], rows[600], rows[700] = "500,1e-50", "600,-1e-46", "700,1e-40"  # 1e-40: subnormal
-    path.write_text("id,x\n" + "\n".join(rows) + "\n")
+@pytest.mark.parametrize("fmt", ["csv", "jsonl", "parquet"])
+def test_numbers_below_float32s_range_are_stored_as_zero_and_counted(tmp_path, fmt):
+    # A dead letter would lose the row for a difference no float32 computation can see: the
+    # value is stored as 0, counted by feature, and the summary says so (as pandas reads
+    # 2.6e-61 into float32). 1e-40 is a subnormal: kept (rounded like any decimal).
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from beam_jobs.inspection.report import float32_changes_note
+
+    values = [i / 3 for i in range(30_000)]  # past the sampled head
+    values[20_000], values[20_001], values[20_002] = 1e-50, -7e-46, 1e-40
+    values[20_003], values[20_004] = 2.0**-150, 2.0**-149  # the last one float32 stores as 0
+    path = tmp_path / f"in.{fmt}"
+    if fmt == "csv":
+        path.write_text("id,v\n" + "".join(f"{i},{v!r}\n" for i, v in enumerate(values)))
+    elif fmt == "jsonl":
+        path.write_text("".join(json.dumps({"id": i, "v": v}) + "\n" for i, v in enumerate(values)))
+    else:
+        pq.write_table(pa.table({"id": range(30_000), "v": pa.array(values, pa.float64())}), path)
     out = tmp_path / "out"
-    manifest = convert([str(path)], out, "--max_bad_fraction=0.01", "--sample_bytes=4096")
-    assert (manifest.total_records, manifest.counts.bad_records) == (998, 2)
-    letters = [
-        json.loads(line) for line in (out / manifest.dead_letter[0]).read_text().splitlines()
-    ]
-    assert sorted(letter["line"] for letter in letters) == [502, 602]
-    assert all("too small for float32: it would be 0" in letter["reason"] for letter in letters)
-    values = {r["id"]: r["x"] for r in read_all(out)}
-    assert values[700] != 0 and 500 not in values and 600 not in values
+    manifest = convert([str(path)], out, "--splits=a=1,b=1", "--rename=v=w")
+    assert (manifest.total_records, manifest.counts.bad_records) == (30_000, 0)
+    assert manifest.counts.float32_stored_as_zero == {"w": 3}
+    assert manifest.counts.float32_rounded_integers == {}
+    note = float32_changes_note(manifest)
+    assert len(note) == 1 and "were stored as 0 in: w (3);" in note[0]
+    got = {r["id"]: r["w"] for r in read_all(out)}
+    assert [got[20_000 + k] for k in range(5)] == [0.0, 0.0, np.float32(1e-40), 0.0, 2.0**-149]
+    assert str(np.float32(got[20_001])) == "-0.0"  # the sign is kept, as float32 keeps it
+    assert got[29_999] == np.float32(29_999 / 3)
 
 
 def test_parquet_decimals_stay_exact(tmp_path):
@@ -122,7 +139,7 @@ def test_whole_numbers_float32_changes_after_the_sample_are_counted(tmp_path, fm
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    from beam_jobs.inspection.report import rounded_integers_note
+    from beam_jobs.inspection.report import float32_changes_note
 
     values = [0.5 + i for i in range(30_000)]  # past the sampled head: one changed, one kept
     values[29_000], values[29_001], values[29_002] = 16_777_217, 2**40 + 1, 16_777_216
@@ -135,7 +152,7 @@ def test_whole_numbers_float32_changes_after_the_sample_are_counted(tmp_path, fm
         pq.write_table(pa.table({"id": range(30_000), "v": pa.array(values, pa.float64())}), path)
     manifest = convert([str(path)], tmp_path / "out", "--splits=a=1,b=1", "--rename=v=w")
     assert manifest.counts.float32_rounded_integers == {"w": 2}
-    assert "in: w (2);" in rounded_integers_note(manifest)[0]
+    assert "in: w (2);" in float32_changes_note(manifest)[0]
 
 
 @pytest.mark.parametrize("fmt", ["csv", "jsonl"])

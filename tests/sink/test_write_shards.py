@@ -221,13 +221,14 @@ def test_write_shards_orders_each_shard_by_its_records_and_seed(tmp_path):
 
 
 def test_the_same_rows_give_the_same_records_dead_letters_and_counts_as_convert(tmp_path):
-    # One table of cases run through both: a whole number float32 rounds (counted), a key the
-    # spec lacks (counted, never dropped unsaid), a list where one value is expected and an
+    # One table of cases run through both: a whole number float32 rounds (counted), a number
+    # below its range (stored as 0, counted), a key the spec lacks (counted, never dropped unsaid), a list where one value is expected and an
     # integer past int64 (dead letters with their reasons).
     from support.datasets import convert
 
     rows = [{"id": i, "x": i / 4} for i in range(400)]
     rows[10] = {"id": 10, "x": 16777217}
+    rows[20] = {"id": 20, "x": 1e-60}
     rows[390] = {"id": 390, "x": 1.5, "late": "k"}  # past convert's sample
     rows[395] = {"id": 395, "x": [1.0, 2.0]}
     rows[398] = {"id": 2**63 + 5, "x": 1.0}
@@ -244,6 +245,11 @@ def test_the_same_rows_give_the_same_records_dead_letters_and_counts_as_convert(
     assert (
         by_convert.counts.float32_rounded_integers
         == by_transform["counts"]["float32_rounded_integers"]
+        == {"x": 1}
+    )
+    assert (
+        by_convert.counts.float32_stored_as_zero
+        == by_transform["counts"]["float32_stored_as_zero"]
         == {"x": 1}
     )
     assert by_convert.counts.bad_records == by_transform["counts"]["bad_records"] == 2

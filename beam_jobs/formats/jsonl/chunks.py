@@ -39,6 +39,7 @@ from beam_jobs.formats.base import OnBadRow
 from beam_jobs.formats.jsonl.depth import deep_lines, nesting_depth
 from beam_jobs.formats.lines.chunks import line_offsets
 from beam_jobs.schema.conform import conform, flatten_structs, one_layout
+from beam_jobs.schema.precision import Float32Changes
 from beam_jobs.schema.rows import flatten_object
 from tfdata_reader.manifest import FeatureSpec
 
@@ -437,7 +438,7 @@ def _conform(
     path: str,
     on_bad_row: OnBadRow,
     ignored: collections.Counter[str],
-    rounded: collections.Counter[str] | None = None,
+    changes: Float32Changes | None = None,
 ) -> tuple[pa.RecordBatch, np.ndarray]:
     """The part's good rows conformed to the spec, and the chunk's lines they are."""
     rows = part.rows if part.rows is not None else np.arange(len(lines))
@@ -447,7 +448,7 @@ def _conform(
         table = table.filter(pa.array([i not in bad for i in range(table.num_rows)]))
     _count_ignored(table, features, ignored)
     try:
-        batch, typed = conform(table, features, rounded)
+        batch, typed = conform(table, features, changes)
     except pa.ArrowIndexError as e:
         # pyarrow cannot combine a column its JSON reader made of clashing values (a list of
         # null and 1 in a number column): the part's rows are dead letters, not a crash.
@@ -505,7 +506,7 @@ def read_chunk(
     features: Sequence[FeatureSpec],
     on_bad_row: OnBadRow,
     ignored: collections.Counter[str] | None = None,
-    rounded: collections.Counter[str] | None = None,
+    changes: Float32Changes | None = None,
 ) -> list[pa.RecordBatch]:
     """The good rows of a chunk of whole lines, conformed to `features`.
 
@@ -520,12 +521,12 @@ def read_chunk(
       features: the spec.
       on_bad_row: called once per line that is not converted.
       ignored: counts, per key the spec lacks, the values left out.
-      rounded: counts, per float32 feature, the whole numbers float32 changes.
+      changes: counts, per float32 feature, what float32 changes of the values.
     """
     ignored = ignored if ignored is not None else collections.Counter()
     found: list[BadRow] = []  # told in the lines' order, however the parts came out
     try:
-        return _read_chunk(chunk, offset, path, features, found.append, ignored, rounded)
+        return _read_chunk(chunk, offset, path, features, found.append, ignored, changes)
     finally:
         for bad in sorted(found, key=lambda row: row.offset or 0):
             on_bad_row(bad)
@@ -538,7 +539,7 @@ def _read_chunk(
     features: Sequence[FeatureSpec],
     on_bad_row: OnBadRow,
     ignored: collections.Counter[str],
-    rounded: collections.Counter[str] | None,
+    changes: Float32Changes | None,
 ) -> list[pa.RecordBatch]:
     spec = _ParseSpec.of(features)
     lines = _ChunkLines(chunk, offset)
@@ -548,7 +549,7 @@ def _read_chunk(
     if parts is None:
         parts = _merged(_slow_parts(lines, spec, path, on_bad_row))
     converted = [
-        _conform(part, lines, features, path, on_bad_row, ignored, rounded)
+        _conform(part, lines, features, path, on_bad_row, ignored, changes)
         for part in parts
         if part.table.num_rows
     ]

@@ -31,7 +31,7 @@ from beam_jobs.formats.jsonl.chunks import line_problem, parse_chunk, read_chunk
 from beam_jobs.formats.lines.cut_counts import Counting, CutCounts
 from beam_jobs.formats.lines.pieces import piece_chunks, refuse_wide_text, sample_head
 from beam_jobs.schema.conform import logical_type_of, merge_features
-from beam_jobs.schema.precision import warn_float32_rounding
+from beam_jobs.schema.precision import Float32Changes, warn_float32_rounding
 from beam_jobs.schema.rows import flatten_object, infer_from_rows
 from tfdata_reader.manifest import FeatureSpec
 
@@ -192,7 +192,7 @@ class JsonLinesFormat(InputFormat):
         cut_counts: CutCounts | None = None,
     ) -> Generator[pa.RecordBatch, None, PieceReport]:
         ignored: collections.Counter[str] = collections.Counter()
-        rounded: collections.Counter[str] = collections.Counter()
+        changes = Float32Changes()
         converted = self.converted(features)
         array = piece.start == 0 and piece.end >= piece.file_size and _is_array(piece.path)
         elements = _ElementLines(on_bad_row) if array else None
@@ -202,8 +202,12 @@ class JsonLinesFormat(InputFormat):
             if elements is not None:
                 elements.next_chunk(offset, chunk)
             yield from read_chunk(
-                chunk, offset, piece.path, converted, elements or on_bad_row, ignored, rounded
+                chunk, offset, piece.path, converted, elements or on_bad_row, ignored, changes
             )
         # Keys --columns leaves out are no surprise: only the others are reported.
         kept = {k: n for k, n in ignored.items() if self.kept is None or k in self.kept}
-        return PieceReport(ignored_fields=kept, rounded_integers=dict(rounded))
+        return PieceReport(
+            ignored_fields=kept,
+            rounded_integers=dict(changes.rounded),
+            zeroed_numbers=dict(changes.zeroed),
+        )
