@@ -17,11 +17,11 @@ __all__ = [
     "describe",
     "describe_plan",
     "feature_table",
+    "float32_changes_note",
     "format_table",
     "ignored_fields_note",
     "missing_label_note",
     "null_markers_note",
-    "float32_changes_note",
     "summarize_run",
 ]
 

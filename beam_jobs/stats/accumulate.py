@@ -58,27 +58,35 @@ SHARES_HELD = 32  # finished shards' quantile shares held before they enter the 
 EXACT_DISTINCT = 10_000
 
 
-def moments(numbers: np.ndarray) -> tuple[float, float]:
-    """The mean and the sum of squared deviations of finite numbers (1-D), computed from their
-    differences to the first one: exact for integers whose spread fits int64 (large ones such
-    as ids near 4e18 lose nothing to float64), and free of the cancellation that sums of
-    large values suffer."""
-    first = numbers[0]
+def moments(numbers: np.ndarray, origin: float) -> tuple[float, float]:
+    """The mean less `origin` and the sum of squared deviations of finite numbers (1-D),
+    computed from their differences to `origin` (a feature's first number, as a double):
+    integers are shifted by it exactly in int64 while their differences fit (ids near 4e18
+    that differ by 1 lose nothing to float64's spacing of 512 there), and no sum of large
+    values cancels."""
+    base, fraction = origin, 0.0
     if numbers.dtype.kind in "iu":
-        spread = int(numbers.max()) - int(numbers.min())
-        if spread < 2**62:
-            shifted = (numbers.astype(np.int64) - np.int64(first)).astype(np.float64)
+        whole = int(origin)  # exact, as is the fraction a double holds past it
+        if max(abs(int(numbers.max()) - whole), abs(int(numbers.min()) - whole)) < 2**62:
+            shifted = (numbers.astype(np.int64) - np.int64(whole)).astype(np.float64)
+            base, fraction = whole, origin - whole
         else:  # too far apart for int64: as floats
-            wide = numbers.astype(np.float64)
-            first = wide[0]
-            shifted = wide - first
+            shifted = numbers.astype(np.float64) - origin
     else:
-        shifted = numbers.astype(np.float64) - np.float64(first)
+        shifted = numbers.astype(np.float64) - np.float64(base)
     mean = float(shifted.mean())
     deviations = shifted - mean
     with np.errstate(over="ignore"):  # float32's range squared can pass float64's
         m2 = float(np.dot(deviations, deviations))
-    return float(first) + mean, m2
+    return mean - fraction, m2
+
+
+def two_sum(a: Any, b: Any) -> tuple[Any, Any]:
+    """a + b as the double nearest it and what that rounding left out, exactly (Knuth's
+    TwoSum; for floats or NumPy arrays alike): a mean moved to the origin loses nothing."""
+    total = a + b
+    b_part = total - a
+    return total, (a - (total - b_part)) + (b - b_part)
 
 
 @dataclasses.dataclass
@@ -93,8 +101,12 @@ class FeatureStats:
     max_values: int = 0
     numbers: int = 0  # the numbers that are not NaN (infinities included)
     finite: int = 0  # the finite numbers, which `mean` and `m2` cover
+    # Their mean is origin + mean, unrounded (`origin` a double near it, `mean` the rest):
+    # moments are taken of the differences to `origin` (`moments`), exact where the values
+    # are not, and two accumulators' means are compared without cancelling.
+    origin: float = 0.0
     mean: float = 0.0
-    m2: float = 0.0  # sum of squared deviations from `mean`
+    m2: float = 0.0  # sum of squared deviations from origin + mean
     plus_inf: int = 0
     minus_inf: int = 0
     low: float | None = None
@@ -216,7 +228,8 @@ class FeatureStats:
             self.minus_inf += int(np.count_nonzero(numbers == -np.inf))
             finite = numbers[np.isfinite(numbers)]
         if len(finite):
-            self._merge_moments(len(finite), *moments(finite))
+            origin = self.origin if self.finite else float(finite[0])
+            self._merge_moments(len(finite), *moments(finite, origin), origin)
         self._add_to_sample(numbers)
 
     def _add_to_sample(self, numbers: np.ndarray) -> None:
@@ -231,15 +244,20 @@ class FeatureStats:
         if self.group is not None:
             self.group.release([self])
 
-    def _merge_moments(self, n: int, mean: float, m2: float) -> None:
-        """Chan's merge of the finite numbers' count, mean and squared deviations."""
+    def _merge_moments(self, n: int, mean: float, m2: float, origin: float) -> None:
+        """Chan's merge of the finite numbers' count, mean (less `origin`) and squared
+        deviations; the merged mean is taken from this one's origin."""
+        if not self.finite:
+            self.origin = origin
         total = self.finite + n
         # Python floats (a NumPy scalar would warn where float32's range squared passes
-        # float64's; a Python float turns inf silently, as the merged m2 should).
-        delta = float(mean) - self.mean
+        # float64's; a Python float turns inf silently, as the merged m2 should). The
+        # origins' difference first: exact for near ones, where the means' may not be.
+        delta = (float(origin) - self.origin) + (float(mean) - self.mean)
         self.mean += delta * n / total
         self.m2 += float(m2) + delta * delta * self.finite * n / total
         self.finite = total
+        self.origin, self.mean = two_sum(self.origin, self.mean)
 
     def _update_bytes(self, values: pa.Array) -> None:
         from tfx_bsl import sketches
@@ -351,7 +369,7 @@ class FeatureStats:
         self.min_values = pick(min, self.min_values, other.min_values)
         self.numbers += other.numbers
         if other.finite:
-            self._merge_moments(other.finite, other.mean, other.m2)
+            self._merge_moments(other.finite, other.mean, other.m2, other.origin)
         self.plus_inf += other.plus_inf
         self.minus_inf += other.minus_inf
         self.binary = self.binary or other.binary
@@ -448,7 +466,7 @@ class FeatureStats:
             if self.plus_inf and self.minus_inf:
                 return math.nan
             return math.inf if self.plus_inf else -math.inf
-        return self.mean if self.finite else 0.0
+        return self.origin + self.mean if self.finite else 0.0
 
     @property
     def std_dev(self) -> float:

@@ -141,19 +141,21 @@ class _Group:
         spans = np.flatnonzero((low <= 0) & (high >= 0))  # only they can hold a zero
         if len(spans):
             zeros[spans] = np.count_nonzero(numbers[spans] == 0, axis=1)
-        # From the differences to each row's first number (as `accumulate.moments`): large
-        # values (ids near 4e18) would cancel in their mean's sum.
-        firsts = numbers[:, :1]
-        shifted = numbers - firsts
+        # From the differences to each member's origin (as `accumulate.moments`): large
+        # values would cancel in their mean's sum.
+        origins = numbers[:, 0].copy()
+        for index, member in enumerate(self.members):
+            if member.finite:
+                origins[index] = member.origin
+        shifted = numbers - origins[:, None]
         means = shifted.mean(axis=1)
         deviations = shifted - means[:, None]
-        means += firsts[:, 0]
         with np.errstate(over="ignore"):  # float32's range squared can pass float64's
             squares = np.einsum("ij,ij->i", deviations, deviations)
         self.sample.add(numbers.T)
-        for member, least, most, zero, mean, m2 in zip(
+        for member, least, most, zero, mean, m2, origin in zip(
             self.members, low.tolist(), high.tolist(), zeros.tolist(), means.tolist(),
-            squares.tolist(), strict=True,
+            squares.tolist(), origins.tolist(), strict=True,
         ):  # fmt: skip
             member.records += rows
             member.values += rows
@@ -163,7 +165,7 @@ class _Group:
             member.low = least if member.low is None else min(member.low, least)
             member.high = most if member.high is None else max(member.high, most)
             member.zeros += zero
-            member._merge_moments(rows, mean, m2)
+            member._merge_moments(rows, mean, m2, origin)
 
     def release(self, leaving: Sequence[FeatureStats]) -> None:
         """Gives each of `leaving` its column of the sample as a sample of its own; the rest go

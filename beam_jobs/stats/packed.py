@@ -23,7 +23,13 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
-from beam_jobs.stats.accumulate import FINISHED_BUCKETS, SHARES_HELD, FeatureStats, pick
+from beam_jobs.stats.accumulate import (
+    FINISHED_BUCKETS,
+    SHARES_HELD,
+    FeatureStats,
+    pick,
+    two_sum,
+)
 
 __all__ = ["PackedStats", "merge_all"]
 
@@ -216,6 +222,7 @@ def _merged_columns(parts: list[_Columns]) -> dict[str, FeatureStats]:
     top_weight = np.zeros(count, np.float64)
     binary = np.zeros(count, bool)
     finite = np.zeros(count, np.int64)
+    origin = np.zeros(count, np.float64)
     mean = np.zeros(count, np.float64)
     m2 = np.zeros(count, np.float64)
     shares: list[list[tuple[np.ndarray, np.ndarray]]] = [[] for _ in range(count)]
@@ -240,10 +247,8 @@ def _merged_columns(parts: list[_Columns]) -> dict[str, FeatureStats]:
             picked[field] = [
                 pick(choose, ours, their) for ours, their in zip(picked[field], theirs, strict=True)
             ]
-        finite, mean, m2 = _merged_moments(
-            finite, mean, m2, column("finite", np.int64), column("mean", np.float64),
-            column("m2", np.float64),
-        )  # fmt: skip
+        moments = tuple(column(f, k) for f, k in _MOMENTS)
+        finite, origin, mean, m2 = _merged_moments((finite, origin, mean, m2), moments)
         _add_shares(shares, part, row, numbers)
     first, at = parts[0], positions[0]
     merged = {}
@@ -257,25 +262,39 @@ def _merged_columns(parts: list[_Columns]) -> dict[str, FeatureStats]:
             setattr(stats, field, picked[field][i])
         stats.top_weight = float(top_weight[i])
         stats.binary = bool(binary[i])
-        stats.finite, stats.mean, stats.m2 = int(finite[i]), float(mean[i]), float(m2[i])
+        stats.finite, stats.origin = int(finite[i]), float(origin[i])
+        stats.mean, stats.m2 = float(mean[i]), float(m2[i])
         _hold_shares(stats, shares[i])
         merged[name] = stats
     return merged
 
 
-def _merged_moments(
-    finite: np.ndarray, mean: np.ndarray, m2: np.ndarray, n: np.ndarray, their_mean: np.ndarray,
-    their_m2: np.ndarray,
-) -> tuple[np.ndarray, np.ndarray, np.ndarray]:  # fmt: skip
-    """`FeatureStats._merge_moments` for every feature at once, where the other part has
-    finite numbers: the same operations in the same order, so the same doubles."""
+# A feature's moments: (field, type) of the finite numbers' count, origin, mean and m2.
+_MOMENTS = (("finite", np.int64), ("origin", np.float64), ("mean", np.float64),
+            ("m2", np.float64))  # fmt: skip
+_Moments = tuple[np.ndarray, ...]
+
+
+def _merged_moments(ours: _Moments, theirs: _Moments) -> _Moments:
+    """`FeatureStats._merge_moments` for every feature at once (each a tuple of `_MOMENTS`),
+    where the other part has finite numbers: the same operations in the same order, so the
+    same doubles."""
+    finite, origin, mean, m2 = ours
+    n, their_origin, their_mean, their_m2 = theirs
+    has = n > 0
+    origin = np.where(has & (finite == 0), their_origin, origin)  # the first one's
     with np.errstate(all="ignore"):
         total = finite + n
-        delta = their_mean - mean
+        delta = (their_origin - origin) + (their_mean - mean)
         new_mean = mean + delta * n / total
         new_m2 = m2 + (their_m2 + delta * delta * finite * n / total)
-    has = n > 0
-    return np.where(has, total, finite), np.where(has, new_mean, mean), np.where(has, new_m2, m2)
+        new_origin, new_mean = two_sum(origin, new_mean)
+    return (
+        np.where(has, total, finite),
+        np.where(has, new_origin, origin),
+        np.where(has, new_mean, mean),
+        np.where(has, new_m2, m2),
+    )
 
 
 def _add_shares(

@@ -1,5 +1,6 @@
 """Numbers are never silently different: integers beyond int64 stay text, values beyond float32
-are dead letters, numbers below its range are stored as 0 and counted (ground truth: Python's csv and json modules)."""
+are dead letters, numbers below its range are stored as 0 and counted (ground truth: Python's
+csv and json modules)."""
 
 from __future__ import annotations
 

@@ -222,8 +222,9 @@ def test_write_shards_orders_each_shard_by_its_records_and_seed(tmp_path):
 
 def test_the_same_rows_give_the_same_records_dead_letters_and_counts_as_convert(tmp_path):
     # One table of cases run through both: a whole number float32 rounds (counted), a number
-    # below its range (stored as 0, counted), a key the spec lacks (counted, never dropped unsaid), a list where one value is expected and an
-    # integer past int64 (dead letters with their reasons).
+    # below its range (stored as 0, counted), a key the spec lacks (counted, never dropped
+    # unsaid), a list where one value is expected and an integer past int64 (dead letters with
+    # their reasons).
     from support.datasets import convert
 
     rows = [{"id": i, "x": i / 4} for i in range(400)]

@@ -137,7 +137,7 @@ def test_one_number_feature_or_none_in_step_is_updated_alone():
     stats = new_stats(lists)
     update_all(stats, lists, ExampleEncoder(lists).columns(batch), batch)
     assert all(s.group is None for s in stats.values())  # list columns: each alone
-    assert (stats["b"].low, stats["b"].high, stats["b"].mean) == (3.0, 4.0, 3.5)
+    assert (stats["b"].low, stats["b"].high, stats["b"].average) == (3.0, 4.0, 3.5)
     assert isinstance(stats["a"], FeatureStats)
 
 
@@ -192,17 +192,23 @@ def test_zeros_of_either_sign_give_the_same_extremes_and_edges_in_step_or_alone(
         assert not np.signbit(finished[name].edges[finished[name].edges == 0]).any()
 
 
+@pytest.mark.parametrize("step", [1, 1024])
 @pytest.mark.parametrize("base", [4 * 10**18, 2**53 - 5000, -(9 * 10**18), 10**9])
-def test_the_spread_of_large_integers_is_that_of_exact_arithmetic(base):
-    # Ids near 4e18 that differ by 1,024: a sum of squares cancels there (41% off before).
+def test_the_spread_of_large_integers_is_that_of_exact_arithmetic(base, step):
+    # Ids near 4e18 that differ by 1 or 1,024 (float64's spacing there is 512), in batches,
+    # sorted or not, and merged across shards: moments from one origin a feature, integers
+    # shifted by it exactly (41% off, then 4e-4, before).
     import statistics
+
+    from beam_jobs.stats.packed import merge_all
 
     rng = np.random.default_rng(7)
     features = [FeatureSpec("id", "int64"), FeatureSpec("x", "float32")]
-    stats = new_stats(features)
+    shards = [new_stats(features), new_stats(features)]
     ids: list[int] = []
-    for rows in (700, 1, 300):
-        batch_ids = [base + 1024 * int(k) for k in rng.integers(0, 1000, rows)]
+    for shard, rows, ordered in ((0, 700, False), (0, 1, False), (1, 300, False), (1, 900, True)):
+        batch_ids = [base + step * int(k) for k in rng.integers(0, 1000, rows)]
+        batch_ids = sorted(batch_ids) if ordered else batch_ids
         ids += batch_ids
         batch = pa.record_batch(
             {
@@ -210,12 +216,35 @@ def test_the_spread_of_large_integers_is_that_of_exact_arithmetic(base):
                 "x": pa.array(rng.normal(size=rows), pa.float32()),
             }
         )
-        update_all(stats, features, ExampleEncoder(features).columns(batch), batch)
+        update_all(shards[shard], features, ExampleEncoder(features).columns(batch), batch)
     exact = statistics.pstdev(ids)  # Python's: exact fractions, rounded once
-    # Within a batch exact; the batches' means merge at float64's spacing there (512 near
-    # 4e18): some 1e-5 of this spread.
-    assert stats["id"].std_dev == pytest.approx(exact, rel=1e-4)
-    assert stats["id"].average == pytest.approx(statistics.fmean(ids), rel=1e-15)
+    mean = statistics.mean(ids)  # a Fraction
+    merged = merge_all([finish_all(s) for s in shards])
+    for stats in (merged, shards[0]):
+        part = ids if stats is merged else ids[:701]
+        assert stats["id"].std_dev == pytest.approx(statistics.pstdev(part), rel=1e-12)
+    assert merged["id"].std_dev == pytest.approx(exact, rel=1e-12)
+    assert merged["id"].average == float(mean)
+
+
+def test_far_apart_shards_of_large_integers_merge_exactly():
+    # Each shard's origin is its own first id (4e18 and 4e18 + 300 round to doubles 512
+    # apart): their difference is taken first, exactly (exact 150; 567 before).
+    import statistics
+
+    from beam_jobs.stats.packed import merge_all
+
+    features = [FeatureSpec("id", "int64")]
+    ids = [4 * 10**18] * 10_000 + [4 * 10**18 + 300] * 10_000
+    shards = []
+    for part in (ids[:10_000], ids[10_000:]):
+        stats = new_stats(features)
+        batch = pa.record_batch({"id": pa.array(part, pa.int64())})
+        update_all(stats, features, ExampleEncoder(features).columns(batch), batch)
+        shards.append(finish_all(stats))
+    merged = merge_all(shards)
+    assert merged["id"].std_dev == statistics.pstdev(ids) == 150.0
+    assert merged["id"].average == float(4 * 10**18 + 150)
 
 
 def test_moments_of_floats_far_from_zero_are_those_of_exact_arithmetic():
@@ -224,8 +253,8 @@ def test_moments_of_floats_far_from_zero_are_those_of_exact_arithmetic():
     from beam_jobs.stats.accumulate import moments
 
     numbers = np.array([1e15 + 0.25 * k for k in range(1000)], np.float64)
-    mean, m2 = moments(numbers)
+    mean, m2 = moments(numbers, float(numbers[0]))
     exact = [Fraction(float(v)) for v in numbers]
     exact_mean = sum(exact) / len(exact)
-    assert mean == float(exact_mean)
+    assert mean + numbers[0] == float(exact_mean)
     assert m2 == pytest.approx(float(sum((v - exact_mean) ** 2 for v in exact)), rel=1e-12)

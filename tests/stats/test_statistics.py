@@ -168,7 +168,7 @@ def test_merged_parts_equal_one_pass():
     merged = merge_all({"x": p} for p in parts)["x"]
     assert (merged.records, merged.values, merged.low, merged.high) == (
         3000, 3000, values.min(), values.max())  # fmt: skip
-    assert merged.mean == pytest.approx(values.mean(), rel=1e-15)
+    assert merged.average == pytest.approx(values.mean(), rel=1e-15)
     assert merged.std_dev == pytest.approx(values.std(), rel=1e-9)
     # The median's rank: within the sketch's 1% and the sampling's error (2,560 sampled).
     assert abs((values < merged.quantile_edges(2)[1]).mean() - 0.5) < 0.03

@@ -12,6 +12,8 @@ from beam_jobs.stats.accumulate import FeatureStats
 def _state(stats: FeatureStats) -> dict:
     """An accumulator's fields, its sample's as fields of their own."""
     state = stats.__getstate__()
+    # The mean is origin + mean: where the origin sits between them is how it was summed.
+    state["mean"] = state.pop("origin") + state["mean"]
     sample = state.pop("sample")
     if sample is not None:
         state |= {f"sample.{name}": value for name, value in sample.__getstate__().items()}
