@@ -245,13 +245,71 @@ def test_title_lines_above_the_header_name_skip_header_lines_and_following_it_is
     assert got == sorted((m, r, float(np.float32(s))) for m, r, s in rows)
 
 
-def test_trailing_commas_or_row_names_are_no_title_line(tmp_path):
-    one = tmp_path / "trailing.csv"
-    one.write_text("x\n" + "".join(f"{i},\n" for i in range(50)))
-    named = tmp_path / "rownames.csv"  # R's write.table: a name fewer than the fields
-    named.write_text('"a","b"\n' + "".join(f'"{i}",{i},{i * 2}\n' for i in range(50)))
-    for path in (one, named):
-        try:
-            convert([str(path)], tmp_path / path.stem, "--max_bad_fraction", "1")
-        except Exception as e:  # any error but the title one
-            assert "a title above the header" not in str(e)
+def test_a_header_one_name_short_of_its_rows_gets_the_name_as_pandas_reads_it(tmp_path, caplog):
+    # R's write.table with row names: the first field (quoted) has no name; a writer ending
+    # each row with a delimiter: the last. Every row converts, its values as Python's csv
+    # module reads them.
+    named = tmp_path / "rownames.csv"
+    named.write_text('"w","f"\n' + "".join(f'"{i}",{i / 4},{i * 2}\n' for i in range(1, 51)))
+    trailing = tmp_path / "trailing.csv"
+    trailing.write_text("x,t\n" + "".join(f"{i},t{i},\n" for i in range(50)))
+    manifest = convert([str(named)], tmp_path / "named")
+    assert [(f.name, f.dtype) for f in manifest.features] == [
+        ("column_1", "int64"), ("w", "float32"), ("f", "int64")]  # fmt: skip
+    assert manifest.counts.bad_records == 0
+    got = sorted((r["column_1"], r["w"], r["f"]) for r in read_all(tmp_path / "named"))
+    assert got == [(i, i / 4, i * 2) for i in range(1, 51)]
+    assert "its header holds 2 names and its rows 3 fields (R's write.table with row names)" in (
+        caplog.text
+    )
+    manifest = convert([str(trailing)], tmp_path / "trailing")
+    assert [f.name for f in manifest.features] == ["x", "t", "column_3"]
+    got = sorted((r["x"], r["t"], r["column_3"]) for r in read_all(tmp_path / "trailing"))
+    assert got == [(i, f"t{i}".encode(), []) for i in range(50)]  # missing in every row
+    assert manifest.feature("column_3").nullable and manifest.counts.bad_records == 0
+    other = tmp_path / "second.csv"  # another header: refused, as for any header
+    other.write_text('"w","g"\n"1",2,3\n')
+    with pytest.raises(DataError, match=r"second\.csv: header b'\"w\",\"g\"' differs from"):
+        convert([str(named), str(other)], tmp_path / "both")
+
+
+def test_a_count_line_above_rows_without_a_header_names_the_flags_that_read_them(tmp_path):
+    # scikit-learn's data files: `569,30,malignant,benign` above the rows, no header.
+    path = tmp_path / "wine.csv"
+    rows = [[round(0.5 + i, 2), i * 3, i % 3, i, i + 1, i + 2] for i in range(40)]
+    path.write_text("40,5,class_0,class_1\n" + "".join(",".join(map(str, r)) + "\n" for r in rows))
+    with pytest.raises(DataError) as raised:
+        convert([str(path)], tmp_path / "first")
+    names = "column_1,column_2,column_3,column_4,column_5,column_6"
+    assert str(raised.value) == (
+        f"{path}: line 1 holds 4 field(s) but the rows after it hold 6 and have no header line "
+        "(line 2 is data): is line 1 a count or a title? --skip_header_lines 1 --column_names "
+        f"{names} reads the rows (name the columns as you like)"
+    )
+    manifest = convert([str(path)], tmp_path / "out", "--skip_header_lines", "1",
+                       "--column_names", names)  # fmt: skip
+    assert manifest.counts.bad_records == 0
+    got = sorted(tuple(r[f"column_{k}"] for k in range(1, 7)) for r in read_all(tmp_path / "out"))
+    assert got == sorted((float(np.float32(r[0])), *r[1:]) for r in rows)
+
+
+@pytest.mark.parametrize(
+    ("head", "names"),
+    [
+        (b'"a","b"\n"1",2,3\n"2",4,5\n', ("column_1", "a", "b")),
+        (b"a,b\n1,2,\n3,4,\n", ("a", "b", "column_3")),
+        (b"column_1,a\n1,2,3\n", ("column_1_", "column_1", "a")),  # no name taken twice
+        (b"a,b\n1,2,3\n4,5\n6,7\n", None),  # most rows agree with the header
+        (b",a,b\n1,2,3,4\n", None),  # a blank name: the header is not R's
+        (b"1,2\n1,2,3\n", None),  # no names: data
+        (b"a,b,c\n1,2,3\n", None),
+        (b"a,b\n", None),
+    ],
+)
+def test_complete_header_adds_a_name_only_when_the_rows_agree_on_one_field_more(head, names):
+    from beam_jobs.formats.csv.header_fit import complete_header
+
+    found = complete_header("f.csv", head, ",", "utf-8")
+    assert (found and found.names) == names
+    if found is not None:
+        assert found.line == head.split(b"\n")[0]

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 import io
+import logging
 import sys
 from collections import Counter
 from collections.abc import Generator, Iterator, Sequence
@@ -24,6 +25,7 @@ from beam_jobs.formats.base import InputFormat, OnBadRow, PieceReport, ReadSetti
 from beam_jobs.formats.compressed import compression_of, open_input, read_head
 from beam_jobs.formats.csv import record_starts, small_files
 from beam_jobs.formats.csv.dialect import detect_delimiter, skip_lines
+from beam_jobs.formats.csv.header_fit import CompletedHeader, complete_header
 from beam_jobs.formats.csv.ranges import CsvSource, RangeStart, read_range
 from beam_jobs.formats.csv.source import (
     CsvSample,
@@ -38,6 +40,7 @@ from tfdata_reader.manifest import FeatureSpec
 __all__ = ["CsvFormat"]
 
 
+_log = logging.getLogger(__name__)
 _STRETCHES = 4  # stretches of a large file sampled besides its head
 
 
@@ -71,7 +74,8 @@ def _data_start(f: BinaryIO, path: str, lines: int) -> int:
 @dataclasses.dataclass(frozen=True)
 class CsvFormat(InputFormat):
     """`dialect` has its delimiter: given, or detected from the first sampled file's head
-    (`detected`)."""
+    (`detected`); `completed`: the header the first file's head showed one name short of
+    its rows (`header_fit`), which `dialect` then names as its columns."""
 
     name = "csv"
     extensions = (".csv", ".tsv")
@@ -79,6 +83,7 @@ class CsvFormat(InputFormat):
 
     dialect: Dialect = Dialect(",")
     detected: bool = False
+    completed: CompletedHeader | None = None
 
     @classmethod
     def prepare(cls, files: Sequence[InputFile], settings: ReadSettings) -> CsvFormat:
@@ -88,9 +93,26 @@ class CsvFormat(InputFormat):
             head = read_head(first, settings.sample_bytes, compression_of(first.path)).content
             body = head[skip_lines(head, dialect.skip_header_lines) or 0 :]
             dialect = dataclasses.replace(dialect, delimiter=detect_delimiter(files[0].path, body))
-        return cls(settings.kept, settings.max_record_bytes, dialect, detected)
+        completed = None
+        if dialect.has_header and files:
+            first = files[0]
+            head = read_head(first, settings.sample_bytes, compression_of(first.path)).content
+            body = head[skip_lines(head, dialect.skip_header_lines) or 0 :]
+            completed = complete_header(first.path, body, dialect.delimiter or ",",
+                                        dialect.encoding)  # fmt: skip
+        if completed is not None:
+            _log.warning("%s", completed.note)
+            dialect = dataclasses.replace(
+                dialect,
+                column_names=completed.names,
+                skip_header_lines=dialect.skip_header_lines + 1,
+            )
+        return cls(settings.kept, settings.max_record_bytes, dialect, detected, completed)
 
     def describe(self) -> str:
+        if self.completed is not None:
+            names = ",".join(self.completed.names)
+            return f"csv: {self.dialect.describe(self.detected)}: {names} (header completed)"
         return f"csv: {self.dialect.describe(self.detected)}"
 
     def counting(self) -> Counting:
@@ -102,6 +124,8 @@ class CsvFormat(InputFormat):
     def sample(self, f: InputFile, sample_bytes: int) -> Sample:
         compression = compression_of(f.path)
         head = read_head(f, sample_bytes, compression)
+        if self.completed is not None:
+            self._check_header(f.path, head.content)
         parsed = parse_sample(f.path, head.content, head.is_whole_file, self.dialect)
         stretch = max(64 << 10, sample_bytes // 8)
         if (
@@ -113,6 +137,21 @@ class CsvFormat(InputFormat):
             stretches = [parsed.texts, *_stretches(f, parsed, sample_bytes, stretch)]
             parsed = dataclasses.replace(parsed, texts=pa.concat_tables(stretches))
         return Sample(f.path, parsed.table, len(parsed.data) * head.stored_per_byte, data=parsed)
+
+    def _check_header(self, path: str, head: bytes) -> None:
+        """Raises DataError when a file's header line (skipped, as the dialect has names) is not
+        the first file's, whose names the conversion completed."""
+        assert self.completed is not None
+        lines = self.dialect.skip_header_lines
+        start = skip_lines(head, lines - 1) or 0
+        end = skip_lines(head, lines)
+        line = head[start : len(head) if end is None else end].rstrip(b"\r\n")
+        if line != self.completed.line:
+            raise DataError(
+                f"{path}: header {line[:200]!r} differs from the first file's "
+                f"{self.completed.line[:200]!r}; all inputs of one conversion need the same "
+                "columns"
+            )
 
     def infer_features(
         self, samples: Sequence[Sample], overrides: Sequence[FeatureSpec]

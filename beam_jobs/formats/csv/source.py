@@ -257,9 +257,19 @@ def _refuse_title_lines(path: str, head: bytes, dialect: Dialect) -> None:
         return
     first = next(i for i in at if len(read[i]) == rows)
     names = [f.strip() for f in read[first] if f.strip()]
+    skip = dialect.skip_header_lines + first
+    if names and looks_like_data(names) and all(read[i][-1].strip() for i in at[1:6]):
+        # Rows right below, no header for them (scikit-learn's `569,30,malignant,benign`
+        # above its rows: a count line). Trailing delimiters would leave the last field empty.
+        generated = ",".join(f"column_{k}" for k in range(1, rows + 1))
+        raise DataError(
+            f"{path}: line {dialect.skip_header_lines + 1} holds {counts[0]} field(s) but the "
+            f"rows after it hold {rows} and have no header line (line {skip + 1} is data): is "
+            f"line {dialect.skip_header_lines + 1} a count or a title? --skip_header_lines "
+            f"{skip} --column_names {generated} reads the rows (name the columns as you like)"
+        )
     if not names or looks_like_data(names):
         return  # no header below: the rows hold more fields than the header (trailing commas)
-    skip = dialect.skip_header_lines + first
     raise DataError(
         f"{path}: line {dialect.skip_header_lines + 1} holds {counts[0]} field(s) but most "
         f"lines after it hold {rows}: a title above the header? --skip_header_lines {skip} "
