@@ -89,6 +89,7 @@ def _convert(argv: list[str]) -> int:
         ignored_fields_note,
         missing_label_note,
         null_markers_note,
+        short_rows_note,
         summarize_run,
     )
 
@@ -115,6 +116,7 @@ def _convert(argv: list[str]) -> int:
             *missing_label_note(manifest),
             *float32_changes_note(manifest),
             *null_markers_note(manifest),
+            *short_rows_note(manifest),
         ]
         print("\n".join([summarize_run(manifest, elapsed), *notes]))
         if manifest.counts.bad_records:

@@ -218,6 +218,8 @@ def check_output(
             continue
         try:
             if header is not None:
+                if len(row) < len(features):  # missing trailing fields: missing (pandas' rule)
+                    row = [*row, *[""] * (len(features) - len(row))]
                 if len(row) != len(features):
                     check.problems.append(f"line {line}: {len(row)} cells, not in the dead letter")
                     continue

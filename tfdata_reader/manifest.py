@@ -152,6 +152,8 @@ class Counts:
       float32_stored_as_zero: by float32 feature, numbers below float32's range (1e-50),
         stored as 0.
       null_markers: by feature, cells read as missing for holding a marker (`NA`, `NULL`).
+      short_rows: by input file, CSV rows with fewer fields than the header, read with their
+        missing trailing fields missing.
     """
 
     records_read: int | None = None
@@ -163,6 +165,7 @@ class Counts:
     float32_rounded_integers: dict[str, int] = dataclasses.field(default_factory=dict)
     float32_stored_as_zero: dict[str, int] = dataclasses.field(default_factory=dict)
     null_markers: dict[str, int] = dataclasses.field(default_factory=dict)
+    short_rows: dict[str, int] = dataclasses.field(default_factory=dict)
 
     @property
     def recorded(self) -> bool:
@@ -211,6 +214,7 @@ _COUNT_MAPS = (
     "float32_rounded_integers",
     "float32_stored_as_zero",
     "null_markers",
+    "short_rows",
 )
 
 

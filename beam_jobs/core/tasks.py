@@ -148,6 +148,8 @@ class WrittenShard:
     zeroed_numbers: dict[str, int] = dataclasses.field(default_factory=dict)
     # Cells read as missing for holding a missing-value marker (NA, NULL), by feature.
     null_markers: dict[str, int] = dataclasses.field(default_factory=dict)
+    # CSV rows with fewer fields than the header (missing trailing fields), by input file.
+    short_rows: dict[str, int] = dataclasses.field(default_factory=dict)
     # A GZIP part of a shard: its member's bytes up to its sync flush and their CRC32C, the
     # CRC-32 and length of its framed records (`codec.gzip_member.OpenMember`), for joining
     # parts into one member.

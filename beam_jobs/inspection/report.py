@@ -22,6 +22,7 @@ __all__ = [
     "ignored_fields_note",
     "missing_label_note",
     "null_markers_note",
+    "short_rows_note",
     "summarize_run",
 ]
 
@@ -165,6 +166,20 @@ def float32_changes_note(manifest: Manifest) -> list[str]:
             "dtype bytes in a --schema file"
         )
     return notes
+
+
+def short_rows_note(manifest: Manifest) -> list[str]:
+    """A warning naming the CSV files whose rows held fewer fields than the header."""
+    found = manifest.counts.short_rows
+    if not found:
+        return []
+    shown = ", ".join(f"{k} ({n:,})" for k, n in list(found.items())[:5])
+    more = f", and {len(found) - 5} more files" if len(found) > 5 else ""
+    return [
+        f"warning: {sum(found.values()):,} rows held fewer fields than the header and were read "
+        f"with their missing trailing fields as missing values, as pandas reads them: {shown}"
+        f"{more} (a row cut short by a damaged file would be among them)"
+    ]
 
 
 def _by_feature(counts: dict[str, int]) -> str:

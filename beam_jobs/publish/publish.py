@@ -133,6 +133,7 @@ def build_manifest(
     rounded = sum_counts(w.rounded_integers for w in written)
     zeroed = sum_counts(w.zeroed_numbers for w in written)
     markers = sum_counts(w.null_markers for w in written)
+    short = sum_counts(w.short_rows for w in written)
     return Manifest(
         shards=[
             ShardInfo(
@@ -156,6 +157,7 @@ def build_manifest(
             float32_rounded_integers=rounded,
             float32_stored_as_zero=zeroed,
             null_markers=markers,
+            short_rows=short,
         ),
         dead_letter=_dead_letter_names(ordered, generation),
         created=datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),

@@ -145,6 +145,7 @@ def merged_tallies(
         rounded_integers=sum_counts(p.rounded_integers for p in parts),
         zeroed_numbers=sum_counts(p.zeroed_numbers for p in parts),
         null_markers=sum_counts(p.null_markers for p in parts),
+        short_rows=sum_counts(p.short_rows for p in parts),
         rows_read=sum(p.rows_read for p in parts),
         label_values=tuple(sorted({v for p in parts for v in p.label_values})),
         stats=stats,

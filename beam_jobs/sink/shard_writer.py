@@ -327,6 +327,7 @@ class WriteShardFn(beam.DoFn):
                 output.changes.zeroed, (r.zeroed_numbers for r in reports) if first else ()
             ),
             null_markers=self._renamed(r.null_markers for r in reports) if first else {},
+            short_rows=sum_counts(r.short_rows for r in reports) if first else {},
             member=writer.member,
             runs=writer.runs if isinstance(writer, RunSink) else (),
         )

@@ -21,7 +21,7 @@ def dirty_csv(tmp_path):
         if i == 100:
             rows.append(b"5000,1.5,extra,column\n")
         if i == 200:
-            rows.append(b"5001,2.5\n")
+            rows.append(b"5001,2.5,a,b,c\n")
         if i == 300:
             rows.append(b"5002,not a number,x\n")
         if i == 400:
@@ -64,8 +64,8 @@ def test_good_rows_are_converted_and_bad_rows_dead_lettered(dirty_csv, tmp_path)
             None,
             json.dumps({"id": "5002", "score": "not a number", "name": "x"}),
         ),
-        ("expected 3 columns, got 2", "5001,2.5", "null"),
         ("expected 3 columns, got 4", "5000,1.5,extra,column", "null"),
+        ("expected 3 columns, got 5", "5001,2.5,a,b,c", "null"),
     ]
     assert {d["file"] for d in letters} == {str(dirty_csv)}
     data = dirty_csv.read_bytes()
@@ -76,7 +76,7 @@ def test_good_rows_are_converted_and_bad_rows_dead_lettered(dirty_csv, tmp_path)
     assert all(data[offset:].startswith(text.encode()) for offset, text in starts.items())
     # Header on line 1, row i on line i + 2, each bad row after the rows before it.
     lines = {d.get("raw") or d["cells"]["id"]: d["line"] for d in letters}
-    assert lines == {"5000,1.5,extra,column": 103, "5001,2.5": 204, "5002": 305, "5003": 406}
+    assert lines == {"5000,1.5,extra,column": 103, "5001,2.5,a,b,c": 204, "5002": 305, "5003": 406}
     assert sorted(p.name for p in (out / "dead_letter").iterdir()) == sorted(
         name.split("/")[1] for name in manifest.dead_letter
     )
@@ -111,7 +111,7 @@ def test_cli_exit_code_and_summary(dirty_csv, tmp_path, capsys):
     first_bad_rows = [
         f"first bad rows (all of them are in {out}/dead_letter/):",
         f"  {dirty_csv}:103: expected 3 columns, got 4",
-        f"  {dirty_csv}:204: expected 3 columns, got 2",
+        f"  {dirty_csv}:204: expected 3 columns, got 5",
         f"  {dirty_csv}:305: column 'score' (float32): Failed to parse string: 'not a number' "
         "as a scalar of type double",
         f"  {dirty_csv}:406: column 'name' (bytes): not UTF-8 text; pass --encoding with the "

@@ -313,3 +313,39 @@ def test_complete_header_adds_a_name_only_when_the_rows_agree_on_one_field_more(
     assert (found and found.names) == names
     if found is not None:
         assert found.line == head.split(b"\n")[0]
+
+
+def test_rows_with_fewer_fields_read_their_missing_fields_as_missing_as_pandas_does(tmp_path):
+    # A writer that leaves out trailing empty fields (statsmodels' arima212_forecast.csv):
+    # every row in its place, the short ones counted by file and named in the summary.
+    import pandas as pd
+
+    from beam_jobs.inspection.report import short_rows_note
+
+    path = tmp_path / "forecast.csv"
+    lines = ["dates,cpi,predict,stderr"]
+    for i in range(30_000):
+        lines.append([f"d{i},{i}.5,{i}.25,0.5", f"d{i},{i}.5,", f"d{i},{i}.5", f"d{i}"][i % 4])
+    path.write_text("\n".join(lines) + "\n")
+    out = tmp_path / "out"
+    manifest = convert([str(path)], out, "--order", "input", "--target_shard_bytes", "256KiB")
+    assert len(manifest.shards) > 1 and manifest.counts.bad_records == 0
+    assert manifest.counts.short_rows == {str(path): 22_500}
+    assert "warning: 22,500 rows held fewer fields than the header" in short_rows_note(manifest)[0]
+    frame = pd.read_csv(path, dtype={"dates": str})
+    got = _in_shard_order(out, manifest)
+    assert [r.feature["dates"].bytes_list.value[0].decode() for r in got] == frame["dates"].tolist()
+    for column in ("cpi", "predict", "stderr"):
+        want = [[] if pd.isna(v) else [float(np.float32(v))] for v in frame[column]]
+        assert [list(r.feature[column].float_list.value) for r in got] == want, column
+
+
+def _in_shard_order(out, manifest):
+    """Each record's features, shard after shard in the manifest's order."""
+    import tensorflow as tf
+
+    records = []
+    for shard in manifest.shards:
+        for data in tf.data.TFRecordDataset(str(out / shard.path)).as_numpy_iterator():
+            records.append(tf.train.Example.FromString(data).features)
+    return records

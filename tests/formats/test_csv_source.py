@@ -5,7 +5,7 @@ import pytest
 from beam_jobs.core.bad_rows import BadRow
 from beam_jobs.core.errors import DataError
 from beam_jobs.formats.csv.markers import column_markers
-from beam_jobs.formats.csv.ranges import CsvSource, RangeStart, read_range
+from beam_jobs.formats.csv.ranges import CsvSource, RangeStart, RangeTally, read_range
 from beam_jobs.formats.csv.source import infer_features, parse_sample
 from beam_jobs.formats.lines.layout import Dialect
 from tfdata_reader.manifest import FeatureSpec
@@ -111,7 +111,7 @@ def test_read_range_sets_aside_rows_of_the_wrong_type():
 
 def test_read_range_sets_aside_malformed_rows_and_bad_utf8():
     batches, bad = _read(b"a,b\n1,x,9\n2,\xff\xfe\n3\n4,ok\n")
-    assert batches == [{"a": [4], "b": ["ok"]}]
+    assert batches == [{"a": [3, 4], "b": [None, "ok"]}]  # a short row: its last field missing
     # In file order, each with the offset where its row starts.
     assert [b.to_json() for b in bad] == [
         {
@@ -134,16 +134,41 @@ def test_read_range_sets_aside_malformed_rows_and_bad_utf8():
             "cp1254 reads 'ÿş')",
             "cells": {"a": "2", "b": {"base64": "//4="}},
         },
-        {
-            "file": "in/a.csv",
-            "line": None,  # numbered by the writer, from the cut counts
-            "byte_offset": 15,
-            "byte_range": [0, 22],
-            "row_in_range": None,
-            "reason": "expected 2 columns, got 1",
-            "raw": "3",
-        },
     ]
+
+
+def test_short_rows_are_read_in_their_place_and_bad_rows_after_them_keep_their_offsets(
+    monkeypatch,
+):
+    # Short rows (pandas: missing trailing fields) among well-formed, over-long and mistyped
+    # rows, in batches of a few rows: file order kept, each bad row at its own offset.
+    rows = [b"a,b,c"]
+    for i in range(60):
+        rows.append([b"%d,x%d,%d" % (i, i, i), b"%d" % i, b"%d,y%d" % (i, i),
+                     b"%d,z,1,2" % i, b"q%d,w,3" % i][i % 5])  # fmt: skip
+    data = b"\n".join(rows) + b"\n"
+    expected = []
+    for i in range(60):
+        expected += [[(i, f"x{i}", i)], [(i, None, None)], [(i, f"y{i}", None)], [], []][i % 5]
+    features = (FeatureSpec("a", "int64"), FeatureSpec("b", "bytes"), FeatureSpec("c", "int64"))
+    for block in (1 << 20, 64):  # one batch, or a batch every few rows
+        monkeypatch.setattr("beam_jobs.formats.csv.ranges.block_bytes", lambda _, b=block: b)
+        bad = []
+        tally = RangeTally()
+        source = CsvSource("in/s.csv", features)
+        read = read_range(
+            io.BytesIO(data), source, 0, len(data), bad.append, RangeStart(header=True), tally
+        )
+        got = [b.to_pydict() for b in read]
+        assert len(got) == 1 if block > 64 else len(got) > 5
+        assert tally.short_rows == {"in/s.csv": 24}
+        flat = [(a, b, c) for batch in got
+                for a, b, c in zip(batch["a"], batch["b"], batch["c"], strict=True)]  # fmt: skip
+        assert flat == expected
+        starts = [sum(len(r) + 1 for r in rows[:k]) for k in range(len(rows))]
+        assert [b.offset for b in bad] == [starts[1 + i] for i in range(60) if i % 5 >= 3]
+        assert [b.reason.split(":")[0] for b in bad][:2] == [
+            "expected 3 columns, got 4", "column 'a' (int64)"]  # fmt: skip
 
 
 def test_bad_rows_get_exact_offsets_past_blank_lines_quoted_newlines_and_other_bad_rows():
@@ -153,7 +178,7 @@ def test_bad_rows_get_exact_offsets_past_blank_lines_quoted_newlines_and_other_b
     assert batches == [{"a": [1, 4], "b": ["x", "ok"]}]
     assert [(b.offset, b.reason[:22]) for b in bad] == [
         (data.index(b'"q'), "column 'a' (int64): Fa"),
-        (data.index(b"bad"), "expected 2 columns, go"),
+        (data.index(b"bad"), "column 'a' (int64): Fa"),  # short: read, then mistyped
         (data.index(b"zz"), "column 'a' (int64): Fa"),
         (data.index(b"7,8,9"), "expected 2 columns, go"),
         (data.index(b"yy"), "column 'a' (int64): Fa"),

@@ -7,7 +7,6 @@ from __future__ import annotations
 import csv
 import json
 import pathlib
-from collections import Counter
 
 import numpy as np
 import pytest
@@ -15,7 +14,7 @@ from support.datasets import convert, read_all
 
 from beam_jobs.core.inputs import Piece
 from beam_jobs.formats.csv import small_files
-from beam_jobs.formats.csv.ranges import CsvSource
+from beam_jobs.formats.csv.ranges import CsvSource, RangeTally
 from beam_jobs.formats.lines.layout import Dialect
 from tfdata_reader.manifest import FeatureSpec
 
@@ -56,8 +55,7 @@ def _read_joined(tmp_path: pathlib.Path, texts: list[bytes]):
         path = tmp_path / f"p{i}.csv"
         path.write_bytes(text)
         pieces.append(_piece(str(path), len(text)))
-    markers: Counter[str] = Counter()
-    got = small_files.read_joined(pieces, lambda p: CsvSource(p, _FEATURES), markers)
+    got = small_files.read_joined(pieces, lambda p: CsvSource(p, _FEATURES), RangeTally())
     if got is None:
         return None
     return [(pathlib.Path(p.path).name, b.column("id").to_pylist()) for p, b in got]
@@ -112,7 +110,8 @@ def test_many_small_files_convert_as_when_read_one_by_one(tmp_path, monkeypatch)
         1: "3,c,2\r\n\r\n4,d,3",
         3: '5,"say ""hi""",4\n',
         5: "6,e,not a number\n7,f,5\n",  # a bad value: its group is read one by one
-        6: "8,g\n9,h,6\n",  # a ragged row
+        6: "8,g,1,2\n9,h,6\n",  # a row of more fields than the header: a dead letter
+        7: "11,i\n12,j,7\n",  # a short row: its score missing (its group is read one by one)
         9: '10,"open,7\n',  # a quote left open at the end of its file
     }
     for i in range(14):
@@ -153,7 +152,9 @@ def test_many_small_files_convert_as_when_read_one_by_one(tmp_path, monkeypatch)
     expected.sort(key=lambda r: int(r["id"]))
     assert [r["id"] for r in got] == [int(r["id"]) for r in expected]
     assert [r["name"].decode() for r in got] == [r["name"] for r in expected]
-    assert [r["score"] for r in got] == [float(np.float32(r["score"])) for r in expected]
+    scores = [r["score"] for r in expected]  # None: a short row's missing field
+    assert [r["score"] for r in got] == [[float(np.float32(v))] if v else [] for v in scores]
+    assert None in scores and joined.counts.short_rows == {str(inputs / "part-07.csv"): 1}
 
 
 _CELLS = ["plain", "", '"quoted, comma"', '"two\nlines"', '"say ""hi"""', '""', "12", '"x\r\n"']

@@ -31,7 +31,8 @@ def _convert(src, out, *flags: str) -> None:
 
 @pytest.fixture(scope="module")
 def dataset(tmp_path_factory):
-    """A CSV with bad rows (wrong column counts), hostile text, and two splits, converted."""
+    """A CSV with bad rows (too many columns, a mistyped value), hostile text, and two splits,
+    converted."""
     folder = tmp_path_factory.mktemp("report")
     src = folder / "in.csv"
     with open(src, "w", newline="") as f:
@@ -40,7 +41,7 @@ def dataset(tmp_path_factory):
         for i in range(400):
             city = ["Oslo", "<script>alert(1)</script>", "Zürich", ""][i % 4]
             writer.writerow([i, "" if i % 10 == 0 else i / 4, city])
-        f.write("400,1.0\n401,2.0,Oslo,extra\n402\n")  # three bad rows
+        f.write("400,x,Oslo\n401,2.0,Oslo,extra\n402,1,2,3,4\n")  # three bad rows
     out = folder / "out"
     _convert(src, out, "--splits=train=3,eval=1", "--num_shards=2", "--max_bad_fraction=0.1")
     return out
@@ -116,7 +117,7 @@ def test_the_page_renders_in_chromium(dataset, tmp_path):
     assert f"{manifest.total_records:,}" in text
     for split, summary in manifest.split_summary().items():
         assert f"{split}: {summary['records']:,} records" in text
-    assert len(data.reasons) >= 2  # too few and too many columns
+    assert len(data.reasons) >= 2  # a mistyped value and too many columns
     for reason in data.reasons:
         assert reason.reason in text
         assert reason.examples[0].split("  ")[0] in text  # file:line of its first row

@@ -69,7 +69,7 @@ def test_convert_runs_the_conversion_the_command_runs(tmp_path):
 def test_convert_raises_the_typed_errors(tmp_path):
     with pytest.raises(UsageError, match="--compression must be one of"):
         convert(str(tmp_path / "x.csv"), str(tmp_path / "out"), compression="zip")
-    (tmp_path / "bad.csv").write_text("a,b\n1,2\n3\n" + "4,5\n" * 10)
+    (tmp_path / "bad.csv").write_text("a,b\n1,2\n3,4,5\n" + "4,5\n" * 10)
     with pytest.raises(DataError):
         convert(str(tmp_path / "bad.csv"), str(tmp_path / "out"), max_bad_fraction=0.0,
                 pipeline_options=_QUIET)  # fmt: skip

@@ -13,7 +13,6 @@ import dataclasses
 import io
 import logging
 import sys
-from collections import Counter
 from collections.abc import Generator, Iterator, Sequence
 from typing import BinaryIO
 
@@ -26,7 +25,7 @@ from beam_jobs.formats.compressed import compression_of, open_input, read_head
 from beam_jobs.formats.csv import record_starts, small_files
 from beam_jobs.formats.csv.dialect import detect_delimiter, skip_lines
 from beam_jobs.formats.csv.header_fit import CompletedHeader, complete_header
-from beam_jobs.formats.csv.ranges import CsvSource, RangeStart, read_range
+from beam_jobs.formats.csv.ranges import CsvSource, RangeStart, RangeTally, read_range
 from beam_jobs.formats.csv.source import (
     CsvSample,
     infer_features,
@@ -185,17 +184,17 @@ class CsvFormat(InputFormat):
     ) -> Iterator[tuple[Piece, pa.RecordBatch]]:
         """Runs of small whole files in one parse each (`small_files`); the rest, and a run
         that does not read clean, piece by piece."""
-        markers: Counter[str] = Counter()
+        tally = RangeTally()
         for group in small_files.groups(pieces, self.dialect):
             read = None
             if len(group) > 1:
-                read = small_files.read_joined(group, lambda p: self._source(p, features), markers)
+                read = small_files.read_joined(group, lambda p: self._source(p, features), tally)
             if read is None:
                 yield from super().read_pieces(group, features, on_bad_row, cut_counts, reports)
             else:
                 yield from read
-        if markers:
-            reports.append(PieceReport(null_markers=dict(markers)))
+        if tally.markers or tally.short_rows:
+            reports.append(tally.report())
 
     def read_piece(
         self,
@@ -204,9 +203,9 @@ class CsvFormat(InputFormat):
         on_bad_row: OnBadRow,
         cut_counts: CutCounts | None = None,
     ) -> Generator[pa.RecordBatch, None, PieceReport]:
-        markers: Counter[str] = Counter()
-        yield from self._read_piece(piece, features, on_bad_row, cut_counts, markers)
-        return PieceReport(null_markers=dict(markers))
+        tally = RangeTally()
+        yield from self._read_piece(piece, features, on_bad_row, cut_counts, tally)
+        return tally.report()
 
     def _read_piece(
         self,
@@ -214,7 +213,7 @@ class CsvFormat(InputFormat):
         features: Sequence[FeatureSpec],
         on_bad_row: OnBadRow,
         cut_counts: CutCounts | None,
-        markers: Counter[str],
+        tally: RangeTally,
     ) -> Iterator[pa.RecordBatch]:
         compression = compression_of(piece.path)
         lines = self.dialect.skip_header_lines
@@ -224,9 +223,7 @@ class CsvFormat(InputFormat):
             data_start = _data_start(f, piece.path, lines)
             if compression:
                 begins = RangeStart(self.dialect.has_header, 1 + lines)
-                yield from read_range(
-                    f, source, data_start, sys.maxsize, on_bad_row, begins, markers
-                )
+                yield from read_range(f, source, data_start, sys.maxsize, on_bad_row, begins, tally)
                 return
             counts = cut_counts or CutCounts()
             size = piece.file_size
@@ -245,4 +242,4 @@ class CsvFormat(InputFormat):
                 f.seek(piece.start)
                 first_line += f.read(start - piece.start).count(b"\n")
                 begins = RangeStart(start == data_start and self.dialect.has_header, first_line)
-                yield from read_range(f, source, start, end, on_bad_row, begins, markers)
+                yield from read_range(f, source, start, end, on_bad_row, begins, tally)

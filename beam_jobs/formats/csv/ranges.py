@@ -17,9 +17,11 @@ import pyarrow.csv as pcsv
 
 from beam_jobs.core.bad_rows import BadRow, as_text
 from beam_jobs.core.errors import DataError
+from beam_jobs.formats.base import PieceReport
 from beam_jobs.formats.csv.bad_rows import place_bad_rows
 from beam_jobs.formats.csv.casting import cells, typed_batch
 from beam_jobs.formats.csv.record_starts import nonempty_record_starts
+from beam_jobs.formats.csv.short_rows import ShortRows
 from beam_jobs.formats.csv.source import (
     UNHANDLED_ROW,
     blank_lines_are_records,
@@ -32,7 +34,7 @@ from beam_jobs.formats.lines.layout import Dialect
 from beam_jobs.formats.lines.quotes import FILE_START, QuoteScanner
 from tfdata_reader.manifest import FeatureSpec
 
-__all__ = ["CsvSource", "RangeStart", "block_bytes", "read_range"]
+__all__ = ["CsvSource", "RangeStart", "RangeTally", "block_bytes", "read_range"]
 
 _BLOCK_SIZE = 1 << 20
 _MAX_BLOCK_SIZE = 16 << 20
@@ -196,6 +198,19 @@ class RangeStart:
     first_line: int | None = None
 
 
+@dataclasses.dataclass
+class RangeTally:
+    """What reading ranges counted (once per row or cell, however many passes a range
+    takes): by column, the cells read as missing for holding a marker; by file, the rows
+    with fewer fields than the header, their missing fields read as missing (`short_rows`)."""
+
+    markers: Counter[str] = dataclasses.field(default_factory=Counter)
+    short_rows: Counter[str] = dataclasses.field(default_factory=Counter)
+
+    def report(self) -> PieceReport:
+        return PieceReport(null_markers=dict(self.markers), short_rows=dict(self.short_rows))
+
+
 def read_range(
     f: BinaryIO,
     source: CsvSource,
@@ -203,12 +218,13 @@ def read_range(
     end: int,
     on_bad_row: Callable[[BadRow], None],
     begins: RangeStart = RangeStart(),
-    markers: Counter[str] | None = None,
+    tally: RangeTally | None = None,
 ) -> Iterator[pa.RecordBatch]:
     """Reads the records in bytes [start, end) of a CSV file as Arrow batches.
 
-    Rows with the wrong number of columns, values that are not of their column's type, and text
-    that is not UTF-8 are passed to `on_bad_row` and left out; every other row is yielded. So is
+    Rows with more columns than the header, values that are not of their column's type, and
+    text that is not UTF-8 are passed to `on_bad_row` and left out; every other row is yielded,
+    a row with fewer columns with its missing trailing fields missing (`short_rows`). So is
     the last row of a file when it opens a quoted field that never closes. When such a row
     spans several lines, pyarrow would swallow them all into one value: that is a `DataError`
     naming the line, not one bad row.
@@ -225,8 +241,7 @@ def read_range(
       end: a record start (or the file size) after `start`.
       on_bad_row: called once per row that is left out.
       begins: whether `start` is the header line's, and the line it is on (for messages).
-      markers: counts, by column, the cells read as missing for holding a marker (once per
-        cell, however many passes a range takes).
+      tally: counts markers and short rows (`RangeTally`).
 
     Raises:
       DataError: naming the file and the byte range, for a header that differs from the
@@ -248,7 +263,7 @@ def read_range(
             f.seek(bad_start)
             raw = f.read(min(bad_end - bad_start, 2 * max_record_bytes)).rstrip(b"\r\n")
             reason = f"expected {e.expected} columns, got {e.got}"
-            read = functools.partial(read_range, f, source, markers=markers)
+            read = functools.partial(read_range, f, source, tally=tally)
             before = read(start, bad_start, on_bad_row, begins) if bad_start > start else ()
             for batch in before:
                 if yielded >= batch.num_rows:
@@ -277,8 +292,8 @@ def read_range(
             continue
         for bad in reader.bad_rows():
             on_bad_row(bad)
-        if markers is not None:
-            markers.update(reader.markers)
+        if tally is not None:
+            reader.count_into(tally)
         return
 
 
@@ -332,8 +347,20 @@ class _RangeReader:
         self._malformed: list[tuple[BadRow, int | None]] = []  # with pyarrow's record number
         self._typed: list[BadRow] = []
         self.markers: Counter[str] = Counter()  # cells read as missing, by column
+        names = [feature.name for feature in source.features]
+        self.short = ShortRows(names, source.delimiter, begins.header)
+        self._well_formed = 0  # rows pyarrow gave so far
 
     def _on_malformed(self, row: pcsv.InvalidRow) -> str:
+        if (
+            row.number is not None
+            and 0 < row.actual_columns < row.expected_columns
+            and row.text.count('"') % 2 == 0  # not a quote left open to the end of the file
+        ):
+            # Read with its missing trailing fields missing (`short_rows`), in its place.
+            missing = row.expected_columns - row.actual_columns
+            self.short.add(row.number, row.text, missing, len(self._malformed))
+            return "skip"
         reason = f"expected {row.expected_columns} columns, got {row.actual_columns}"
         bad = BadRow(self._path, self._start, self._end, reason, None, {"raw": as_text(row.text)})
         self._malformed.append((bad, row.number))
@@ -435,10 +462,20 @@ class _RangeReader:
         for raw in reader:
             if header != names:
                 raw = pa.RecordBatch.from_arrays(raw.columns, names)
+            if self.short.held:
+                raw = self._with_short_rows(raw)
+            else:
+                self._well_formed += raw.num_rows
             if raw.num_rows:
                 if pending is not None and (batch := self._typed_rows(pending)).num_rows:
                     yield batch
                 pending = raw
+        if self.short.held:  # after the last well-formed row (or with none)
+            rest = self.short.merged(None, self._well_formed)
+            assert rest is not None
+            if pending is not None and (batch := self._typed_rows(pending)).num_rows:
+                yield batch
+            pending = rest
         window.scanner.finish()
         if pending is not None and window.scanner.in_quotes:
             _refuse_a_swallowing_row(
@@ -447,6 +484,19 @@ class _RangeReader:
             pending = self._unterminated_last_row(pending)
         if pending is not None and (batch := self._typed_rows(pending)).num_rows:
             yield batch
+
+    def count_into(self, tally: RangeTally) -> None:
+        """Adds what this pass counted (the range's last pass: once per row or cell)."""
+        tally.markers.update(self.markers)
+        if self.short.count:
+            tally.short_rows[self._path] += self.short.count
+
+    def _with_short_rows(self, raw: pa.RecordBatch) -> pa.RecordBatch:
+        """`raw` with the short rows among (or right after) its rows."""
+        merged = self.short.merged(raw, self._well_formed)
+        self._well_formed += raw.num_rows
+        assert merged is not None
+        return merged
 
     def _read_error(self, e: pa.ArrowInvalid) -> Exception:
         if "straddl" in str(e):

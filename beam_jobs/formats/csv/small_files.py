@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import dataclasses
 import io
-from collections import Counter
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
@@ -27,7 +26,7 @@ import pyarrow as pa
 from beam_jobs.core.errors import DataError
 from beam_jobs.core.inputs import Piece, reading_input
 from beam_jobs.formats.compressed import compression_of, open_input
-from beam_jobs.formats.csv.ranges import CsvSource, RangeStart, read_range
+from beam_jobs.formats.csv.ranges import CsvSource, RangeStart, RangeTally, read_range
 from beam_jobs.formats.lines.layout import Dialect
 from beam_jobs.formats.lines.quotes import QuoteScanner
 
@@ -117,7 +116,7 @@ def _split(piece: Piece, data: bytes, source: CsvSource) -> _File | None:
 def read_joined(
     pieces: Sequence[Piece],
     source: Callable[[str], CsvSource],
-    markers: Counter[str],
+    tally: RangeTally,
 ) -> list[tuple[Piece, pa.RecordBatch]] | None:
     """Each file's rows (files without rows left out), read in one parse; None when the group
     does not read clean and must be read file by file. `source`: the CsvSource of a path.
@@ -135,14 +134,15 @@ def read_joined(
         files.append(joined)
     text = files[0].header + b"".join(f.body for f in files)
     bad: list[Any] = []
-    found: Counter[str] = Counter()
+    found = RangeTally()
     try:
         batches = list(read_range(io.BytesIO(text), source(pieces[0].path), 0, len(text),
                                   bad.append, RangeStart(True, 1), found))  # fmt: skip
     except (DataError, pa.ArrowException, ValueError):  # said again when read one by one
         return None
     rows = sum(b.num_rows for b in batches)
-    if bad or rows != sum(f.records for f in files) or not batches:
+    if bad or found.short_rows or rows != sum(f.records for f in files) or not batches:
+        # Said again when read one by one, where short rows are counted by their file.
         return None
     table = pa.Table.from_batches(batches).combine_chunks()
     dealt, offset = [], 0
@@ -150,5 +150,5 @@ def read_joined(
         if f.records:
             dealt.append((f.piece, table.slice(offset, f.records).to_batches()[0]))
         offset += f.records
-    markers.update(found)
+    tally.markers.update(found.markers)
     return dealt
