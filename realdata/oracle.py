@@ -200,6 +200,19 @@ def _dead_lines(folder: pathlib.Path, manifest: dict) -> dict[int, str]:
     return lines
 
 
+def _expected_row(row: Any, features: Sequence[dict], csv_cells: bool) -> tuple:
+    """The values a row's record holds: CSV cells by position (missing trailing fields are
+    missing, pandas' rule), or a JSON object's by key. Raises ValueError for a row that
+    converts to no record."""
+    if not csv_cells:
+        return tuple(_expected_json(row.get(f["name"]), f) for f in features)
+    if len(row) < len(features):
+        row = [*row, *[""] * (len(features) - len(row))]
+    if len(row) != len(features):
+        raise ValueError(f"{len(row)} cells")
+    return tuple(_expected_csv(c, f) for c, f in zip(row, features, strict=True))
+
+
 def check_output(
     folder: pathlib.Path,
     header: Sequence[str] | None,
@@ -217,15 +230,7 @@ def check_output(
             check.dead += 1
             continue
         try:
-            if header is not None:
-                if len(row) < len(features):  # missing trailing fields: missing (pandas' rule)
-                    row = [*row, *[""] * (len(features) - len(row))]
-                if len(row) != len(features):
-                    check.problems.append(f"line {line}: {len(row)} cells, not in the dead letter")
-                    continue
-                key = tuple(_expected_csv(c, f) for c, f in zip(row, features, strict=True))
-            else:
-                key = tuple(_expected_json(row.get(f["name"]), f) for f in features)
+            key = _expected_row(row, features, csv_cells=header is not None)
         except (ValueError, TypeError) as e:
             check.problems.append(f"line {line}: not in the dead letter, yet {e}")
             continue
