@@ -20,7 +20,7 @@ from apache_beam.io.filesystems import FileSystems
 
 from beam_jobs.core.errors import DataError
 from beam_jobs.core.inputs import InputFile
-from beam_jobs.core.paths import split_member
+from beam_jobs.core.paths import is_local, split_member
 
 # The suffixes `compressed` decompresses (named here: that module builds on this one; a test
 # holds the two lists together).
@@ -85,6 +85,7 @@ def list_members(archive: InputFile) -> list[InputFile]:
             f"{archive.path}!{packed[0]}: a compressed file inside a ZIP archive is not read; "
             "unzip the archive first"
         )
+    _refuse_clashing_files(archive.path, names)
     return [
         InputFile(
             f"{archive.path}!{info.filename}",
@@ -95,6 +96,20 @@ def list_members(archive: InputFile) -> list[InputFile]:
         )
         for info in wanted
     ]
+
+
+def _refuse_clashing_files(archive: str, names: list[str]) -> None:
+    """Raises DataError when a file of its own is named as a member of the archive would be
+    (`sales.zip!2024.csv` beside `sales.zip`): that name reads the file (`split_member`),
+    so the member could not be read. Local archives: elsewhere a request a member."""
+    if not is_local(archive):
+        return
+    for name in names:
+        if split_member(f"{archive}!{name}") is None:
+            raise DataError(
+                f"{archive}!{name}: both a file of that name and a member of the ZIP archive "
+                f"{archive}; rename the file, or move the archive to read its members"
+            )
 
 
 # What zipfile raises for a member it cannot open, and for one damaged past its header.

@@ -244,6 +244,13 @@ def test_a_file_whose_name_holds_zip_bang_is_that_file_even_beside_an_archive(tm
     assert manifest.total_records == 2
     again = convert([str(named)], tmp_path / "out")  # the same input: nothing to do
     assert again.fingerprint == manifest.fingerprint
+    # The archive itself: its member's name reads the file, so the clash is refused.
+    with pytest.raises(DataError) as raised:
+        convert([str(tmp_path / "sales.zip")], tmp_path / "clash")
+    assert str(raised.value) == (
+        f"{named}: both a file of that name and a member of the ZIP archive "
+        f"{tmp_path / 'sales.zip'}; rename the file, or move the archive to read its members"
+    )
     (tmp_path / "sales.zip!2024.csv").unlink()  # without the file: the archive's member
     convert([str(tmp_path / "sales.zip")], tmp_path / "inside")
     assert [(r["a"], r["b"]) for r in read_all(tmp_path / "inside")] == [(9, 9)]
