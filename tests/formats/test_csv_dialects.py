@@ -349,3 +349,38 @@ def _in_shard_order(out, manifest):
         for data in tf.data.TFRecordDataset(str(out / shard.path)).as_numpy_iterator():
             records.append(tf.train.Example.FromString(data).features)
     return records
+
+
+@pytest.mark.parametrize("rows", [40, 120_000])
+def test_a_units_row_under_the_header_is_refused_alike_in_small_and_large_files(tmp_path, rows):
+    # `id,mm,kg,C` under the header: small files made every number column text, large ones
+    # dead-lettered it (and read numbers). Both refuse it naming the flags, which then read
+    # the rows exactly.
+    path = tmp_path / "parts.csv"
+    data = [(f"P{i}", 100 + i % 800, round((i % 500) / 8, 3), i % 60 - 20) for i in range(rows)]
+    path.write_text("part,length,weight,temp\nid,mm,kg,C\n"
+                    + "".join(f"{p},{n},{w},{t}\n" for p, n, w, t in data))  # fmt: skip
+    with pytest.raises(DataError) as raised:
+        convert([str(path)], tmp_path / "first")
+    assert str(raised.value) == (
+        f"{path}: line 2, the first under the header, holds text in the number columns "
+        "'length' (mm), 'weight' (kg), 'temp' (C): a units row? --skip_header_lines 2 "
+        "--column_names part,length,weight,temp reads the rows below it as numbers"
+    )
+    manifest = convert([str(path)], tmp_path / "out", "--skip_header_lines", "2",
+                       "--column_names", "part,length,weight,temp")  # fmt: skip
+    assert [f.dtype for f in manifest.features] == ["bytes", "int64", "float32", "int64"]
+    got = sorted((r["part"].decode(), r["length"], r["weight"], r["temp"])
+                 for r in read_all(tmp_path / "out"))  # fmt: skip
+    assert got == sorted((p, n, float(np.float32(w)), t) for p, n, w, t in data)
+
+
+def test_a_first_row_of_markers_or_words_in_text_columns_is_no_units_row(tmp_path):
+    path = tmp_path / "plain.csv"
+    path.write_text("name,a,b\nx,NA,n/a\n" + "".join(f"w{i},{i},{i / 2}\n" for i in range(20)))
+    manifest = convert([str(path)], tmp_path / "out")
+    assert [f.dtype for f in manifest.features] == ["bytes", "int64", "float32"]
+    words = tmp_path / "words.csv"  # text in the first row of columns that hold text anyway
+    words.write_text("a,b,c\nx,y,1\n" + "".join(f"{i},w{i},{i}\n" for i in range(20)))
+    manifest = convert([str(words)], tmp_path / "words")
+    assert manifest.counts.records_written == 21

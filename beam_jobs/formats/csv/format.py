@@ -32,6 +32,7 @@ from beam_jobs.formats.csv.source import (
     parse_sample,
     parse_stretch,
 )
+from beam_jobs.formats.csv.units_row import refuse_units_row
 from beam_jobs.formats.lines.cut_counts import Counting, CutCounts
 from beam_jobs.formats.lines.layout import Dialect
 from tfdata_reader.manifest import FeatureSpec
@@ -155,6 +156,8 @@ class CsvFormat(InputFormat):
     def infer_features(
         self, samples: Sequence[Sample], overrides: Sequence[FeatureSpec]
     ) -> list[FeatureSpec]:
+        if not overrides:
+            refuse_units_row(samples[0].data)
         return infer_features([s.data for s in samples], overrides)
 
     def sample_batches(
