@@ -167,7 +167,8 @@ def cut_segments(plan: ConversionPlan) -> list[Segment]:
     counting = plan.input_format.counting()
     if counting is None:
         return []
-    return segments_between_cuts(cut_points(plan.tasks), counting)
+    stamps = {piece.path: piece.stamp for task in plan.tasks for piece in task.pieces}
+    return segments_between_cuts(cut_points(plan.tasks), counting, stamps)
 
 
 def counted_by_launcher(segments: Sequence[Segment]) -> bool:

@@ -48,3 +48,26 @@ def test_json_lines_segments_count_newlines_only(tmp_path):
     (segment,) = segments_between_cuts({str(path): [30]}, Counting(quotes=False))
     counted = count_segment(segment)
     assert (counted.newlines, counted.effect.resets, counted.effect.flips) == (2, False, 0)
+
+
+def test_a_file_cut_short_after_planning_is_named_not_an_index_error(tmp_path):
+    import pytest
+
+    from beam_jobs.core.errors import DataError
+    from beam_jobs.core.inputs import stamp_of
+
+    path = tmp_path / "in.csv"
+    path.write_bytes(b"a,b\n" + b"1,2\n" * 1000)
+    stamp = stamp_of(str(path))
+    segments = segments_between_cuts({str(path): [1000, 3000]}, Counting(True, ","), {})
+    listed = segments_between_cuts({str(path): [1000, 3000]}, Counting(True, ","),
+                                   {str(path): stamp})  # fmt: skip
+    path.write_bytes(b"a,b\n" + b"1,2\n" * 100)  # 404 bytes now
+    with pytest.raises(DataError, match=r"in\.csv: the input file ends at byte 404, short of "
+                       r"byte 1,000 where the plan cut it: it was cut short"):  # fmt: skip
+        count_segment(segments[0])
+    with pytest.raises(DataError, match=r"in\.csv: the input file ends before byte 1,000, "
+                       r"short of byte 3,000"):  # fmt: skip
+        count_segment(segments[1])  # its start is past the end
+    with pytest.raises(DataError, match=r"in\.csv: the input file changed while it was converted"):
+        count_segment(listed[0])

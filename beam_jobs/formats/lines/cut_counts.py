@@ -11,15 +11,15 @@ file by file.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Iterable, Iterator, Sequence
-from typing import BinaryIO
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from typing import BinaryIO, NoReturn
 
 import numpy as np
 from apache_beam.io.filesystem import CompressionTypes
 from apache_beam.io.filesystems import FileSystems
 
-from beam_jobs.core.errors import raised_for_launcher
-from beam_jobs.core.inputs import reading_input
+from beam_jobs.core.errors import DataError, raised_for_launcher
+from beam_jobs.core.inputs import Stamp, reading_input
 from beam_jobs.formats.lines.quotes import QUOTE, QuoteEffect, QuoteScanner
 
 __all__ = [
@@ -51,12 +51,14 @@ class Counting:
 
 @dataclasses.dataclass(frozen=True)
 class Segment:
-    """Bytes [start, end) of a file to count; `end` is a cut point."""
+    """Bytes [start, end) of a file to count; `end` is a cut point. `stamp`: the file as
+    listed, which it must still be."""
 
     path: str
     start: int
     end: int
     counting: Counting = Counting()
+    stamp: Stamp | None = None
 
 
 @dataclasses.dataclass(frozen=True)
@@ -94,13 +96,19 @@ class CutCounts:
 
 
 def segments_between_cuts(
-    cuts: dict[str, list[int]], counting: Counting = Counting()
+    cuts: dict[str, list[int]],
+    counting: Counting = Counting(),
+    stamps: Mapping[str, Stamp | None] | None = None,
 ) -> list[Segment]:
-    """The segments between consecutive cut points of each file, from its start."""
+    """The segments between consecutive cut points of each file, from its start (with each
+    file's stamp as listed, from `stamps`)."""
     segments: list[Segment] = []
     for path, offsets in sorted(cuts.items()):
         starts = [0, *offsets[:-1]] if offsets else []
-        segments.extend(Segment(path, s, e, counting) for s, e in zip(starts, offsets, strict=True))
+        stamp = (stamps or {}).get(path)
+        segments.extend(
+            Segment(path, s, e, counting, stamp) for s, e in zip(starts, offsets, strict=True)
+        )
     return segments
 
 
@@ -124,9 +132,10 @@ def count_segment(segment: Segment) -> Counted:
     what it does); one that started before the segment belongs to the segment before.
 
     Raises:
-      DataError: when the file is gone since the conversion was planned.
+      DataError: when the file is gone, changed or shorter than when the conversion was
+        planned.
     """
-    with reading_input(segment.path):
+    with reading_input(segment.path, segment.stamp):
         return _count(segment)
 
 
@@ -145,7 +154,7 @@ def _count(segment: Segment) -> Counted:
             previous = -1
             if segment.start:
                 f.seek(segment.start - 1)
-                previous = f.read(1)[0]
+                previous = (f.read(1) or _cut_short(segment, f"before byte {segment.start:,}"))[0]
             scanner = QuoteScanner(False, previous, counting.delimiter)
         position, last = segment.start, b""
         skip = counting.leading_lines if segment.start == 0 else 0
@@ -159,6 +168,8 @@ def _count(segment: Segment) -> Counted:
             if scanner is not None and scanned:
                 scanner.feed(scanned, position + len(chunk) - len(scanned))
             position, last = position + len(chunk), chunk[-1:]
+        if position < segment.end:
+            _cut_short(segment, f"at byte {position:,}")
         if scanner is not None:
             if last == b'"':  # a run that reaches the segment's end: read on to its end
                 while (more := f.read(4096)) and more[0] == QUOTE:
@@ -169,6 +180,14 @@ def _count(segment: Segment) -> Counted:
                         break
             scanner.finish()
     return Counted(segment, scanner.effect if scanner else QuoteEffect(), newlines)
+
+
+def _cut_short(segment: Segment, ends: str) -> NoReturn:
+    raise DataError(
+        f"{segment.path}: the input file ends {ends}, short of byte {segment.end:,} where the "
+        "plan cut it: it was cut short while the conversion ran; nothing was published: "
+        "convert it again once it is complete"
+    )
 
 
 def count_lines_to(chunks: Iterable[bytes], offsets: Sequence[int]) -> list[int]:
