@@ -85,10 +85,7 @@ def rounded_integers(column: pa.Array | pa.ChunkedArray) -> int:
     """How many whole numbers of a number column (or list column of numbers) float32 changes
     (16777217 becomes 16777216): counted while writing, as the plan's warning sees only the
     sample. Whole numbers up to 2**24 are exact in float32: most columns cost one pass."""
-    if isinstance(column, pa.ChunkedArray):
-        column = column.combine_chunks()
-    if pa.types.is_list(column.type) or pa.types.is_large_list(column.type):
-        column = pc.list_flatten(column)
+    column = _flat(column)
     floating = pa.types.is_floating(column.type)
     if not (floating or pa.types.is_integer(column.type)):
         return 0
@@ -111,10 +108,7 @@ def rounded_integers(column: pa.Array | pa.ChunkedArray) -> int:
 def zeroed_numbers(column: pa.Array | pa.ChunkedArray) -> int:
     """How many numbers other than 0 of a number column (or list column) float32 stores as 0:
     below its range (`1e-50`; its smallest number is 1.4e-45). Counted while writing."""
-    if isinstance(column, pa.ChunkedArray):
-        column = column.combine_chunks()
-    if pa.types.is_list(column.type) or pa.types.is_large_list(column.type):
-        column = pc.list_flatten(column)
+    column = _flat(column)
     if not pa.types.is_floating(column.type) or column.type == pa.float32():
         return 0  # integers are never that small; a float32 already holds what is stored
     values = np.abs(column.to_numpy(zero_copy_only=False))  # nulls are NaN: never counted
@@ -146,10 +140,7 @@ def float32_changes_of(
 def float32_changes(column: pa.Array | pa.ChunkedArray) -> tuple[int, int]:
     """(`rounded_integers`, `zeroed_numbers`) of a column: one look at its values first, as
     most columns hold neither (a few calls fewer a column of every batch)."""
-    if isinstance(column, pa.ChunkedArray):
-        column = column.combine_chunks()
-    if pa.types.is_list(column.type) or pa.types.is_large_list(column.type):
-        column = pc.list_flatten(column)
+    column = _flat(column)
     floating = pa.types.is_floating(column.type)
     if not (floating or pa.types.is_integer(column.type)):
         return 0, 0
@@ -176,6 +167,15 @@ class Float32Changes:
         rounded, zeroed = float32_changes(column)
         self.rounded[name] += rounded
         self.zeroed[name] += zeroed
+
+
+def _flat(column: pa.Array | pa.ChunkedArray) -> pa.Array:
+    """A column's values in one array: a list column's, flattened."""
+    if isinstance(column, pa.ChunkedArray):
+        column = column.combine_chunks()
+    if pa.types.is_list(column.type) or pa.types.is_large_list(column.type):
+        column = pc.list_flatten(column)
+    return column
 
 
 def _numbers(values: Iterable[object]) -> list[float]:
