@@ -157,6 +157,12 @@ def test_dialect_rules():
     assert detect_delimiter("names.csv", head) == "\t"
     # Semicolons inside quoted values do not count; a record cut by the head's end is ignored.
     assert detect_delimiter("q.csv", b'id,text\n1,"a;b;c"\n2,"x;y"\n3,"z') == ","
+    # Rows short of the header (trailing empty fields left out), or one longer (row names
+    # without a name): the delimiter that splits the header and every row into 2 or more.
+    assert detect_delimiter("s.csv", b"a;b;c\n1;2;3\n4;5\n6;7\n") == ";"
+    assert detect_delimiter("s.txt", b"a\tb\tc\n1\t2\n") == "\t"
+    assert detect_delimiter("r.csv", b'"a";"b"\n"1";2;3\n"2";4;5\n') == ";"
+    assert detect_delimiter("s.csv", b"a;b;c\n1;2;3\nword\n") == ","  # a row of one field
     assert parse_delimiter("tab") == parse_delimiter("\\t") == "\t"
     for bad in ('"', "ab", "\n", ""):
         with pytest.raises(ValueError, match="--delimiter must be one character"):

@@ -6,8 +6,11 @@ Detection reads the first records of the first sampled file with each of comma, 
 every record into the same number of fields, more than one. Of those, the one that gives the
 most fields wins (a tab-separated file whose names hold commas, `Name (last, first)`, splits
 into more fields by tab); on a tie, the file's name decides (`.tsv`: tab), then comma. When no
-delimiter splits the records evenly, a `.tsv` file is tab-separated and any other comma-
-separated. `inspect --input` shows what was chosen.
+delimiter splits the records evenly, the same choice among those that split the header into
+more than one field and every record after it into more than one and at most one more than
+the header (rows whose trailing empty fields were left out, row names without a name);
+failing that, a `.tsv` file is
+tab-separated and any other comma-separated. `inspect --input` shows what was chosen.
 """
 
 from __future__ import annotations
@@ -49,6 +52,8 @@ def detect_delimiter(path: str, head: bytes) -> str:
         if len(counts) == 1 and (count := counts.pop()) > 1:
             fields[delimiter] = count
     if not fields:
+        fields = _ragged_fields(text)
+    if not fields:
         return named
     most = max(fields.values())
     best = [d for d in DELIMITERS.values() if fields.get(d) == most]
@@ -56,6 +61,19 @@ def detect_delimiter(path: str, head: bytes) -> str:
         if choice in best:
             return choice
     return best[0] if len(best) == 1 else named
+
+
+def _ragged_fields(text: str) -> dict[str, int]:
+    """{delimiter: the header's fields} of the delimiters that split the header into more
+    than one field and every record after it into more than one and at most one more than
+    the header (a writer that leaves out trailing empty fields: `a;b;c` over `1;2`; row names
+    without a name: `header_fit`)."""
+    fields: dict[str, int] = {}
+    for delimiter in DELIMITERS.values():
+        counts = [len(r) for r in itertools.islice(_records(text, delimiter), _DETECT_RECORDS)]
+        if len(counts) > 1 and counts[0] > 1 and all(1 < c <= counts[0] + 1 for c in counts[1:]):
+            fields[delimiter] = counts[0]
+    return fields
 
 
 def _records(text: str, delimiter: str) -> Iterator[list[str]]:
