@@ -30,9 +30,10 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from beam_jobs.stats.moments import moments, two_sum
 from beam_jobs.stats.sample import RESERVOIR, BottomK
 
-__all__ = ["RESERVOIR", "FeatureStats", "bounded", "moments", "pick"]
+__all__ = ["RESERVOIR", "FeatureStats", "bounded", "pick"]
 
 # Rank error of the quantile sketch that merges the shards' edges: 1% of the values. Half that
 # made adding values ten times slower here (larger buffers to sort).
@@ -56,37 +57,6 @@ SHARES_HELD = 32  # finished shards' quantile shares held before they enter the 
 # placeholder); past it, the Misra-Gries sketch takes over, its counts estimates. A category,
 # a code, a carrier or a plane's tail number stays under it; an id or free text does not.
 EXACT_DISTINCT = 10_000
-
-
-def moments(numbers: np.ndarray, origin: float) -> tuple[float, float]:
-    """The mean less `origin` and the sum of squared deviations of finite numbers (1-D),
-    computed from their differences to `origin` (a feature's first number, as a double):
-    integers are shifted by it exactly in int64 while their differences fit (ids near 4e18
-    that differ by 1 lose nothing to float64's spacing of 512 there), and no sum of large
-    values cancels."""
-    base, fraction = origin, 0.0
-    if numbers.dtype.kind in "iu":
-        whole = int(origin)  # exact, as is the fraction a double holds past it
-        if max(abs(int(numbers.max()) - whole), abs(int(numbers.min()) - whole)) < 2**62:
-            shifted = (numbers.astype(np.int64) - np.int64(whole)).astype(np.float64)
-            base, fraction = whole, origin - whole
-        else:  # too far apart for int64: as floats
-            shifted = numbers.astype(np.float64) - origin
-    else:
-        shifted = numbers.astype(np.float64) - np.float64(base)
-    mean = float(shifted.mean())
-    deviations = shifted - mean
-    with np.errstate(over="ignore"):  # float32's range squared can pass float64's
-        m2 = float(np.dot(deviations, deviations))
-    return mean - fraction, m2
-
-
-def two_sum(a: Any, b: Any) -> tuple[Any, Any]:
-    """a + b as the double nearest it and what that rounding left out, exactly (Knuth's
-    TwoSum; for floats or NumPy arrays alike): a mean moved to the origin loses nothing."""
-    total = a + b
-    b_part = total - a
-    return total, (a - (total - b_part)) + (b - b_part)
 
 
 @dataclasses.dataclass

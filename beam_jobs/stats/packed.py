@@ -23,13 +23,8 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
-from beam_jobs.stats.accumulate import (
-    FINISHED_BUCKETS,
-    SHARES_HELD,
-    FeatureStats,
-    pick,
-    two_sum,
-)
+from beam_jobs.stats.accumulate import FINISHED_BUCKETS, SHARES_HELD, FeatureStats, pick
+from beam_jobs.stats.moments import two_sum
 
 __all__ = ["PackedStats", "merge_all"]
 

@@ -250,7 +250,7 @@ def test_far_apart_shards_of_large_integers_merge_exactly():
 def test_moments_of_floats_far_from_zero_are_those_of_exact_arithmetic():
     from fractions import Fraction
 
-    from beam_jobs.stats.accumulate import moments
+    from beam_jobs.stats.moments import moments
 
     numbers = np.array([1e15 + 0.25 * k for k in range(1000)], np.float64)
     mean, m2 = moments(numbers, float(numbers[0]))
