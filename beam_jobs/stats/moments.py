@@ -22,9 +22,11 @@ def moments(numbers: np.ndarray, origin: float) -> tuple[float, float]:
     base, fraction = origin, 0.0
     if numbers.dtype.kind in "iu":
         whole = int(origin)  # exact, as is the fraction a double holds past it
-        if max(abs(int(numbers.max()) - whole), abs(int(numbers.min()) - whole)) < 2**62:
-            shifted = (numbers.astype(np.int64) - np.int64(whole)).astype(np.float64)
-            base, fraction = whole, origin - whole
+        # An int64 near it (2**63, the double nearest 2**63 - 1, is none), and what it is off.
+        shift = min(max(whole, -(2**63)), 2**63 - 1)
+        if max(abs(int(numbers.max()) - shift), abs(int(numbers.min()) - shift)) < 2**62:
+            shifted = (numbers.astype(np.int64) - np.int64(shift)).astype(np.float64)
+            base, fraction = shift, (origin - whole) + float(whole - shift)
         else:  # too far apart for int64: as floats
             shifted = numbers.astype(np.float64) - origin
     else:

@@ -162,7 +162,8 @@ def test_dialect_rules():
     assert detect_delimiter("s.csv", b"a;b;c\n1;2;3\n4;5\n6;7\n") == ";"
     assert detect_delimiter("s.txt", b"a\tb\tc\n1\t2\n") == "\t"
     assert detect_delimiter("r.csv", b'"a";"b"\n"1";2;3\n"2";4;5\n') == ";"
-    assert detect_delimiter("s.csv", b"a;b;c\n1;2;3\nword\n") == ","  # a row of one field
+    assert detect_delimiter("s.csv", b"a;b;c\n1;2;3\nword\n4;5\n") == ";"  # most split
+    assert detect_delimiter("s.csv", b"a;b;c\nword\nword\n4;5\n") == ","  # most do not
     assert parse_delimiter("tab") == parse_delimiter("\\t") == "\t"
     for bad in ('"', "ab", "\n", ""):
         with pytest.raises(ValueError, match="--delimiter must be one character"):
@@ -390,3 +391,21 @@ def test_a_first_row_of_markers_or_words_in_text_columns_is_no_units_row(tmp_pat
     words.write_text("a,b,c\nx,y,1\n" + "".join(f"{i},w{i},{i}\n" for i in range(20)))
     manifest = convert([str(words)], tmp_path / "words")
     assert manifest.counts.records_written == 21
+
+
+def test_a_completed_header_is_checked_in_every_file_and_a_bom_is_no_part_of_a_name(tmp_path):
+    # Files the plan did not sample are read with the names completed from the first one:
+    # each one's header line is checked as it is read (one swapped is refused, naming it).
+    folder = tmp_path / "in"
+    folder.mkdir()
+    for k in range(20):
+        header = '"Height","Weight"' if k == 13 else '"Weight","Height"'
+        rows = "".join(f'"{i}",{k}.5,{k * 100 + i}.25\n' for i in range(1, 4))
+        bom = "\ufeff" if k == 0 else ""
+        (folder / f"f{k:03d}.csv").write_text(f"{bom}{header}\n{rows}")
+    with pytest.raises(DataError, match=r"f013\.csv: header b'\"Height\",\"Weight\"' differs"):
+        convert([str(folder / "*.csv")], tmp_path / "out")
+    (folder / "f013.csv").unlink()
+    manifest = convert([str(folder / "*.csv")], tmp_path / "out")
+    assert [f.name for f in manifest.features] == ["column_1", "Weight", "Height"]
+    assert manifest.counts.records_written == 57

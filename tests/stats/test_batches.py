@@ -258,3 +258,16 @@ def test_moments_of_floats_far_from_zero_are_those_of_exact_arithmetic():
     exact_mean = sum(exact) / len(exact)
     assert mean + numbers[0] == float(exact_mean)
     assert m2 == pytest.approx(float(sum((v - exact_mean) ** 2 for v in exact)), rel=1e-12)
+
+
+def test_integers_at_the_ends_of_int64_have_exact_moments():
+    # The double nearest 2**63 - 1 is 2**63, no int64: the shift is the int64 next to it.
+    import statistics
+
+    for ids in ([2**63 - 1, 2**63 - 808, 2**63 - 1808], [-(2**63), -(2**63) + 5, -(2**63) + 9]):
+        stats = new_stats([FeatureSpec("id", "int64")])
+        batch = pa.record_batch({"id": pa.array(ids, pa.int64())})
+        update_all(stats, [FeatureSpec("id", "int64")], ExampleEncoder(
+            [FeatureSpec("id", "int64")]).columns(batch), batch)  # fmt: skip
+        assert stats["id"].std_dev == pytest.approx(statistics.pstdev(ids), rel=1e-12)
+        assert stats["id"].average == float(statistics.mean(ids))

@@ -7,8 +7,9 @@ every record into the same number of fields, more than one. Of those, the one th
 most fields wins (a tab-separated file whose names hold commas, `Name (last, first)`, splits
 into more fields by tab); on a tie, the file's name decides (`.tsv`: tab), then comma. When no
 delimiter splits the records evenly, the same choice among those that split the header into
-more than one field and every record after it into more than one and at most one more than
-the header (rows whose trailing empty fields were left out, row names without a name);
+more than one field, every record after it into at most one more than the header and most of
+them into more than one (rows whose trailing empty fields were left out, row names without a
+name);
 failing that, a `.tsv` file is
 tab-separated and any other comma-separated. `inspect --input` shows what was chosen.
 """
@@ -65,13 +66,20 @@ def detect_delimiter(path: str, head: bytes) -> str:
 
 def _ragged_fields(text: str) -> dict[str, int]:
     """{delimiter: the header's fields} of the delimiters that split the header into more
-    than one field and every record after it into more than one and at most one more than
-    the header (a writer that leaves out trailing empty fields: `a;b;c` over `1;2`; row names
-    without a name: `header_fit`)."""
+    than one field, every record after it into at most one more than the header, and most
+    of them into more than one (a writer that leaves out trailing empty fields: `a;b;c` over
+    `1;2` and `3`; row names without a name: `header_fit`)."""
     fields: dict[str, int] = {}
     for delimiter in DELIMITERS.values():
         counts = [len(r) for r in itertools.islice(_records(text, delimiter), _DETECT_RECORDS)]
-        if len(counts) > 1 and counts[0] > 1 and all(1 < c <= counts[0] + 1 for c in counts[1:]):
+        rows = counts[1:]
+        split = sum(c > 1 for c in rows)
+        if (
+            rows
+            and counts[0] > 1
+            and all(c <= counts[0] + 1 for c in rows)
+            and 2 * split > len(rows)
+        ):
             fields[delimiter] = counts[0]
     return fields
 

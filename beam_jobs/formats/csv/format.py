@@ -146,6 +146,8 @@ class CsvFormat(InputFormat):
         start = skip_lines(head, lines - 1) or 0
         end = skip_lines(head, lines)
         line = head[start : len(head) if end is None else end].rstrip(b"\r\n")
+        if start == 0:
+            line = line.removeprefix(b"\xef\xbb\xbf")  # a UTF-8 BOM is no part of it
         if line != self.completed.line:
             raise DataError(
                 f"{path}: header {line[:200]!r} differs from the first file's "
@@ -224,6 +226,9 @@ class CsvFormat(InputFormat):
         delimiter = source.delimiter
         with open_input(piece.path, compression) as f:
             data_start = _data_start(f, piece.path, lines)
+            if self.completed is not None:  # every file, sampled or not: its header is skipped
+                f.seek(0)
+                self._check_header(piece.path, f.read(data_start))
             if compression:
                 begins = RangeStart(self.dialect.has_header, 1 + lines)
                 yield from read_range(f, source, data_start, sys.maxsize, on_bad_row, begins, tally)

@@ -22,6 +22,7 @@ from beam_jobs.formats.csv.source import name_columns
 
 __all__ = ["CompletedHeader", "complete_header"]
 
+_BOM = b"\xef\xbb\xbf"
 _LINES_SEEN = 200  # lines of the head whose fields are counted
 _AGREEING = 0.9  # the share of the rows that must hold one field more than the header
 
@@ -40,6 +41,8 @@ def complete_header(
 ) -> CompletedHeader | None:
     """The completed header of a file whose head (`body`, from its header line) shows a header
     one name short of its rows, by the rule in this module's doc; None otherwise."""
+    if encoding.lower().replace("_", "-") in ("utf-8", "utf8", "utf-8-sig"):
+        body = body.removeprefix(_BOM)  # as pyarrow drops it: not part of the first name
     lines = body.split(b"\n", _LINES_SEEN)
     text = b"\n".join(lines[:_LINES_SEEN]).decode(encoding, "replace")
     try:
