@@ -372,7 +372,8 @@ def test_a_units_row_under_the_header_is_refused_alike_in_small_and_large_files(
     assert str(raised.value) == (
         f"{path}: line 2, the first under the header, holds text in the number columns "
         "'length' (mm), 'weight' (kg), 'temp' (C): a units row? --skip_header_lines 2 "
-        "--column_names part,length,weight,temp reads the rows below it as numbers"
+        "--column_names part,length,weight,temp reads the rows below it as numbers, if every "
+        "input file has that row"
     )
     manifest = convert([str(path)], tmp_path / "out", "--skip_header_lines", "2",
                        "--column_names", "part,length,weight,temp")  # fmt: skip
@@ -382,7 +383,32 @@ def test_a_units_row_under_the_header_is_refused_alike_in_small_and_large_files(
     assert got == sorted((p, n, float(np.float32(w)), t) for p, n, w, t in data)
 
 
+def test_a_units_row_in_some_files_or_under_names_flags_cannot_give_names_no_flags(tmp_path):
+    # Following a hint must read every row: files without the row would lose their first,
+    # and a name holding a comma cannot be given to --column_names.
+    folder = tmp_path / "in"
+    folder.mkdir()
+    rows = "".join(f"p{i},{i},{i / 4},{i % 30}\n" for i in range(30))
+    (folder / "a.csv").write_text("part,length,weight,temp\nid,mm,kg,C\n" + rows)
+    (folder / "b.csv").write_text("part,length,weight,temp\n" + rows)
+    with pytest.raises(DataError) as raised:
+        convert([str(folder / "*.csv")], tmp_path / "out")
+    assert str(raised.value).endswith(
+        f"a units row? {folder / 'b.csv'} has no such row: remove the row from the files that "
+        "have it, or convert them apart"
+    )
+    comma = tmp_path / "comma.csv"
+    comma.write_text('part,"length, mm",weight,temp\nid,mm,kg,C\n' + rows)
+    with pytest.raises(DataError, match=r"a units row\? Remove that row from the files to read"):
+        convert([str(comma)], tmp_path / "comma")
+
+
 def test_a_first_row_of_markers_or_words_in_text_columns_is_no_units_row(tmp_path):
+    # `?` (UCI's missing value) is no unit: the row is data, kept (as text columns).
+    unknown = tmp_path / "uci.csv"
+    unknown.write_text("age,bp,chol,name\n?,?,200,alice\n"
+                       + "".join(f"{i},{i + 60},{i + 150},n{i}\n" for i in range(50)))  # fmt: skip
+    assert convert([str(unknown)], tmp_path / "uci").counts.records_written == 51
     path = tmp_path / "plain.csv"
     path.write_text("name,a,b\nx,NA,n/a\n" + "".join(f"w{i},{i},{i / 2}\n" for i in range(20)))
     manifest = convert([str(path)], tmp_path / "out")

@@ -159,7 +159,7 @@ class CsvFormat(InputFormat):
         self, samples: Sequence[Sample], overrides: Sequence[FeatureSpec]
     ) -> list[FeatureSpec]:
         if not overrides:
-            refuse_units_row(samples[0].data)
+            refuse_units_row([s.data for s in samples])
         return infer_features([s.data for s in samples], overrides)
 
     def sample_batches(

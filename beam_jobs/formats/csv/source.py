@@ -36,6 +36,7 @@ __all__ = [
     "CsvSample",
     "blank_lines_are_records",
     "convert_options",
+    "first_row",
     "header_not_decodable",
     "infer_features",
     "name_columns",
@@ -373,7 +374,7 @@ def _check_names(sample: CsvSample) -> None:
     if (
         given
         and sample.texts.num_rows
-        and _first_row(sample.texts) == [n.strip().lower() for n in given]
+        and first_row(sample.texts) == [n.strip().lower() for n in given]
     ):
         given_line = (sample.dialect.delimiter or ",").join(sample.dialect.column_names)
         raise DataError(
@@ -400,7 +401,8 @@ def _overridden(feature: FeatureSpec, given: tuple[str, ...] | None) -> FeatureS
     return dataclasses.replace(feature, shape=[], null_values=markers)
 
 
-def _first_row(texts: pa.Table) -> list[str]:
+def first_row(texts: pa.Table) -> list[str]:
+    """The first sampled row's cells, stripped and lowercased (empty: "")."""
     return [str(texts.column(i)[0].as_py() or "").strip().lower() for i in range(texts.num_columns)]
 
 

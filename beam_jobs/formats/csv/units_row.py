@@ -4,12 +4,18 @@ file, and be a dead letter besides number columns in a large one, whose sample i
 numbers. Either way not what the file means: the conversion is refused with the flags that
 read the rows below it as numbers (`--skip_header_lines` past both lines, `--column_names`).
 
-The rule: in the first file's sample, the first row holds text (not a number, nor a
-missing-value marker) in at least two columns whose other sampled values, at least three,
-are all numbers or markers. A `--schema` file decides the types itself: no check then.
+The rule: in the first file's sample, the first row holds unit-like text (a letter, `%` or
+`°`; not a number, nor a missing-value marker: `?` is none) in at least two columns whose
+other sampled values, at least three, are all numbers or markers. The flags are named only
+when every sampled file starts with that row and the names can be given to
+`--column_names` (none holds a comma or a quote); else the message asks for the row to be
+removed. A `--schema` file decides the types itself: no check then.
 """
 
 from __future__ import annotations
+
+import re
+from collections.abc import Sequence
 
 import numpy as np
 import pyarrow as pa
@@ -18,7 +24,7 @@ import pyarrow.compute as pc
 from beam_jobs.core.errors import DataError
 from beam_jobs.formats.csv.markers import DEFAULT_MARKERS
 from beam_jobs.formats.csv.numbers import NUMBER, reads_as
-from beam_jobs.formats.csv.source import CsvSample
+from beam_jobs.formats.csv.source import CsvSample, first_row
 
 __all__ = ["refuse_units_row"]
 
@@ -26,15 +32,26 @@ _LEAST_COLUMNS = 2  # number columns whose first cell is text
 _LEAST_VALUES = 3  # other values of each, all numbers
 
 
-def refuse_units_row(sample: CsvSample) -> None:
-    """Raises DataError naming the flags that skip a units row, by the module's rule."""
+_UNIT_LIKE = re.compile(r"[^\W\d_]|[%°µ‰]")
+_NOT_A_NAME = re.compile(r"[,\"]|^\s|\s$")  # what --column_names cannot say
+
+
+def refuse_units_row(samples: Sequence[CsvSample]) -> None:
+    """Raises DataError for a units row under the header, by the module's rule."""
+    sample = samples[0]
     texts = sample.texts
     if not sample.dialect.has_header or texts.num_rows <= _LEAST_VALUES:
         return
     markers = set(DEFAULT_MARKERS) | set(sample.dialect.null_values or ())
     first = [texts.column(i)[0].as_py() for i in range(texts.num_columns)]
     present = [i for i, cell in enumerate(first) if cell is not None and cell.strip()]
-    worded = [i for i in present if first[i] not in markers and not reads_as(first[i], "float32")]
+    worded = [
+        i
+        for i in present
+        if first[i] not in markers
+        and not reads_as(first[i], "float32")
+        and _UNIT_LIKE.search(first[i])
+    ]
     if len(worded) < _LEAST_COLUMNS:
         return  # the common case: a row of numbers, or of text columns
     rest = [texts.column(i).slice(1).combine_chunks() for i in worded]
@@ -52,10 +69,22 @@ def refuse_units_row(sample: CsvSample) -> None:
     if len(numeric) < _LEAST_COLUMNS:
         return
     lines = sample.dialect.skip_header_lines
-    names = ",".join(sample.column_names)
     shown = ", ".join(f"{sample.column_names[i]!r} ({first[i]})" for i in numeric[:5])
-    raise DataError(
+    found = (
         f"{sample.path}: line {lines + 2}, the first under the header, holds text in the number "
-        f"columns {shown}: a units row? --skip_header_lines {lines + 2} --column_names {names} "
-        "reads the rows below it as numbers"
+        f"columns {shown}: a units row?"
+    )
+    others = [s.path for s in samples[1:] if first_row(s.texts) != first_row(texts)]
+    if others:
+        raise DataError(
+            f"{found} {others[0]} has no such row: remove the row from the files that have "
+            "it, or convert them apart"
+        )
+    if any(_NOT_A_NAME.search(name) for name in sample.column_names):
+        raise DataError(f"{found} Remove that row from the files to read them as numbers")
+    names = ",".join(sample.column_names)
+    sampled = f"the {len(samples)} sampled files have it" if len(samples) > 1 else ""
+    raise DataError(
+        f"{found} --skip_header_lines {lines + 2} --column_names {names} reads the rows below "
+        f"it as numbers, if every input file has that row{f' ({sampled})' if sampled else ''}"
     )
