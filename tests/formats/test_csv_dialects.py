@@ -372,8 +372,7 @@ def test_a_units_row_under_the_header_is_refused_alike_in_small_and_large_files(
     assert str(raised.value) == (
         f"{path}: line 2, the first under the header, holds text in the number columns "
         "'length' (mm), 'weight' (kg), 'temp' (C): a units row? --skip_header_lines 2 "
-        "--column_names part,length,weight,temp reads the rows below it as numbers, if every "
-        "input file has that row"
+        "--column_names part,length,weight,temp reads the rows below it as numbers"
     )
     manifest = convert([str(path)], tmp_path / "out", "--skip_header_lines", "2",
                        "--column_names", "part,length,weight,temp")  # fmt: skip
@@ -397,6 +396,14 @@ def test_a_units_row_in_some_files_or_under_names_flags_cannot_give_names_no_fla
         f"a units row? {folder / 'b.csv'} has no such row: remove the row from the files that "
         "have it, or convert them apart"
     )
+    spaced = tmp_path / "spaced.csv"  # names a shell would split: quoted for it
+    spaced.write_text("part,length mm,weight (kg),temp\nid,mm,kg,C\n" + rows)
+    with pytest.raises(DataError) as raised:
+        convert([str(spaced)], tmp_path / "spaced")
+    assert "--column_names 'part,length mm,weight (kg),temp' reads" in str(raised.value)
+    manifest = convert([str(spaced)], tmp_path / "spaced", "--skip_header_lines", "2",
+                       "--column_names", "part,length mm,weight (kg),temp")  # fmt: skip
+    assert manifest.counts.records_written == 30 and manifest.counts.bad_records == 0
     comma = tmp_path / "comma.csv"
     comma.write_text('part,"length, mm",weight,temp\nid,mm,kg,C\n' + rows)
     with pytest.raises(DataError, match=r"a units row\? Remove that row from the files to read"):
@@ -404,11 +411,13 @@ def test_a_units_row_in_some_files_or_under_names_flags_cannot_give_names_no_fla
 
 
 def test_a_first_row_of_markers_or_words_in_text_columns_is_no_units_row(tmp_path):
-    # `?` (UCI's missing value) is no unit: the row is data, kept (as text columns).
-    unknown = tmp_path / "uci.csv"
-    unknown.write_text("age,bp,chol,name\n?,?,200,alice\n"
-                       + "".join(f"{i},{i + 60},{i + 150},n{i}\n" for i in range(50)))  # fmt: skip
-    assert convert([str(unknown)], tmp_path / "uci").counts.records_written == 51
+    # `?` (UCI's missing value) is no unit, and a row holding a number no units row: data,
+    # kept (as text columns).
+    rows = "".join(f"{i},{i + 60},{i + 150},n{i}\n" for i in range(50))
+    for k, first in enumerate(("?,?,200,alice", "unknown,unknown,200,alice")):
+        unknown = tmp_path / "uci.csv"
+        unknown.write_text(f"age,bp,chol,name\n{first}\n{rows}")
+        assert convert([str(unknown)], tmp_path / f"uci{k}").counts.records_written == 51
     path = tmp_path / "plain.csv"
     path.write_text("name,a,b\nx,NA,n/a\n" + "".join(f"w{i},{i},{i / 2}\n" for i in range(20)))
     manifest = convert([str(path)], tmp_path / "out")
@@ -435,3 +444,11 @@ def test_a_completed_header_is_checked_in_every_file_and_a_bom_is_no_part_of_a_n
     manifest = convert([str(folder / "*.csv")], tmp_path / "out")
     assert [f.name for f in manifest.features] == ["column_1", "Weight", "Height"]
     assert manifest.counts.records_written == 57
+
+
+def test_a_bom_read_as_text_of_another_encoding_is_the_same_in_every_check(tmp_path):
+    path = tmp_path / "b.csv"  # with cp1252 the BOM is text of the first name, in both checks
+    path.write_bytes(b'\xef\xbb\xbf"Weight","Feed"\n"1",26.5,"x"\n"2",27.5,"y"\n')
+    manifest = convert([str(path)], tmp_path / "out", "--encoding", "cp1252")
+    assert next(f.name for f in manifest.features) == "column_1"
+    assert manifest.counts.records_written == 2

@@ -24,7 +24,7 @@ from beam_jobs.formats.base import InputFormat, OnBadRow, PieceReport, ReadSetti
 from beam_jobs.formats.compressed import compression_of, open_input, read_head
 from beam_jobs.formats.csv import record_starts, small_files
 from beam_jobs.formats.csv.dialect import detect_delimiter, skip_lines
-from beam_jobs.formats.csv.header_fit import CompletedHeader, complete_header
+from beam_jobs.formats.csv.header_fit import CompletedHeader, complete_header, without_bom
 from beam_jobs.formats.csv.ranges import CsvSource, RangeStart, RangeTally, read_range
 from beam_jobs.formats.csv.source import (
     CsvSample,
@@ -84,6 +84,7 @@ class CsvFormat(InputFormat):
     dialect: Dialect = Dialect(",")
     detected: bool = False
     completed: CompletedHeader | None = None
+    files: int = 1  # input files listed (a units row's flags need every one sampled)
 
     @classmethod
     def prepare(cls, files: Sequence[InputFile], settings: ReadSettings) -> CsvFormat:
@@ -107,7 +108,9 @@ class CsvFormat(InputFormat):
                 column_names=completed.names,
                 skip_header_lines=dialect.skip_header_lines + 1,
             )
-        return cls(settings.kept, settings.max_record_bytes, dialect, detected, completed)
+        return cls(
+            settings.kept, settings.max_record_bytes, dialect, detected, completed, len(files)
+        )
 
     def describe(self) -> str:
         if self.completed is not None:
@@ -147,7 +150,7 @@ class CsvFormat(InputFormat):
         end = skip_lines(head, lines)
         line = head[start : len(head) if end is None else end].rstrip(b"\r\n")
         if start == 0:
-            line = line.removeprefix(b"\xef\xbb\xbf")  # a UTF-8 BOM is no part of it
+            line = without_bom(line, self.dialect.encoding)
         if line != self.completed.line:
             raise DataError(
                 f"{path}: header {line[:200]!r} differs from the first file's "
@@ -159,7 +162,7 @@ class CsvFormat(InputFormat):
         self, samples: Sequence[Sample], overrides: Sequence[FeatureSpec]
     ) -> list[FeatureSpec]:
         if not overrides:
-            refuse_units_row([s.data for s in samples])
+            refuse_units_row([s.data for s in samples], self.files)
         return infer_features([s.data for s in samples], overrides)
 
     def sample_batches(

@@ -20,11 +20,19 @@ import io
 from beam_jobs.formats.csv.dialect import looks_like_data
 from beam_jobs.formats.csv.source import name_columns
 
-__all__ = ["CompletedHeader", "complete_header"]
+__all__ = ["CompletedHeader", "complete_header", "without_bom"]
 
 _BOM = b"\xef\xbb\xbf"
 _LINES_SEEN = 200  # lines of the head whose fields are counted
 _AGREEING = 0.9  # the share of the rows that must hold one field more than the header
+
+
+def without_bom(head: bytes, encoding: str) -> bytes:
+    """A file's first bytes less a UTF-8 BOM, as pyarrow drops it when it reads UTF-8 (in
+    another encoding it is text of the first name)."""
+    if encoding.lower().replace("_", "-") in ("utf-8", "utf8"):
+        return head.removeprefix(_BOM)
+    return head
 
 
 @dataclasses.dataclass(frozen=True)
@@ -41,9 +49,7 @@ def complete_header(
 ) -> CompletedHeader | None:
     """The completed header of a file whose head (`body`, from its header line) shows a header
     one name short of its rows, by the rule in this module's doc; None otherwise."""
-    if encoding.lower().replace("_", "-") in ("utf-8", "utf8", "utf-8-sig"):
-        body = body.removeprefix(_BOM)  # as pyarrow drops it: not part of the first name
-    lines = body.split(b"\n", _LINES_SEEN)
+    lines = without_bom(body, encoding).split(b"\n", _LINES_SEEN)
     text = b"\n".join(lines[:_LINES_SEEN]).decode(encoding, "replace")
     try:
         rows = [row for row in csv.reader(io.StringIO(text), delimiter=delimiter) if row]

@@ -4,17 +4,19 @@ file, and be a dead letter besides number columns in a large one, whose sample i
 numbers. Either way not what the file means: the conversion is refused with the flags that
 read the rows below it as numbers (`--skip_header_lines` past both lines, `--column_names`).
 
-The rule: in the first file's sample, the first row holds unit-like text (a letter, `%` or
-`°`; not a number, nor a missing-value marker: `?` is none) in at least two columns whose
+The rule: in the first file's sample, the first row holds no number and unit-like text (a
+letter, `%` or `°`; not a missing-value marker: `?` is none) in at least two columns whose
 other sampled values, at least three, are all numbers or markers. The flags are named only
-when every sampled file starts with that row and the names can be given to
+when every input file was sampled and starts with that row, and the names can be given to
 `--column_names` (none holds a comma or a quote); else the message asks for the row to be
-removed. A `--schema` file decides the types itself: no check then.
+removed (flags that skip a line of every file would lose a row of a file without it). A
+`--schema` file decides the types itself: no check then.
 """
 
 from __future__ import annotations
 
 import re
+import shlex
 from collections.abc import Sequence
 
 import numpy as np
@@ -36,8 +38,9 @@ _UNIT_LIKE = re.compile(r"[^\W\d_]|[%°µ‰]")
 _NOT_A_NAME = re.compile(r"[,\"]|^\s|\s$")  # what --column_names cannot say
 
 
-def refuse_units_row(samples: Sequence[CsvSample]) -> None:
-    """Raises DataError for a units row under the header, by the module's rule."""
+def refuse_units_row(samples: Sequence[CsvSample], files: int) -> None:
+    """Raises DataError for a units row under the header, by the module's rule (`files`:
+    the input files listed)."""
     sample = samples[0]
     texts = sample.texts
     if not sample.dialect.has_header or texts.num_rows <= _LEAST_VALUES:
@@ -45,13 +48,9 @@ def refuse_units_row(samples: Sequence[CsvSample]) -> None:
     markers = set(DEFAULT_MARKERS) | set(sample.dialect.null_values or ())
     first = [texts.column(i)[0].as_py() for i in range(texts.num_columns)]
     present = [i for i, cell in enumerate(first) if cell is not None and cell.strip()]
-    worded = [
-        i
-        for i in present
-        if first[i] not in markers
-        and not reads_as(first[i], "float32")
-        and _UNIT_LIKE.search(first[i])
-    ]
+    if any(reads_as(first[i], "float32") for i in present):
+        return  # a row of data (`unknown,unknown,200,alice`): a units row holds no number
+    worded = [i for i in present if first[i] not in markers and _UNIT_LIKE.search(first[i])]
     if len(worded) < _LEAST_COLUMNS:
         return  # the common case: a row of numbers, or of text columns
     rest = [texts.column(i).slice(1).combine_chunks() for i in worded]
@@ -80,11 +79,10 @@ def refuse_units_row(samples: Sequence[CsvSample]) -> None:
             f"{found} {others[0]} has no such row: remove the row from the files that have "
             "it, or convert them apart"
         )
-    if any(_NOT_A_NAME.search(name) for name in sample.column_names):
+    if len(samples) < files or any(_NOT_A_NAME.search(n) for n in sample.column_names):
         raise DataError(f"{found} Remove that row from the files to read them as numbers")
-    names = ",".join(sample.column_names)
-    sampled = f"the {len(samples)} sampled files have it" if len(samples) > 1 else ""
+    names = shlex.quote(",".join(sample.column_names))
     raise DataError(
         f"{found} --skip_header_lines {lines + 2} --column_names {names} reads the rows below "
-        f"it as numbers, if every input file has that row{f' ({sampled})' if sampled else ''}"
+        "it as numbers"
     )
