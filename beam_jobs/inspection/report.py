@@ -155,14 +155,14 @@ def float32_changes_note(manifest: Manifest) -> list[str]:
     if rounded:
         notes.append(
             "warning: float32 changed whole numbers beyond 2**24 (16777217 is stored as "
-            f"16777216) in: {_by_feature(rounded)}; to keep them exact, give such features the "
+            f"16777216) in: {_by_name(rounded)}; to keep them exact, give such features the "
             "dtype int64 (or bytes) in a --schema file"
         )
     zeroed = manifest.counts.float32_stored_as_zero
     if zeroed:
         notes.append(
             "warning: numbers below float32's range (under 1.4e-45, e.g. 1e-50) were stored as "
-            f"0 in: {_by_feature(zeroed)}; to keep them as written, give such features the "
+            f"0 in: {_by_name(zeroed)}; to keep them as written, give such features the "
             "dtype bytes in a --schema file"
         )
     return notes
@@ -173,7 +173,7 @@ def short_rows_note(manifest: Manifest) -> list[str]:
     found = manifest.counts.short_rows
     if not found:
         return []
-    shown = ", ".join(f"{k} ({n:,})" for k, n in list(found.items())[:5])
+    shown = _by_name(dict(list(found.items())[:5]))
     more = f", and {len(found) - 5} more files" if len(found) > 5 else ""
     return [
         f"warning: {sum(found.values()):,} rows held fewer fields than the header and were read "
@@ -182,7 +182,7 @@ def short_rows_note(manifest: Manifest) -> list[str]:
     ]
 
 
-def _by_feature(counts: dict[str, int]) -> str:
+def _by_name(counts: dict[str, int]) -> str:
     return ", ".join(f"{k} ({n:,})" for k, n in counts.items())
 
 

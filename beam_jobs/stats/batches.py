@@ -141,7 +141,7 @@ class _Group:
         spans = np.flatnonzero((low <= 0) & (high >= 0))  # only they can hold a zero
         if len(spans):
             zeros[spans] = np.count_nonzero(numbers[spans] == 0, axis=1)
-        # From the differences to each member's origin (as `accumulate.moments`): large
+        # From the differences to each member's origin (as `moments.moments`): large
         # values would cancel in their mean's sum.
         origins = numbers[:, 0].copy()
         for index, member in enumerate(self.members):

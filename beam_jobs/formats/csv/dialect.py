@@ -9,9 +9,8 @@ into more fields by tab); on a tie, the file's name decides (`.tsv`: tab), then 
 delimiter splits the records evenly, the same choice among those that split the header into
 more than one field, every record after it into at most one more than the header and most of
 them into more than one (rows whose trailing empty fields were left out, row names without a
-name);
-failing that, a `.tsv` file is
-tab-separated and any other comma-separated. `inspect --input` shows what was chosen.
+name); failing that, a `.tsv` file is tab-separated and any other comma-separated.
+`inspect --input` shows what was chosen.
 """
 
 from __future__ import annotations

@@ -89,18 +89,17 @@ class CsvFormat(InputFormat):
     @classmethod
     def prepare(cls, files: Sequence[InputFile], settings: ReadSettings) -> CsvFormat:
         dialect, detected = settings.dialect, settings.dialect.delimiter is None
-        if detected and files:  # the first file decides, for all (it is always sampled)
-            first = files[0]
-            head = read_head(first, settings.sample_bytes, compression_of(first.path)).content
-            body = head[skip_lines(head, dialect.skip_header_lines) or 0 :]
-            dialect = dataclasses.replace(dialect, delimiter=detect_delimiter(files[0].path, body))
         completed = None
-        if dialect.has_header and files:
+        if files and (detected or dialect.has_header):
+            # The first file decides, for all (it is always sampled): its head read once.
             first = files[0]
             head = read_head(first, settings.sample_bytes, compression_of(first.path)).content
             body = head[skip_lines(head, dialect.skip_header_lines) or 0 :]
-            completed = complete_header(first.path, body, dialect.delimiter or ",",
-                                        dialect.encoding)  # fmt: skip
+            if detected:
+                dialect = dataclasses.replace(dialect, delimiter=detect_delimiter(first.path, body))
+            if dialect.has_header:
+                completed = complete_header(first.path, body, dialect.delimiter or ",",
+                                            dialect.encoding)  # fmt: skip
         if completed is not None:
             _log.warning("%s", completed.note)
             dialect = dataclasses.replace(

@@ -7,7 +7,8 @@ none blank, and at least 90% of the sampled rows after it hold N + 1 fields, the
 is added, as `name_columns` names a blank one: at the end when that last field is empty in
 every such row (a trailing delimiter), else at the start (row names, as pandas reads them:
 its index, here a feature). The files are then read as headerless with those names, their
-header line skipped; each sampled file's header must be the first file's.
+header line skipped; every file's header must be the first file's (checked as it is
+sampled and as it is read).
 """
 
 from __future__ import annotations

@@ -462,10 +462,7 @@ class _RangeReader:
         for raw in reader:
             if header != names:
                 raw = pa.RecordBatch.from_arrays(raw.columns, names)
-            if self.short.held:
-                raw = self._with_short_rows(raw)
-            else:
-                self._well_formed += raw.num_rows
+            raw = self._with_short_rows(raw)
             if raw.num_rows:
                 if pending is not None and (batch := self._typed_rows(pending)).num_rows:
                     yield batch
@@ -492,7 +489,7 @@ class _RangeReader:
             tally.short_rows[self._path] += self.short.count
 
     def _with_short_rows(self, raw: pa.RecordBatch) -> pa.RecordBatch:
-        """`raw` with the short rows among (or right after) its rows."""
+        """`raw` with the short rows among (or right after) its rows (none held: `raw`)."""
         merged = self.short.merged(raw, self._well_formed)
         self._well_formed += raw.num_rows
         assert merged is not None

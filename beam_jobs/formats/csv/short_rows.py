@@ -27,7 +27,6 @@ __all__ = ["ShortRows"]
 
 @dataclasses.dataclass
 class _Held:
-    number: int  # pyarrow's record number (from 1, the header included)
     text: str  # as pyarrow read it (decoded to UTF-8), no line end
     missing: int  # fields to add
     position: int  # the well-formed rows before it in the range
@@ -47,9 +46,7 @@ class ShortRows:
         self._delimiter = delimiter
         self._first = 1 + int(header)  # the number of the range's first row
         self._held: list[_Held] = []
-        self._numbers: list[int] = []  # of every short row so far, ascending
-        self.count = 0
-        self.first_number: int | None = None
+        self._numbers: list[int] = []  # pyarrow's record numbers of every short row so far
 
     def add(self, number: int, text: str, missing: int, dead_before: int) -> None:
         """A short row: its record number, text, the fields it lacks, and how many rows
@@ -57,10 +54,12 @@ class ShortRows:
         shorter = bisect.bisect_left(self._numbers, number)
         position = number - self._first - dead_before - shorter
         self._numbers.insert(shorter, number)
-        self._held.append(_Held(number, text, missing, position))
-        self.count += 1
-        if self.first_number is None:
-            self.first_number = number
+        self._held.append(_Held(text, missing, position))
+
+    @property
+    def count(self) -> int:
+        """The short rows seen."""
+        return len(self._numbers)
 
     @property
     def held(self) -> bool:
