@@ -14,6 +14,7 @@ import dataclasses
 import hashlib
 import itertools
 import json
+from collections.abc import Iterable
 from typing import Any
 
 from tfdata_reader.errors import ManifestError
@@ -154,6 +155,12 @@ class Counts:
       null_markers: by feature, cells read as missing for holding a marker (`NA`, `NULL`).
       short_rows: by input file, CSV rows with fewer fields than the header, read with their
         missing trailing fields missing.
+      tasks: the run's tasks (write tasks and the shuffle's units; 0: not recorded).
+      tasks_reused: of those, the ones whose finished work a failed run had kept, checked and
+        reused (a resumed conversion).
+
+    Writers carry their own `Counts` (what they read and set aside) to publishing, which adds
+    them up (`total`): one tally under the manifest's names from end to end.
     """
 
     records_read: int | None = None
@@ -166,6 +173,27 @@ class Counts:
     float32_stored_as_zero: dict[str, int] = dataclasses.field(default_factory=dict)
     null_markers: dict[str, int] = dataclasses.field(default_factory=dict)
     short_rows: dict[str, int] = dataclasses.field(default_factory=dict)
+    tasks: int = 0
+    tasks_reused: int = 0
+
+    @classmethod
+    def total(cls, counts: Iterable[Counts]) -> Counts:
+        """Counts added up: numbers summed (an unrecorded one counts 0), counts by name summed
+        by name, names sorted."""
+        sums: dict[str, Any] = {}
+        for each in counts:
+            for field in dataclasses.fields(cls):
+                value = getattr(each, field.name)
+                if isinstance(value, dict):
+                    into = sums.setdefault(field.name, {})
+                    for name, count in value.items():
+                        into[name] = into.get(name, 0) + count
+                else:
+                    sums[field.name] = sums.get(field.name, 0) + (value or 0)
+        fields: dict[str, Any] = {
+            k: dict(sorted(v.items())) if isinstance(v, dict) else v for k, v in sums.items()
+        }
+        return cls(**fields)
 
     @property
     def recorded(self) -> bool:
@@ -185,6 +213,9 @@ class Counts:
         for name in _COUNT_MAPS:
             if getattr(self, name):
                 obj[name] = dict(getattr(self, name))
+        if self.tasks:
+            obj["tasks"] = self.tasks
+            obj["tasks_reused"] = self.tasks_reused
         return obj
 
     @classmethod
@@ -201,6 +232,8 @@ class Counts:
                     obj.get("missing_values", obj.get("null_values", {})), "missing_values"
                 ),
                 **{name: _int_map(obj.get(name, {}), name) for name in _COUNT_MAPS},
+                tasks=int(obj.get("tasks", 0)),
+                tasks_reused=int(obj.get("tasks_reused", 0)),
             )
         except (TypeError, ValueError) as e:
             if isinstance(e, ManifestError):

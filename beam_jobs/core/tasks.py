@@ -11,11 +11,12 @@ from __future__ import annotations
 import builtins
 import dataclasses
 from collections.abc import Iterable, Mapping
-from typing import Any
+from typing import Any, TypeAlias
 
 import numpy as np
 
 from beam_jobs.core.inputs import Covered, Piece
+from tfdata_reader.manifest import Counts
 
 __all__ = [
     "MIN_BATCH_ROWS",
@@ -24,6 +25,8 @@ __all__ = [
     "Run",
     "ShardPart",
     "WriteTask",
+    "Written",
+    "WrittenRuns",
     "WrittenShard",
     "sum_counts",
 ]
@@ -87,9 +90,9 @@ STRETCH_COLUMNS = ("bucket", "file", "records", "lengths_at", "data_at", "data_b
 
 @dataclasses.dataclass(frozen=True)
 class Run:
-    """One run of a write task's temporary file (shuffled conversions, `sink.runs`): where it
-    starts, and the buckets it holds records of (ascending; none of the others, so that a
-    run costs what it holds whatever the buckets), with their records and framed bytes. At
+    """One run of a write task's temporary file (shuffled conversions, `sink.shuffle.runs`):
+    where it starts, and the buckets it holds records of (ascending; none of the others, so that
+    a run costs what it holds whatever the buckets), with their records and framed bytes. At
     `offset` come every record's uint32 framed length, bucket by bucket, then the framed
     records, bucket by bucket."""
 
@@ -119,8 +122,9 @@ class Run:
 @dataclasses.dataclass(frozen=True)
 class WrittenShard:
     """A shard (or with splits, a part of one) written under its temporary path, and what it
-    holds. What a write task read (rows, input bytes, the bytes its pieces covered, ignored
-    keys, label values) is told once, by its first output."""
+    holds. What a write task read (rows, input bytes, ignored keys, short rows, the bytes its
+    pieces covered, label values) is told once, by its first output; each output tells its own
+    missing values and bad records."""
 
     index: int
     temp_path: str
@@ -128,28 +132,17 @@ class WrittenShard:
     records: int
     bytes: int
     crc32c: str
-    input_bytes: int
-    null_counts: dict[str, int]
-    bad_records: int = 0
+    # What its writer read and set aside, under the manifest's names (`Counts`).
+    counts: Counts = dataclasses.field(default_factory=Counts)
     dead_letter_temp_path: str | None = None  # JSON lines, one per bad row, when there are any
     split: str | None = None
     num_shards: int = 0
     covered: tuple[Covered, ...] = ()  # the input bytes its pieces' records took up
-    ignored_fields: dict[str, int] = dataclasses.field(default_factory=dict)  # keys not in spec
-    rows_read: int = 0  # rows its writer read (WriteShards: elements received, on shard 0)
     # The distinct values of a text --label it holds (`builtins`: `bytes` is a field here).
     label_values: tuple[builtins.bytes, ...] = ()
     # Per-feature statistics of its records (`beam_jobs.stats.FeatureStats` by name).
     stats: Mapping[str, Any] = dataclasses.field(default_factory=dict)
     part: int = 0  # with splits: the write task that wrote it, one part of its shard
-    # Whole numbers float32 changed (16777217 -> 16777216), by float32 feature.
-    rounded_integers: dict[str, int] = dataclasses.field(default_factory=dict)
-    # Numbers below float32's range it stored as 0 (1e-50), by float32 feature.
-    zeroed_numbers: dict[str, int] = dataclasses.field(default_factory=dict)
-    # Cells read as missing for holding a missing-value marker (NA, NULL), by feature.
-    null_markers: dict[str, int] = dataclasses.field(default_factory=dict)
-    # CSV rows with fewer fields than the header (missing trailing fields), by input file.
-    short_rows: dict[str, int] = dataclasses.field(default_factory=dict)
     # A GZIP part of a shard: its member's bytes up to its sync flush and their CRC32C, the
     # CRC-32 and length of its framed records (`codec.gzip_member.OpenMember`), for joining
     # parts into one member.
@@ -157,8 +150,65 @@ class WrittenShard:
     # Where readers may start mid-shard: (record, framed offset), ascending, record 0 implied.
     seek: tuple[tuple[int, int], ...] = ()
     framed_bytes: int = 0  # of its framed stream (its size once decompressed); 0: not known
-    # Shuffled conversions: a write task's runs (its records by bucket), not a shard yet.
-    runs: tuple[Run, ...] = ()
+
+    @property
+    def bad_records(self) -> int:
+        return self.counts.bad_records
+
+    def files(self) -> tuple[str, ...]:
+        """The temporary files it holds: its own and its dead letter's."""
+        return tuple(p for p in (self.temp_path, self.dead_letter_temp_path) if p)
+
+
+@dataclasses.dataclass(frozen=True)
+class WrittenRuns:
+    """A write task's records of one split in a shuffled conversion: runs of buckets in its
+    temporary file (`sink.shuffle`), not a shard yet, and what the task read and set aside,
+    which goes with part 0 of its planned shard (`tallies`)."""
+
+    task: int
+    split: str | None
+    shard: int  # the planned shard whose input the task read
+    num_shards: int
+    name: str  # that shard's name
+    path: str  # the runs' file
+    records: int
+    bytes: int  # framed bytes the runs hold
+    crc32c: str  # of the runs' file
+    runs: tuple[Run, ...]
+    counts: Counts = dataclasses.field(default_factory=Counts)
+    dead_letter_temp_path: str | None = None
+    covered: tuple[Covered, ...] = ()
+    label_values: tuple[builtins.bytes, ...] = ()
+    stats: Mapping[str, Any] = dataclasses.field(default_factory=dict)
+
+    def files(self) -> tuple[str, ...]:
+        """The temporary files it holds: its runs' and its dead letter's."""
+        return tuple(p for p in (self.path, self.dead_letter_temp_path) if p)
+
+    def tallies(self) -> WrittenShard:
+        """What the task read and set aside, as a part of its planned shard that holds no
+        file (merged with the shard's other tasks' by `sink.join_parts.merged_tallies`)."""
+        return WrittenShard(
+            index=self.shard,
+            temp_path="",
+            name=self.name,
+            records=self.records,
+            bytes=0,
+            crc32c="",
+            counts=self.counts,
+            dead_letter_temp_path=self.dead_letter_temp_path,
+            split=self.split,
+            num_shards=self.num_shards,
+            covered=self.covered,
+            label_values=self.label_values,
+            stats=self.stats,
+            part=self.task,
+        )
+
+
+# What a write task hands on: shards or parts of them, or in a shuffled conversion its runs.
+Written: TypeAlias = "WrittenShard | WrittenRuns"
 
 
 def sum_counts(counts: Iterable[Mapping[str, int]]) -> dict[str, int]:

@@ -2,11 +2,11 @@
 
 Each split's shards are cut into buckets of about `BUCKET_BYTES` of framed records: shard `s`
 of a split with `k` buckets a shard is its buckets `s*k .. s*k+k-1`, one after the other. Write
-tasks send each record to a random bucket of its split (`sink.runs`); the second pass writes
-each bucket's records in a random order (`sink.shuffled`). A bucket is the most records one
-writer of the second pass holds in memory, whatever the shard size; shards of many buckets are
-written by one unit each when there are enough shards to keep the workers busy, else a unit a
-bucket, joined in order like other parts.
+tasks send each record to a random bucket of its split (`sink.shuffle.runs`); the second pass
+writes each bucket's records in a random order (`sink.shuffle.shards`). A bucket is the most
+records one writer of the second pass holds in memory, whatever the shard size; shards of many
+buckets are written by one unit each when there are enough shards to keep the workers busy,
+else a unit a bucket, joined in order like other parts.
 
 The second pass reads each bucket's stretch of every run: (framed bytes / run bytes) x
 (framed bytes / bucket bytes) reads, which grows with the square of the data at fixed sizes.

@@ -42,7 +42,7 @@ def check_coverage(written: Sequence[WrittenShard]) -> None:
 
 def rows_read(written: Sequence[WrittenShard]) -> int:
     """Rows read, as the writers counted them where they read (each row once)."""
-    return sum(w.rows_read for w in written)
+    return sum(w.counts.records_read or 0 for w in written)
 
 
 def check_conservation(written: Sequence[WrittenShard]) -> int:

@@ -34,7 +34,7 @@ from beam_jobs.core.compression import Compression
 from beam_jobs.core.errors import ManifestError, TooManyBadRecords, raised_for_launcher
 from beam_jobs.core.paths import is_local
 from beam_jobs.core.splits import Split
-from beam_jobs.core.tasks import WrittenShard, sum_counts
+from beam_jobs.core.tasks import WrittenShard
 from beam_jobs.core.units import count_of, format_size
 from beam_jobs.core.version import __version__
 from beam_jobs.publish.checks import (
@@ -126,14 +126,8 @@ def build_manifest(
             raise RuntimeError(
                 f"refusing to publish: shard indexes {indexes} of split {split} are not {expected}"
             )
-    nulls = {f.name: sum(w.null_counts.get(f.name, 0) for w in written) for f in features}
-    records = sum(w.records for w in written)
-    bad = sum(w.bad_records for w in written)
-    ignored = sum_counts(w.ignored_fields for w in written)
-    rounded = sum_counts(w.rounded_integers for w in written)
-    zeroed = sum_counts(w.zeroed_numbers for w in written)
-    markers = sum_counts(w.null_markers for w in written)
-    short = sum_counts(w.short_rows for w in written)
+    tally = Counts.total(w.counts for w in written)
+    nulls = {f.name: tally.missing_values.get(f.name, 0) for f in features}  # in spec order
     return Manifest(
         shards=[
             ShardInfo(
@@ -147,17 +141,11 @@ def build_manifest(
         compression=spec.compression,
         inputs=spec.inputs,
         options=spec.options,
-        counts=Counts(
+        counts=dataclasses.replace(
+            tally,
             records_read=rows_read(written),
-            records_written=records,
-            bad_records=bad,
-            input_bytes_read=sum(w.input_bytes for w in written),
+            records_written=sum(w.records for w in written),
             missing_values=nulls,
-            ignored_fields=ignored,
-            float32_rounded_integers=rounded,
-            float32_stored_as_zero=zeroed,
-            null_markers=markers,
-            short_rows=short,
         ),
         dead_letter=_dead_letter_names(ordered, generation),
         created=datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),

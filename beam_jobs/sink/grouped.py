@@ -25,7 +25,7 @@ from beam_jobs.sink.counters import counter
 from beam_jobs.sink.dead_letter import write_dead_letter
 from beam_jobs.sink.run_files import create_run_file, make_run_folder
 from beam_jobs.stats.packed import PackedStats, merge_all
-from tfdata_reader.manifest import RecordOrder, shard_name
+from tfdata_reader.manifest import Counts, RecordOrder, shard_name
 
 __all__ = [
     "PickShardFn",
@@ -145,14 +145,20 @@ class WriteGroupFn(beam.DoFn):
             records=writer.records,
             bytes=writer.bytes,
             crc32c=writer.crc32c,
-            input_bytes=0,
-            null_counts=sum_counts(t["missing"] for t in tallies) if first else {},
-            rows_read=sum(t["elements"] for t in tallies) if first else 0,
+            counts=_counts(tallies, len(bad_rows)) if first else Counts(),
             stats=PackedStats(merge_all(t["stats"] for t in tallies)) if first else {},
-            ignored_fields=sum_counts(t["ignored"] for t in tallies) if first else {},
-            rounded_integers=sum_counts(t["rounded"] for t in tallies) if first else {},
-            zeroed_numbers=sum_counts(t["zeroed"] for t in tallies) if first else {},
-            bad_records=len(bad_rows) if first else 0,
             dead_letter_temp_path=dead_letter,
             num_shards=num_shards,
         )
+
+
+def _counts(tallies: list[dict[str, Any]], bad_records: int) -> Counts:
+    """What every bundle of elements counted (`sink.elements`), under the manifest's names."""
+    return Counts(
+        records_read=sum(t["elements"] for t in tallies),
+        bad_records=bad_records,
+        missing_values=sum_counts(t["missing"] for t in tallies),
+        ignored_fields=sum_counts(t["ignored"] for t in tallies),
+        float32_rounded_integers=sum_counts(t["rounded"] for t in tallies),
+        float32_stored_as_zero=sum_counts(t["zeroed"] for t in tallies),
+    )

@@ -24,10 +24,11 @@ from apache_beam.io.filesystems import FileSystems
 from beam_jobs.codec.gzip_member import HEADER_BYTES, OpenMember, closing, combined
 from beam_jobs.core.errors import DataError, raised_for_launcher
 from beam_jobs.core.paths import is_local
-from beam_jobs.core.tasks import WriteTask, WrittenShard, sum_counts
+from beam_jobs.core.tasks import WriteTask, WrittenShard
 from beam_jobs.sink.dead_letter import dead_letter_temp_path
 from beam_jobs.sink.run_files import create_run_file
 from beam_jobs.stats.packed import PackedStats, merge_all
+from tfdata_reader.manifest import Counts
 
 __all__ = ["JoinParts", "join_parts", "merged_tallies", "tasks_by_shard"]
 
@@ -108,7 +109,7 @@ def merged_tallies(
     """What the parts of one shard (of different write tasks) read, wrote and set aside, as
     one `WrittenShard` (the first part's file; dead letters joined into one file, statistics
     merged). `join_parts` joins their files too; a shuffled conversion's second pass writes
-    the shard anew (`sink.shuffled`).
+    the shard anew (`sink.shuffle`).
 
     Raises:
       DataError: when `tasks` (the write tasks the plan gives the shard) are not the parts'
@@ -136,21 +137,12 @@ def merged_tallies(
     return dataclasses.replace(
         first,
         records=sum(p.records for p in parts),
-        input_bytes=sum(p.input_bytes for p in parts),
-        null_counts=sum_counts(p.null_counts for p in parts),
-        bad_records=sum(p.bad_records for p in parts),
+        counts=Counts.total(p.counts for p in parts),
         dead_letter_temp_path=dead_letter,
         covered=tuple(c for p in parts for c in p.covered),
-        ignored_fields=sum_counts(p.ignored_fields for p in parts),
-        rounded_integers=sum_counts(p.rounded_integers for p in parts),
-        zeroed_numbers=sum_counts(p.zeroed_numbers for p in parts),
-        null_markers=sum_counts(p.null_markers for p in parts),
-        short_rows=sum_counts(p.short_rows for p in parts),
-        rows_read=sum(p.rows_read for p in parts),
         label_values=tuple(sorted({v for p in parts for v in p.label_values})),
         stats=stats,
         part=0,
-        runs=tuple(run for p in parts for run in p.runs),
     )
 
 

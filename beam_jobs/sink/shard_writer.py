@@ -28,7 +28,14 @@ from beam_jobs.core.bad_rows import BadRow, as_text
 from beam_jobs.core.errors import DataError, raised_for_launcher
 from beam_jobs.core.inputs import Piece
 from beam_jobs.core.sharding import ShardingOptions
-from beam_jobs.core.tasks import ShardPart, WriteTask, WrittenShard, sum_counts
+from beam_jobs.core.tasks import (
+    ShardPart,
+    WriteTask,
+    Written,
+    WrittenRuns,
+    WrittenShard,
+    sum_counts,
+)
 from beam_jobs.formats.base import InputFormat, PieceReport
 from beam_jobs.formats.lines.cut_counts import CutCounts
 from beam_jobs.formats.lines.line_numbers import with_line_numbers
@@ -41,29 +48,12 @@ from beam_jobs.sink.coalesce import Coalescer, Joined, piece_of_row
 from beam_jobs.sink.counters import counter
 from beam_jobs.sink.dead_letter import write_dead_letter
 from beam_jobs.sink.run_files import create_run_file, make_run_folder
-from beam_jobs.sink.runs import RunSink, RunWriter
-from beam_jobs.sink.temp_folder import remove_empty_folders
+from beam_jobs.sink.shuffle.runs import RunSink, RunWriter
+from beam_jobs.sink.temp_folder import stop_if_abandoned
 from beam_jobs.stats.batches import finish_all, new_stats, update_all
-from tfdata_reader.manifest import FeatureSpec, shard_name
+from tfdata_reader.manifest import Counts, FeatureSpec, shard_name
 
-__all__ = ["MAX_LABELS", "RunAbandoned", "WriteShardFn", "WriteSpec", "stop_if_abandoned"]
-
-
-class RunAbandoned(RuntimeError):
-    """A task of a run whose launcher is gone (interrupted): it writes nothing more."""
-
-
-def stop_if_abandoned(marker: str | None, temp_dir: str, written: list[str | None]) -> None:
-    """Stops a task of a run that was interrupted (its run `marker` is gone with its temporary
-    folder), and deletes what it wrote: a cluster may go on running tasks after the launcher
-    ended, and they would leave files in the output that no run owns."""
-    if marker is None or FileSystems.exists(marker):
-        return
-    paths = [p for p in written if p and FileSystems.exists(p)]
-    if paths:
-        FileSystems.delete(paths)
-    remove_empty_folders(temp_dir)
-    raise RunAbandoned(f"{temp_dir}: the run was interrupted; this task stopped")
+__all__ = ["MAX_LABELS", "WriteShardFn", "WriteSpec"]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -85,7 +75,8 @@ class WriteSpec:
       input_bytes_per_row: the plan's estimate, for the progress notes of a task still
         running (0: unknown).
       shuffle: in a shuffled conversion, the buckets each split's records go to: a task
-        writes runs (`sink.runs`) instead of shards, and `sink.shuffled` writes the shards.
+        writes runs (`sink.shuffle.runs`) instead of shards, and `sink.shuffle` writes the
+        shards.
     """
 
     input_format: InputFormat
@@ -134,16 +125,14 @@ class WriteShardFn(beam.DoFn):
         self._encoder = ExampleEncoder(self._spec.features)
         self._floats = [f.name for f in self._spec.features if f.dtype == "float32"]
 
-    def process(
-        self, task: WriteTask, cut_counts: CutCounts | None = None
-    ) -> Iterator[WrittenShard]:
+    def process(self, task: WriteTask, cut_counts: CutCounts | None = None) -> Iterator[Written]:
         with raised_for_launcher():
             yield from self._write(task, cut_counts)
 
-    def _write(self, task: WriteTask, cut_counts: CutCounts | None) -> list[WrittenShard]:
+    def _write(self, task: WriteTask, cut_counts: CutCounts | None) -> list[Written]:
         self._check_alive([])
         written = self._write_task(task, cut_counts)
-        paths = [p for w in written for p in (w.temp_path, w.dead_letter_temp_path)]
+        paths: list[str | None] = [p for w in written for p in w.files()]
         self._check_alive([*paths, progress.note_path(self._spec.temp_dir, self._task_name(task))])
         return written
 
@@ -168,7 +157,8 @@ class WriteShardFn(beam.DoFn):
             output = task.parts.index(target)
             buckets = spec.shuffle.buckets(target.split)
             draws = (spec.shuffle.seed, task.index, output)
-            runs = RunSink(RunWriter(spec.temp_dir, name, buckets, draws, spec.shuffle.run_bytes))
+            path = FileSystems.join(spec.temp_dir, f"{name}.runs.{uuid.uuid4().hex}")
+            runs = RunSink(RunWriter(path, buckets, draws, spec.shuffle.run_bytes))
             return _Output(target, name, runs.path, runs, new_stats(spec.features))
         # The task's index keeps the temporary names of one shard's parts apart.
         temp_path = FileSystems.join(spec.temp_dir, f"{name}.{task.index}.{uuid.uuid4().hex}")
@@ -179,7 +169,7 @@ class WriteShardFn(beam.DoFn):
         writer = ShardFileWriter(raw, sharding.compression, sharding.gzip_level, joinable)
         return _Output(target, name, temp_path, writer, new_stats(spec.features))
 
-    def _write_task(self, task: WriteTask, cut_counts: CutCounts | None) -> list[WrittenShard]:
+    def _write_task(self, task: WriteTask, cut_counts: CutCounts | None) -> list[Written]:
         """Writes the task's records: one shard, or with splits a part of each split's shard."""
         spec = self._spec
         outputs = [self._open(target, task) for target in task.parts]
@@ -293,7 +283,7 @@ class WriteShardFn(beam.DoFn):
         tally: _Tally,
         reports: list[PieceReport],
         labels: set[bytes],
-    ) -> WrittenShard:
+    ) -> Written:
         """What one output holds; what the task read (rows, input bytes, what its pieces
         covered, ignored fields, label values) is told once, with the first output."""
         dead_letter = None
@@ -301,35 +291,65 @@ class WriteShardFn(beam.DoFn):
             rows = [r.to_json() for r in output.bad_rows]
             dead_letter = write_dead_letter(self._spec.temp_dir, output.name, rows)
         writer = output.writer
+        counts = Counts(
+            bad_records=len(output.bad_rows),
+            missing_values={name: feature.missing for name, feature in output.stats.items()},
+        )
+        if first:  # what the task read, told once
+            counts = dataclasses.replace(
+                counts,
+                records_read=tally.rows_read,
+                input_bytes_read=task.input_bytes,
+                ignored_fields=sum_counts(r.ignored_fields for r in reports),
+                null_markers=self._renamed(r.null_markers for r in reports),
+                short_rows=sum_counts(r.short_rows for r in reports),
+            )
+        counts = dataclasses.replace(
+            counts,
+            float32_rounded_integers=self._changed(
+                output.changes.rounded, (r.rounded_integers for r in reports) if first else ()
+            ),
+            float32_stored_as_zero=self._changed(
+                output.changes.zeroed, (r.zeroed_numbers for r in reports) if first else ()
+            ),
+        )
+        covered = tuple(r.covered for r in reports if r.covered) if first else ()
+        label_values = tuple(sorted(labels)) if first else ()
+        target = output.target
+        if isinstance(writer, RunSink):
+            return WrittenRuns(
+                task=task.index,
+                split=target.split,
+                shard=target.index,
+                num_shards=target.num_shards,
+                name=output.name,
+                path=output.temp_path,
+                records=writer.records,
+                bytes=writer.bytes,
+                crc32c=writer.crc32c,
+                runs=writer.runs,
+                counts=counts,
+                dead_letter_temp_path=dead_letter,
+                covered=covered,
+                label_values=label_values,
+                stats=finish_all(output.stats),
+            )
         return WrittenShard(
-            index=output.target.index,
+            index=target.index,
             temp_path=output.temp_path,
             name=output.name,
             records=writer.records,
             bytes=writer.bytes,
             crc32c=writer.crc32c,
-            input_bytes=task.input_bytes if first else 0,
-            null_counts={name: feature.missing for name, feature in output.stats.items()},
-            bad_records=len(output.bad_rows),
+            counts=counts,
             dead_letter_temp_path=dead_letter,
-            split=output.target.split,
-            num_shards=output.target.num_shards,
-            covered=tuple(r.covered for r in reports if r.covered) if first else (),
-            ignored_fields=sum_counts(r.ignored_fields for r in reports) if first else {},
-            rows_read=tally.rows_read if first else 0,
-            label_values=tuple(sorted(labels)) if first else (),
+            split=target.split,
+            num_shards=target.num_shards,
+            covered=covered,
+            label_values=label_values,
             stats=finish_all(output.stats),
             part=task.index,
-            rounded_integers=self._changed(
-                output.changes.rounded, (r.rounded_integers for r in reports) if first else ()
-            ),
-            zeroed_numbers=self._changed(
-                output.changes.zeroed, (r.zeroed_numbers for r in reports) if first else ()
-            ),
-            null_markers=self._renamed(r.null_markers for r in reports) if first else {},
-            short_rows=sum_counts(r.short_rows for r in reports) if first else {},
             member=writer.member,
-            runs=writer.runs if isinstance(writer, RunSink) else (),
         )
 
     def _renamed(self, counts: Iterable[Mapping[str, int]]) -> dict[str, int]:

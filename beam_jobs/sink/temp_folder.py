@@ -20,11 +20,13 @@ from beam_jobs.sink.run_files import TEMP_DIR_PREFIX
 __all__ = [
     "RUN_MARKER",
     "TEMP_DIR_PREFIX",
+    "RunAbandoned",
     "holds_our_marker",
     "is_temp_folder_name",
     "remove_empty_folders",
     "remove_folder",
     "start_temp_folder",
+    "stop_if_abandoned",
     "write_atomically",
 ]
 
@@ -91,6 +93,23 @@ def remove_empty_folders(path: str) -> None:
     for folder, _, _ in os.walk(path, topdown=False):
         with contextlib.suppress(OSError):  # not empty: another task's files are there
             os.rmdir(folder)
+
+
+class RunAbandoned(RuntimeError):
+    """A task of a run whose launcher is gone (interrupted): it writes nothing more."""
+
+
+def stop_if_abandoned(marker: str | None, temp_dir: str, written: list[str | None]) -> None:
+    """Stops a task of a run that was interrupted (its run `marker` is gone with its temporary
+    folder), and deletes what it wrote: a cluster may go on running tasks after the launcher
+    ended, and they would leave files in the output that no run owns."""
+    if marker is None or FileSystems.exists(marker):
+        return
+    paths = [p for p in written if p and FileSystems.exists(p)]
+    if paths:
+        FileSystems.delete(paths)
+    remove_empty_folders(temp_dir)
+    raise RunAbandoned(f"{temp_dir}: the run was interrupted; this task stopped")
 
 
 def write_atomically(path: str, data: bytes, temp_dir: str) -> None:

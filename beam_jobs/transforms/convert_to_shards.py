@@ -23,7 +23,7 @@ from beam_jobs.plan.shards import cut_points
 from beam_jobs.publish.publish import PublishShards, PublishSpec
 from beam_jobs.sink.join_parts import JoinParts, tasks_by_shard
 from beam_jobs.sink.shard_writer import WriteShardFn, WriteSpec
-from beam_jobs.sink.shuffled import ShuffleShards
+from beam_jobs.sink.shuffle.shards import ShuffleShards
 from beam_jobs.sink.temp_folder import RUN_MARKER, TEMP_DIR_PREFIX
 from tfdata_reader.manifest import FeatureSpec, Order, RecordOrder
 

@@ -247,7 +247,7 @@ def test_a_shard_whose_parts_did_not_all_arrive_is_not_joined(tmp_path):
     def part(task: int) -> WrittenShard:
         path = tmp_path / f"p{task}"
         path.write_bytes(b"x")
-        return WrittenShard(0, str(path), "train-00000-of-00002.tfrecord", 1, 1, "0", 0, {},
+        return WrittenShard(0, str(path), "train-00000-of-00002.tfrecord", 1, 1, "0",
                             split="train", num_shards=2, part=task)  # fmt: skip
 
     with pytest.raises(DataError, match=r"write tasks \[0, 1\], but the parts of \[1\] arrived"):

@@ -260,7 +260,8 @@ def test_a_run_whose_lease_is_gone_publishes_nothing(tmp_path):
 
 def test_a_writer_of_an_interrupted_run_deletes_what_it_wrote_and_stops(tmp_path):
     from beam_jobs.formats.csv.format import CsvFormat
-    from beam_jobs.sink.shard_writer import RunAbandoned, WriteShardFn, WriteSpec
+    from beam_jobs.sink.shard_writer import WriteShardFn, WriteSpec
+    from beam_jobs.sink.temp_folder import RunAbandoned
     from tfdata_reader.manifest import FeatureSpec
 
     temp = tmp_path / "out" / ".tfrecord-etl-tmp-abc123"

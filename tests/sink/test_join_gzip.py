@@ -30,7 +30,7 @@ def _part(tmp_path, index: int, records: list[bytes], level: int) -> WrittenShar
     stored = path.read_bytes()
     assert writer.bytes == len(stored) and writer.member is not None
     assert gzip.decompress(stored) == frame_records(records)  # a part alone is a gzip file
-    return WrittenShard(0, str(path), _NAME, writer.records, writer.bytes, writer.crc32c, 0, {},
+    return WrittenShard(0, str(path), _NAME, writer.records, writer.bytes, writer.crc32c,
                         split="train", num_shards=1, part=index, member=writer.member)  # fmt: skip
 
 
@@ -76,7 +76,7 @@ def test_a_gzip_part_written_whole_is_refused_rather_than_joined_as_two_members(
     with ShardFileWriter(open(whole, "wb"), "gzip") as writer:
         writer.write_records(_records(rng, 5))
     assert writer.member is None  # a whole shard ends as it always did
-    part = WrittenShard(0, str(whole), _NAME, 5, writer.bytes, writer.crc32c, 0, {},
+    part = WrittenShard(0, str(whole), _NAME, 5, writer.bytes, writer.crc32c,
                         split="train", num_shards=1, part=1)  # fmt: skip
     with pytest.raises(DataError, match="not written to be joined"):
         join_parts([_part(tmp_path, 0, _records(rng, 3), 1), part], str(tmp_path), [0, 1])

@@ -7,9 +7,10 @@ import numpy as np
 import pytest
 
 from beam_jobs.core.errors import DataError
-from beam_jobs.core.tasks import Run, WrittenShard
+from beam_jobs.core.tasks import Run, WrittenRuns, WrittenShard
 from beam_jobs.plan.shuffle import plan_shuffle
-from beam_jobs.sink.shuffled import RunStretches, unit_pieces, unit_work
+from beam_jobs.sink.join_parts import merged_tallies
+from beam_jobs.sink.shuffle.units import RunStretches, unit_pieces, unit_work
 
 # 2 shards of 3 buckets each, one unit a bucket (fewer than 8 shards): units (shard, part).
 PLAN = plan_shuffle({None: 2}, {None: 2 * 3 * 10e6}, seed=0, bucket_bytes=10_000_000)
@@ -17,7 +18,7 @@ TASKS = {("", 0): (0, 1), ("", 1): (2,)}
 TEMP = "/t/.tfrecord-etl-tmp-0a"
 
 
-def _output(task: int, shard: int, runs: list[tuple[list[int], list[int]]]) -> WrittenShard:
+def _output(task: int, shard: int, runs: list[tuple[list[int], list[int]]]) -> WrittenRuns:
     """A write task's output: runs of (buckets, counts), 10 framed bytes a record."""
     path = f"/t/.tfrecord-etl-tmp-0a/task{task}.runs"
     made, offset = [], 0
@@ -26,9 +27,9 @@ def _output(task: int, shard: int, runs: list[tuple[list[int], list[int]]]) -> W
         made.append(Run(path, offset, b, c, 10 * c))
         offset += 14 * int(c.sum())
     records = sum(sum(c) for _, c in runs)
-    return WrittenShard(
-        index=shard, temp_path=path, name=f"s{shard}", records=records, bytes=10 * records,
-        crc32c="", input_bytes=0, null_counts={}, part=task, runs=tuple(made),
+    return WrittenRuns(
+        task=task, split=None, shard=shard, num_shards=2, name=f"s{shard}", path=path,
+        records=records, bytes=10 * records, crc32c="", runs=tuple(made),
     )  # fmt: skip
 
 
@@ -39,7 +40,7 @@ OUTPUTS = [
 ]
 
 
-def _gathered(outputs: list[WrittenShard]) -> dict[tuple[str, int, int], list[object]]:
+def _gathered(outputs: list[WrittenRuns]) -> dict[tuple[str, int, int], list[object]]:
     keyed: dict[tuple[str, int, int], list[object]] = {}
     for output in outputs:
         for key, piece in unit_pieces(output, PLAN, TASKS, TEMP):
@@ -62,12 +63,12 @@ def test_each_unit_gets_only_its_buckets_stretches_and_part_0_the_tallies():
         ("", 0, 0): [0, 1], ("", 0, 1): [], ("", 0, 2): [],
         ("", 1, 0): [2], ("", 1, 1): [], ("", 1, 2): [],
     }  # fmt: skip
-    assert all(not p.runs for v in keyed.values() for p in v if isinstance(p, WrittenShard))
+    assert all(not p.temp_path for v in keyed.values() for p in v if isinstance(p, WrittenShard))
 
 
 def test_a_units_stretches_come_in_task_then_run_order_whatever_the_arrival():
     keyed = _gathered(OUTPUTS)
-    work = unit_work(("", 1, 1), reversed(keyed[("", 1, 1)]), PLAN, TASKS, TEMP)
+    work = unit_work(("", 1, 1), reversed(keyed[("", 1, 1)]), PLAN, TEMP)
     # bucket 4: task 0's first run (1 record), its second (3), then task 2's (4).
     assert work.stretches[:, [0, 2]].tolist() == [[4, 1], [4, 3], [4, 4]]
     assert work.paths == (
@@ -76,26 +77,28 @@ def test_a_units_stretches_come_in_task_then_run_order_whatever_the_arrival():
     )
     assert work.stretches[:, 1].tolist() == [0, 0, 1]
     assert work.stretches[:, 3].tolist() == [4 * 4, 84 + 4 * 2, 4 * 8]  # lengths at
-    assert work.unit == PLAN.unit(("", 1, 1)) and work.carrier is None
-    first = unit_work(("", 0, 0), keyed[("", 0, 0)], PLAN, TASKS, TEMP)
-    assert first.carrier is not None and first.carrier.records == 11 + 2
+    assert work.unit == PLAN.unit(("", 1, 1)) and work.tallies == ()
+    first = unit_work(("", 0, 0), keyed[("", 0, 0)], PLAN, TEMP)
+    assert [t.part for t in first.tallies] == [0, 1]
+    assert merged_tallies(first.tallies, TEMP, TASKS[("", 0)]).records == 11 + 2
     assert first.records == 1 + 2 + 4  # bucket 0: task 0's two runs, task 2's run
 
 
 def test_a_part_no_run_holds_a_record_of_is_still_written():
     keyed = _gathered([_output(0, 0, [([0], [5])]), _output(1, 0, []), _output(2, 1, [])])
     assert sorted(keyed) == [("", s, p) for s in (0, 1) for p in (0, 1, 2)]
-    empty = unit_work(("", 1, 2), keyed[("", 1, 2)], PLAN, TASKS, TEMP)
+    empty = unit_work(("", 1, 2), keyed[("", 1, 2)], PLAN, TEMP)
     assert empty.records == 0 and empty.paths == ()
 
 
 def test_lost_or_repeated_outputs_and_runs_short_of_their_records_are_refused():
     keyed = _gathered(OUTPUTS[:1] + OUTPUTS[2:])  # task 1's output lost
+    work = unit_work(("", 0, 0), keyed[("", 0, 0)], PLAN, TEMP)
     with pytest.raises(DataError, match=r"parts of write tasks \[0, 1\]"):
-        unit_work(("", 0, 0), keyed[("", 0, 0)], PLAN, TASKS, TEMP)
+        merged_tallies(work.tallies, TEMP, TASKS[("", 0)])  # what the unit's writer merges
     twice = _gathered(OUTPUTS + OUTPUTS[:1])
     with pytest.raises(DataError, match="arrived twice"):
-        unit_work(("", 0, 1), twice[("", 0, 1)], PLAN, TASKS, TEMP)
+        unit_work(("", 0, 1), twice[("", 0, 1)], PLAN, TEMP)
     short = OUTPUTS[0].__class__(**{**OUTPUTS[0].__dict__, "records": 1})
     with pytest.raises(DataError, match="wrote 1 records of split \\(all\\) but its runs hold 11"):
         list(unit_pieces(short, PLAN, TASKS, TEMP))

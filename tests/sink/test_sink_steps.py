@@ -23,7 +23,7 @@ from beam_jobs.plan.shards import cut_points, plan_shards, shard_tasks
 from beam_jobs.publish.companions import COMPANION_NAMES
 from beam_jobs.publish.publish import PublishShards, PublishSpec
 from beam_jobs.sink.shard_writer import WriteShardFn, WriteSpec
-from tfdata_reader.manifest import FeatureSpec
+from tfdata_reader.manifest import Counts, FeatureSpec
 
 FEATURES = (FeatureSpec("id", "int64"), FeatureSpec("name", "bytes"))
 LOCAL = PipelineOptions(["--runner=FnApiRunner", "--direct_running_mode=in_memory"])
@@ -54,7 +54,7 @@ def test_the_shard_writer_writes_each_planned_piece_exactly(tmp_path):
         assert [w.name for w in written] == [f"data-0000{i}-of-00003.tfrecord" for i in range(3)]
         assert sum(w.records for w in written) == 29
         assert [w.bad_records for w in written] == [1, 0, 0]
-        assert sum(w.input_bytes for w in written) == csv.stat().st_size
+        assert sum(w.counts.input_bytes_read for w in written) == csv.stat().st_size
         for w in written:
             assert (w.bytes, w.crc32c) == (
                 pathlib.Path(w.temp_path).stat().st_size,
@@ -77,10 +77,13 @@ def _written(tmp_path, index: int, records: list[bytes], bad: int = 0) -> Writte
     with ShardFileWriter(open(path, "wb"), "none") as writer:
         writer.write_records(records)
     name = f"data-{index:05d}-of-00002.tfrecord"
-    return WrittenShard(
-        index, str(path), name, writer.records, writer.bytes, writer.crc32c, 100,
-        {"id": 0, "name": index}, bad_records=bad, num_shards=2, rows_read=len(records) + bad,
+    counts = Counts(
+        records_read=len(records) + bad, bad_records=bad, input_bytes_read=100,
+        missing_values={"id": 0, "name": index},
     )  # fmt: skip
+    return WrittenShard(
+        index, str(path), name, writer.records, writer.bytes, writer.crc32c, counts, num_shards=2
+    )
 
 
 def _spec(tmp_path, max_bad_fraction: float = 0.0) -> PublishSpec:

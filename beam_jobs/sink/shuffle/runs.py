@@ -11,17 +11,17 @@ them as one *run* of its file:
     uint32 record lengths (framed), bucket by bucket | framed records, bucket by bucket
 
 with where each bucket's lengths and records are (`Run`). The second pass
-(`sink.shuffled`) reads one bucket's stretch of every run, in task and run order, and permutes
+(`sink.shuffle.shards`) reads one bucket's stretch of every run, in task and run order, and permutes
 the bucket's records before writing them into its shard.
 """
 
 from __future__ import annotations
 
 import builtins
-import uuid
 from collections.abc import Iterator, Sequence
 from typing import BinaryIO
 
+import google_crc32c
 import numpy as np
 import pyarrow as pa
 from apache_beam.io.filesystem import CompressionTypes
@@ -32,14 +32,9 @@ from beam_jobs.core.errors import DataError
 from beam_jobs.core.tasks import Run
 from beam_jobs.plan.shuffle import RUN_BYTES
 from beam_jobs.sink.run_files import create_run_file
+from beam_jobs.sink.shuffle.draws import bucket_stream, uniform_below
 
-__all__ = ["RunSink", "RunWriter", "gather", "read_bucket", "uniform_below"]
-_BUCKET_TAG = 0x62756B  # "buk": bucket draws, apart from the permutations of `sink.shuffled`
-
-
-def uniform_below(draws: np.ndarray, bound: int) -> np.ndarray:
-    """Raw 64-bit draws as integers in [0, bound) (the high 32 bits scaled; bound < 2**32)."""
-    return ((draws >> np.uint64(32)) * np.uint64(bound)) >> np.uint64(32)
+__all__ = ["RunSink", "RunWriter", "gather", "read_bucket"]
 
 
 GATHER_RECORDS = 1 << 15  # records put in order at a time: what is held besides the input
@@ -67,23 +62,21 @@ def gather(
 
 class RunWriter:
     """A write task's records for the shuffle: each to a random bucket of `buckets`, held up to
-    `budget` bytes, then stored as a run of the task's file under `temp_dir`."""
+    `budget` bytes, then stored as a run of the task's file at `path`."""
 
     def __init__(
         self,
-        temp_dir: str,
-        name: str,
+        path: str,
         buckets: int,
         draws: tuple[int, int, int],
         budget: int | None = None,
     ) -> None:
         """`draws`: (seed, write task, output of the task): what keys its bucket draws."""
-        self.path = FileSystems.join(temp_dir, f"{name}.runs.{uuid.uuid4().hex}")
+        self.path = path
         self._buckets = buckets
-        seed, task, output = draws
-        key = np.array([seed, (_BUCKET_TAG << 40) | (task << 8) | output], dtype=np.uint64)
-        self._bits = np.random.Philox(key=key)
+        self._bits = bucket_stream(*draws)
         self._budget = budget or RUN_BYTES
+        self.crc32c = 0  # of the file as stored
         self._held = bytearray()  # framed records, as they came
         self._lengths: list[np.ndarray] = []  # their framed sizes
         self._file: BinaryIO | None = None
@@ -119,14 +112,18 @@ class RunWriter:
         sizes = np.bincount(buckets, lengths, minlength=self._buckets).astype(np.int64)
         if self._file is None:
             self._file = create_run_file(self.path)
-        self._file.write(lengths[order].astype("<u4").tobytes())
+        self._write(self._file, lengths[order].astype("<u4").tobytes())
         for buffer, _ in gather(data, lengths, order):
-            self._file.write(buffer)
+            self._write(self._file, buffer)
         held_buckets = np.flatnonzero(counts)
         self.runs.append(
             Run(self.path, self._offset, held_buckets, counts[held_buckets], sizes[held_buckets])
         )
         self._offset += 4 * len(lengths) + len(data)
+
+    def _write(self, f: BinaryIO, data: bytes | pa.Buffer) -> None:
+        f.write(data)
+        self.crc32c = google_crc32c.extend(self.crc32c, data)
 
     def _draw_buckets(self, count: int) -> np.ndarray:
         """Each record's bucket: the records dealt out in a random order, from a random
@@ -203,7 +200,6 @@ class RunSink:
     """A write task's output in a shuffled conversion: Examples framed and sent to a `RunWriter`,
     counted like a shard file's (`records`, framed `bytes`); `runs` after `close()`."""
 
-    crc32c = ""  # no shard file: the second pass writes and measures the shards
     member = None
 
     def __init__(self, runs: RunWriter) -> None:
@@ -218,6 +214,11 @@ class RunSink:
     @property
     def bytes(self) -> int:
         return self._runs.bytes
+
+    @property
+    def crc32c(self) -> str:
+        """CRC32C of the runs' file as stored (after `close()`)."""
+        return f"{self._runs.crc32c:08x}"
 
     def write_records(self, records: list[builtins.bytes]) -> None:
         self._runs.write(records)
