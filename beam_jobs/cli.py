@@ -21,10 +21,14 @@ import re
 import sys
 import time
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 from beam_jobs.core.version import __version__
-from beam_jobs.job.interrupt import Interrupted, interruptible
+from beam_jobs.job.interrupt import Interrupted, deferred_while, interruptible
 from beam_jobs.job.quiet import beam_errors_quiet
+
+if TYPE_CHECKING:
+    from beam_jobs.job.launcher import ConvertResult
 
 __all__ = ["main"]
 
@@ -73,22 +77,28 @@ def _convert(argv: list[str]) -> int:
                 from beam_jobs.job.launcher import run
 
             result = run(argv)
+            # The run is over (published, or nothing to do): a signal now changes nothing,
+            # and the summary is still printed.
+            with deferred_while(lambda: True):
+                return _converted(result, time.monotonic() - started)
     except Interrupted as e:
-        print(
-            f"error: interrupted by {e.name}: nothing was published, the temporary folder was "
-            "removed; run the same command again to convert",
-            file=sys.stderr,
-        )
-        _summary_line("interrupted", e.exit_code, signal=e.name)
+        kept = getattr(e, "kept_work", None)
+        again = kept.describe() if kept else "run the same command again to convert"
+        print(f"error: interrupted by {e.name}: nothing was published; {again}", file=sys.stderr)
+        _summary_line("interrupted", e.exit_code, signal=e.name, **_kept_fields(e))
         sys.stderr.flush()
         os._exit(e.exit_code)  # beam_jobs.job.interrupt: no shutdown around the runner's threads
-    elapsed = time.monotonic() - started
+
+
+def _converted(result: ConvertResult, elapsed: float) -> int:
+    """Prints what a conversion that ended well did: its summary and notes, or its plan."""
     from beam_jobs.inspection.report import (
         bad_rows_note,
         float32_changes_note,
         ignored_fields_note,
         missing_label_note,
         null_markers_note,
+        resumed_note,
         short_rows_note,
         summarize_run,
     )
@@ -112,6 +122,8 @@ def _convert(argv: list[str]) -> int:
     assert manifest is not None  # converted, or found already converted
     if result.converted:
         notes = [
+            *resumed_note(manifest),
+            *_deferred_note(),
             *ignored_fields_note(manifest),
             *missing_label_note(manifest),
             *float32_changes_note(manifest),
@@ -137,8 +149,27 @@ def _convert(argv: list[str]) -> int:
         bytes=manifest.total_bytes,
         fingerprint=manifest.fingerprint,
         elapsed_seconds=round(elapsed, 3),
+        **({"tasks_reused": manifest.counts.tasks_reused} if result.converted else {}),
     )
     return EXIT_OK
+
+
+def _deferred_note() -> list[str]:
+    """A signal put off while publishing: said, since the run ended well despite it."""
+    from beam_jobs.job.interrupt import deferred
+
+    signum = deferred()
+    if signum is None:
+        return []
+    import signal
+
+    return [f"{signal.Signals(signum).name} came while publishing: publishing finished first"]
+
+
+def _kept_fields(error: BaseException) -> dict[str, object]:
+    """The JSON status line's account of a failed run's kept work."""
+    kept = getattr(error, "kept_work", None)
+    return {"kept_work": kept.folder, "kept_bytes": kept.bytes} if kept else {}
 
 
 def _summary_line(status: str, exit_code: int, **fields: object) -> None:
@@ -319,6 +350,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         DataError,
         ManifestError,
         OutputBusy,
+        Stalled,
         TooManyBadRecords,
         UsageError,
     )
@@ -336,6 +368,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return _fail(argv[0], EXIT_DATA, e, bad_rows_note(e.output, e.dead_letters))
     except (DataError, ManifestError) as e:
         return _fail(argv[0], EXIT_DATA, e)
+    except Stalled as e:
+        return _fail(argv[0], EXIT_OTHER, e)
     except Exception as e:
         if verbose:
             logging.getLogger("beam_jobs.cli").exception("%s failed", argv[0])
@@ -356,9 +390,11 @@ def _fail(
 ) -> int:
     message = str(error)
     shown = _headline(message) if short else message
-    print("\n".join([f"error: {shown}", *note]), file=sys.stderr)
+    kept = getattr(error, "kept_work", None)
+    kept_line = [kept.describe()] if kept else []
+    print("\n".join([f"error: {shown}", *note, *kept_line]), file=sys.stderr)
     if command == "convert":
-        _summary_line(status, exit_code, error=_headline(message))
+        _summary_line(status, exit_code, error=_headline(message), **_kept_fields(error))
     return exit_code
 
 

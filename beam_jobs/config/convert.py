@@ -74,6 +74,17 @@ def _check_seconds(value: Any) -> float:
     return seconds
 
 
+def _positive_stall(text: str) -> float:
+    return _check_stall(flags.parse_float(text))
+
+
+def _check_stall(value: Any) -> float:
+    seconds = flags.number(value)
+    if not seconds > 0:
+        raise UsageError(f"--stall_seconds must be a positive number of seconds, not {value}")
+    return seconds
+
+
 def _bool(**flag: Any) -> Any:
     return flags.option(False, parse=flags.parse_bool, accept=flags.accept_bool, **flag)
 
@@ -201,6 +212,23 @@ class ConvertConfig:
         help="How often a waiting launcher reports progress (share of the input read, time "
         "left, shards done, records, input MB/s, worker processes; a live bar on a "
         "terminal); default 5.",
+    )
+    fresh: bool = _bool(
+        bare="true",
+        recorded=False,
+        help="Discard the finished work a failed run of this conversion kept in OUTPUT and "
+        "convert from the start (by default a rerun of the same command checks and reuses "
+        "it).",
+    )
+    stall_seconds: float = flags.option(
+        1800.0,
+        parse=_positive_stall,
+        accept=_check_stall,
+        recorded=False,
+        metavar="S",
+        help="End a run whose progress (tasks started or finished, records read, publishing "
+        "steps) stands still this long, with an error naming the stage and what it waited "
+        "for; its finished work is kept for a rerun (default 1800).",
     )
     plan_only: bool = False  # `inspect --input`: no output folder to check or write
 

@@ -2,9 +2,9 @@
 
 Each type maps to one exit code of the CLI: `UsageError` 2 (a flag or an input pattern is
 wrong), `DataError` and its kinds 1 (the input or a dataset is bad; the message names the file
-and where in it), `OutputBusy` 4 (another run writes the output folder), anything else 3.
-`ManifestError` lives with the manifest in `tfdata_reader` (the reader must not import Beam)
-and is re-exported here.
+and where in it), `OutputBusy` 4 (another run writes the output folder), `Stalled` and anything
+else 3. `ManifestError` lives with the manifest in `tfdata_reader` (the reader must not import
+Beam) and is re-exported here.
 
 Runners that run DoFns in other threads or processes hand the launcher only the text of a
 worker's traceback, not the exception object. So a worker raises our errors inside
@@ -29,6 +29,7 @@ __all__ = [
     "FramingError",
     "ManifestError",
     "OutputBusy",
+    "Stalled",
     "TooManyBadRecords",
     "ToolError",
     "UsageError",
@@ -81,6 +82,11 @@ class TooManyBadRecords(DataError):
 
 class OutputBusy(ToolError):
     """Another conversion holds the output folder's lease (exit code 4: try again later)."""
+
+
+class Stalled(ToolError):
+    """The run's progress stood still past `--stall_seconds` (exit code 3); the message names
+    the stage and what it waited for."""
 
 
 class FramingError(ValueError):

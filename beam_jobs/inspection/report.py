@@ -22,6 +22,7 @@ __all__ = [
     "ignored_fields_note",
     "missing_label_note",
     "null_markers_note",
+    "resumed_note",
     "short_rows_note",
     "summarize_run",
 ]
@@ -129,6 +130,17 @@ def summarize_run(manifest: Manifest, elapsed_seconds: float) -> str:
         ),
     ]
     return format_table(["conversion", "done"], rows)
+
+
+def resumed_note(manifest: Manifest) -> list[str]:
+    """What a resumed conversion reused of a failed run's finished work (none: nothing)."""
+    counts = manifest.counts
+    if not counts.tasks_reused:
+        return []
+    ran = counts.tasks - counts.tasks_reused
+    return [
+        f"resumed: {counts.tasks_reused:,} of {count_of(counts.tasks, 'task')} reused, {ran:,} run"
+    ]
 
 
 def missing_label_note(manifest: Manifest) -> list[str]:

@@ -1,6 +1,10 @@
 """Ctrl-C and SIGTERM end a conversion cleanly: the signal becomes an `Interrupted` exception in
-the main thread, so the usual cleanup runs (the temporary folder removed, the lease released,
-nothing published), and the process then leaves at once with 128 + the signal's number.
+the main thread, so the usual cleanup runs (the run's tasks told to stop, its finished work
+kept for a rerun, the lease released, nothing published), and the process then leaves at once
+with 128 + the signal's number. Once publishing has begun, a signal is put off instead
+(`deferred_while`): publishing finishes and the run reports success, so a dataset is either
+published whole or not at all. The stall watchdog ends a run the same way from its own thread
+(`stop_main`).
 
 Leaving at once matters: Beam's runner and TensorFlow keep C++ threads that abort the process
 (`terminate called without an active exception`, exit 134) when Python shuts down around them.
@@ -9,13 +13,24 @@ Leaving at once matters: Beam's runner and TensorFlow keep C++ threads that abor
 from __future__ import annotations
 
 import contextlib
+import logging
 import signal
 import threading
 from collections.abc import Callable, Iterator
 
-__all__ = ["Interrupted", "call_on_signal", "interruptible"]
+__all__ = [
+    "Interrupted",
+    "call_on_signal",
+    "deferred",
+    "deferred_while",
+    "interruptible",
+    "stop_main",
+    "stoppable",
+]
 
 _SIGNALS = (signal.SIGINT, signal.SIGTERM)
+_STOP = signal.SIGUSR1  # the stall watchdog's, sent to the main thread (`stop_main`)
+_log = logging.getLogger(__name__)
 
 
 class Interrupted(BaseException):
@@ -42,12 +57,71 @@ def call_on_signal(callback: Callable[[], None]) -> None:
         _ON_SIGNAL.append(callback)
 
 
+_GUARDS: list[Callable[[], bool]] = []  # `deferred_while`'s, innermost last
+_DEFERRED: list[int] = []  # the signals put off
+_PENDING: list[BaseException] = []  # what `stop_main` raises in the main thread
+
+
 def _raise(signum: int, frame: object) -> None:
+    if _GUARDS and _GUARDS[-1]():
+        name = signal.Signals(signum).name
+        if not _DEFERRED:
+            _log.warning("%s: publishing has begun; it finishes first", name)
+        _DEFERRED.append(signum)
+        return
     for each in _SIGNALS:  # a second signal must not break the cleanup of the first
         signal.signal(each, signal.SIG_IGN)
     for callback in _ON_SIGNAL:
         callback()
     raise Interrupted(signum)
+
+
+@contextlib.contextmanager
+def deferred_while(guard: Callable[[], bool]) -> Iterator[None]:
+    """While the block runs, a SIGINT or SIGTERM for which `guard()` is True (publishing has
+    begun, or is over) is put off: noted (`deferred`), not raised."""
+    _GUARDS.append(guard)
+    try:
+        yield
+    finally:
+        _GUARDS.remove(guard)
+
+
+def deferred() -> int | None:
+    """The first signal put off by `deferred_while` (None: none was)."""
+    return _DEFERRED[0] if _DEFERRED else None
+
+
+def _raise_pending(signum: int, frame: object) -> None:
+    if not _PENDING:
+        return
+    for callback in _ON_SIGNAL:
+        callback()
+    raise _PENDING.pop()
+
+
+def stop_main(error: BaseException) -> bool:
+    """From another thread: raises `error` in the main thread, as a signal would (the worker
+    processes stopped first); False when the main thread is not `stoppable`."""
+    if signal.getsignal(_STOP) is not _raise_pending:
+        return False
+    _PENDING.append(error)
+    signal.pthread_kill(threading.main_thread().ident or 0, _STOP)
+    return True
+
+
+@contextlib.contextmanager
+def stoppable() -> Iterator[None]:
+    """While the block runs (in the main thread), `stop_main` can end it."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = signal.signal(_STOP, _raise_pending)
+    try:
+        yield
+    finally:
+        signal.signal(_STOP, previous)
+        _PENDING.clear()
 
 
 @contextlib.contextmanager

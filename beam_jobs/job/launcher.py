@@ -10,29 +10,31 @@ import logging
 import sys
 import uuid
 from collections.abc import Iterable, Iterator, Sequence
+from typing import Any
 
 import apache_beam as beam
 from apache_beam.options.pipeline_options import PipelineOptions
 
 from beam_jobs.config.convert import ConvertConfig
-from beam_jobs.core.errors import recover
+from beam_jobs.core.errors import Stalled, recover
 from beam_jobs.core.units import count_of, format_size
 from beam_jobs.core.version import __version__
-from beam_jobs.job import on_dask
+from beam_jobs.job import interrupt, on_dask, resume, watchdog
 from beam_jobs.job.argv import check_beam_args, split_argv
 from beam_jobs.job.runner import choose_runner
 from beam_jobs.plan.conversion import ConversionPlan, make_plan
+from beam_jobs.plan.shuffle import ShuffleUnit
 from beam_jobs.plan.warnings import plan_warnings
-from beam_jobs.publish import lease
+from beam_jobs.publish import journal, lease
 from beam_jobs.publish.output_dir import load_manifest, prepare_output
-from beam_jobs.sink.progress import ProgressReporter
-from beam_jobs.sink.temp_folder import remove_folder, start_temp_folder
+from beam_jobs.sink.progress import ProgressReporter, task_note_name, unit_note_name
+from beam_jobs.sink.temp_folder import mark_stopped
 from beam_jobs.transforms.convert_to_shards import (
     ConvertToShards,
     counted_by_launcher,
     cut_segments,
 )
-from tfdata_reader.manifest import Manifest
+from tfdata_reader.manifest import Manifest, shard_name
 
 __all__ = ["ConvertResult", "ConvertStatus", "empty_splits", "run", "run_config"]
 
@@ -109,22 +111,23 @@ def run_config(
 def _convert(
     options: PipelineOptions, config: ConvertConfig, plan: ConversionPlan, dask_address: str | None
 ) -> ConvertResult:
-    """Holds the output's lease, checks the folder and runs (`dask_address`: the scheduler's,
-    when on Dask)."""
+    """Holds the output's lease, checks the folder, takes over a failed run's finished work
+    (or starts anew) and runs (`dask_address`: the scheduler's, when on Dask)."""
     run_id = uuid.uuid4().hex[:12]
     ttl = lease.TTL_SECONDS if config.wait else lease.SUBMITTED_TTL_SECONDS
     held = lease.acquire(config.output, run_id, ttl)  # OutputBusy when another run writes there
     submitted = False
     try:
+        key = resume.work_key(config, plan)
+        if not config.fresh:  # a publishing of this very conversion, stopped half way
+            finished = resume.finish_publishing(config.output, key)
+            if finished is not None:
+                return ConvertResult(config, ConvertStatus.CONVERTED, finished)
         options_json = config.to_json()
         if prepare_output(
-            config.output,
-            options_json,
-            plan.files_json(),
-            config.overwrite,
-            run_id,
-            plan.features,
+            config.output, options_json, plan.files_json(), config.overwrite, plan.features
         ):
+            resume.discard_all(config.output)  # a finished run's leftovers: nothing to resume
             manifest = load_manifest(config.output)
             _log.info(
                 "%s already holds this conversion (same input files, options and features, every "
@@ -151,16 +154,16 @@ def _convert(
             segments = cut_segments(plan)
             if segments and not counted_by_launcher(segments):
                 counts = on_dask.count_cuts(dask_address, segments)
-        temp_dir = start_temp_folder(config.output, run_id)
-        transform = ConvertToShards(plan, config, __version__, run_id, counts)
+        work = resume.open_work(config.output, key, run_id, config.fresh)
+        transform = ConvertToShards(plan, config, __version__, run_id, counts, key.work)
         if not config.wait:
             # A Flex Template launcher: submit and return; the job publishes the manifest and
             # releases the lease itself.
-            job_id = _submit(options, transform, temp_dir)
+            job_id = _submit(options, transform, work.folder, _planned_tasks(plan))
             lease.renew(config.output, held, ttl, job=job_id)
             submitted = True
             return ConvertResult(config, ConvertStatus.SUBMITTED, submitted_job=job_id)
-        _run(options, transform, temp_dir, plan, config, held)
+        _run(options, transform, work.folder, plan, config, held)
         manifest = load_manifest(config.output)
         for warning in empty_splits(manifest):
             _log.warning("%s", warning)
@@ -170,66 +173,120 @@ def _convert(
             lease.release(config.output, run_id)
 
 
-def _submit(options: PipelineOptions, transform: ConvertToShards, temp_dir: str) -> str:
+def _planned_tasks(plan: ConversionPlan) -> int:
+    """The tasks a run counts: its write tasks and its shuffle's units."""
+    return len(plan.tasks) + (len(plan.shuffle.units()) if plan.shuffle else 0)
+
+
+def _submit(options: PipelineOptions, transform: ConvertToShards, folder: str, planned: int) -> str:
     """Starts the job and returns its id (a local runner runs it to its end right here)."""
     pipeline = beam.Pipeline(options=options)
     _ = pipeline | "ConvertToShards" >> transform
-    with _failures_reported(temp_dir):
+    with _failures_reported(folder, planned):
         job = pipeline.run()
     return str((job.job_id() if hasattr(job, "job_id") else "") or "?")
 
 
 @contextlib.contextmanager
-def _failures_reported(temp_dir: str) -> Iterator[None]:
-    """A failed run leaves no temporary folder, and a worker's typed error is raised as it is."""
+def _failures_reported(folder: str, planned: int) -> Iterator[None]:
+    """A run that fails (an error, a signal, a stall) keeps its finished work for a rerun (the
+    error says where: `kept_work`), and a worker's typed error is raised as it is."""
     try:
         yield
     except BaseException as e:  # also an interruption (Ctrl-C, SIGTERM)
-        _remove_quietly(temp_dir)
-        if not isinstance(e, Exception):
+        kept = _keep_quietly(folder, planned)
+        ours = recover(e) if isinstance(e, Exception) else None
+        signum = interrupt.deferred()
+        raised: BaseException = ours if ours is not None else e
+        if signum is not None and not isinstance(e, interrupt.Interrupted):
+            # Put off while publishing began, and publishing then stopped: interrupted.
+            raised = interrupt.Interrupted(signum)
+        raised.kept_work = kept  # type: ignore[attr-defined]
+        if raised is e:
             raise
-        ours = recover(e)  # a worker's DataError arrives as the runner's text
-        if ours is not None:
-            raise ours from e
-        raise
+        raise raised from e
+
+
+def _keep_quietly(folder: str, planned: int) -> resume.KeptWork | None:
+    """What the failed run leaves for a rerun; a failure to tidy it is only logged."""
+    try:
+        return resume.keep_on_failure(folder, planned)
+    except Exception as e:
+        _log.warning("could not tidy the work folder %s: %s", folder, e)
+        return None
+
+
+def _publishing_begun(folder: str) -> bool:
+    """For a signal: marks the run stopped (its tasks stop at their next check) unless its
+    publishing began (its journal is written) or ended (the folder is gone): True then, and
+    the signal waits for publishing to finish."""
+    if not mark_stopped(folder):
+        return True
+    return journal.is_begun(folder)
 
 
 def _run(
     options: PipelineOptions,
     transform: ConvertToShards,
-    temp_dir: str,
+    folder: str,
     plan: ConversionPlan,
     config: ConvertConfig,
     held: lease.Lease,
 ) -> None:
-    """Runs the pipeline to its end, with progress and the lease's heartbeat."""
+    """Runs the pipeline to its end, with progress, the stall watchdog and the lease's
+    heartbeat; a signal once publishing began waits for it."""
     unit = "write tasks" if plan.writes_parts else "shards"
     # On a terminal a live bar; in a log (a scheduler, a pipe), a line every few seconds.
     live = sys.stderr.isatty()
-    units = len(plan.shuffle.units()) if plan.shuffle else 0
+    units = plan.shuffle.units() if plan.shuffle else []
     reporter = ProgressReporter(
-        temp_dir, len(plan.tasks), config.progress_seconds, unit, plan.input_bytes, live, units
+        folder, len(plan.tasks), config.progress_seconds, unit, plan.input_bytes, live, len(units)
     )
-    reporter.start()
+    expected = watchdog.Expected(
+        tuple(task_note_name(task, plan.sharding) for task in plan.tasks),
+        tuple(_unit_name(plan, u) for u in units),
+    )
+    result: list[Any] = []  # the runner's, once it runs (a Dask run is cancelled on a stall)
+
+    def on_stall() -> None:
+        error = Stalled(watchdog.stall_message(reporter, expected, config.stall_seconds))
+        _log.error("%s; stopping the run", error)
+        if not interrupt.stop_main(error) and result:  # not the main thread: cancel the job
+            with contextlib.suppress(Exception):
+                result[0].cancel()
+
+    reporter.watch(config.stall_seconds, on_stall).start()
     heartbeat = lease.Heartbeat(config.output, held).start()
     try:
-        with _failures_reported(temp_dir):
+        with (
+            interrupt.stoppable(),
+            interrupt.deferred_while(lambda: _publishing_begun(folder)),
+            _failures_reported(folder, _planned_tasks(plan)),
+        ):
             pipeline = beam.Pipeline(options=options)
             _ = pipeline | "ConvertToShards" >> transform
-            result = pipeline.run()
+            result.append(pipeline.run())
             try:
-                result.wait_until_finish()
+                result[0].wait_until_finish()
             except BaseException:
                 # An interruption or a failed task: stop what still runs (Dask tasks would go
-                # on writing into the temporary folder the launcher is about to remove).
+                # on writing into the work folder).
                 with contextlib.suppress(Exception):
-                    result.cancel()
+                    result[0].cancel()
                 raise
             finally:
-                _close_client(result)
+                _close_client(result[0])
     finally:
         heartbeat.stop()
         reporter.stop()
+
+
+def _unit_name(plan: ConversionPlan, unit: ShuffleUnit) -> str:
+    """A shuffle unit's note name (`sink.progress.unit_note_name`, without its folder)."""
+    sharding = plan.sharding
+    prefix = unit.split or sharding.shard_prefix
+    name = shard_name(prefix, unit.shard, unit.num_shards, sharding.compression)
+    return unit_note_name(name, unit.part).split("/", 1)[1]
 
 
 def _close_client(result: object) -> None:
@@ -257,11 +314,3 @@ def _per_split(plan: ConversionPlan) -> str:
     if not plan.splits:
         return ""
     return f" ({', '.join(f'{name} {n}' for name, n in plan.shards_per_split().items())})"
-
-
-def _remove_quietly(path: str) -> None:
-    """Deletes a failed run's temporary shards; a leftover is harmless, so errors are logged."""
-    try:
-        remove_folder(path)
-    except Exception as e:
-        _log.warning("could not remove temporary folder %s: %s", path, e)

@@ -13,12 +13,11 @@ from apache_beam.io.filesystems import FileSystems
 from beam_jobs.core.tasks import WrittenShard
 from beam_jobs.schema.tfds import TFDS_NAMES, tfds_files
 from beam_jobs.schema.tfmd import SCHEMA_NAME, schema_pbtxt
-from beam_jobs.sink.temp_folder import write_atomically
 from beam_jobs.stats.packed import merge_all
 from beam_jobs.stats.proto import ALL_EXAMPLES, STATISTICS_NAME, statistics_list
 from tfdata_reader.manifest import CompanionFile, Manifest
 
-__all__ = ["COMPANION_NAMES", "companion_files", "companion_mismatches", "publish_companions"]
+__all__ = ["COMPANION_NAMES", "companion_entries", "companion_files", "companion_mismatches"]
 
 # Every name a companion file may have (a conversion writes those that apply to it).
 COMPANION_NAMES = (SCHEMA_NAME, STATISTICS_NAME, *TFDS_NAMES)
@@ -50,16 +49,9 @@ def companion_files(written: Sequence[WrittenShard], manifest: Manifest) -> dict
     return {name: files[name] for name in COMPANION_NAMES if name in files}
 
 
-def publish_companions(files: dict[str, bytes], output: str, temp_dir: str) -> list[CompanionFile]:
-    """Writes the companion files, removes an earlier conversion's that this one has no
-    counterpart of, and returns their entries for the manifest (size and CRC32C, so a copy
-    that a failed publish leaves behind is told apart from the one the manifest describes)."""
-    for name, data in files.items():
-        write_atomically(FileSystems.join(output, name), data, temp_dir)
-    stale = [FileSystems.join(output, n) for n in COMPANION_NAMES if n not in files]
-    stale = [p for p in stale if FileSystems.exists(p)]
-    if stale:
-        FileSystems.delete(stale)
+def companion_entries(files: dict[str, bytes]) -> list[CompanionFile]:
+    """The manifest's entries of the companion files: size and CRC32C, so that a copy a failed
+    publish leaves behind is told apart from the one the manifest describes."""
     return [
         CompanionFile(name, len(data), f"{google_crc32c.value(data):08x}")
         for name, data in files.items()

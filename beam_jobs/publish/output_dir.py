@@ -12,8 +12,8 @@ our manifest's or a companion's name is one even with it (the conversion would w
 
 A rerun of the same conversion (same input files, sizes and options) into an output with its
 complete manifest (every shard and companion file as it lists them) is a no-op, so a retried
-scheduled launch is harmless. Temporary folders of dead runs are removed once this run holds
-the folder's lease.
+scheduled launch is harmless. Work folders that failed runs kept are the launcher's to reuse or
+remove (`job.resume`), once it holds the folder's lease.
 """
 
 from __future__ import annotations
@@ -34,10 +34,8 @@ from beam_jobs.publish.companions import COMPANION_NAMES, companion_mismatches
 from beam_jobs.publish.lease import LEASE_NAME
 from beam_jobs.sink.temp_folder import (
     RUN_MARKER,
-    TEMP_DIR_PREFIX,
     holds_our_marker,
     is_temp_folder_name,
-    remove_folder,
 )
 from tfdata_reader.manifest import (
     MANIFEST_NAME,
@@ -170,17 +168,17 @@ def _is_file(path: str) -> bool:
     return any(m.path.rstrip("/") == path.rstrip("/") for m in matched)
 
 
-def _dead_temp_folders(output: str, listing: dict[str, int], run_id: str) -> list[str]:
-    """Temporary folders of other runs that hold our marker for their run id (this run holds
-    the lease, so their runs are over); any other folder is not provably ours and stays."""
+def _our_temp_folders(output: str, listing: dict[str, int]) -> list[str]:
+    """Work folders of ours (they hold our marker for their id); any other folder named like
+    one is not provably ours and stays."""
     folders = {r.split("/", 1)[0] for r in listing if is_temp_folder_name(r.split("/", 1)[0])}
-    dead = []
-    for folder in sorted(folders - {TEMP_DIR_PREFIX + run_id}):
+    ours = []
+    for folder in sorted(folders):
         if f"{folder}/{RUN_MARKER}" in listing and holds_our_marker(output, folder):
-            dead.append(FileSystems.join(output, folder))
+            ours.append(folder)
         else:
             _log.warning("leaving %s in place: it does not hold a tfrecord-etl run marker", folder)
-    return dead
+    return ours
 
 
 def prepare_output(
@@ -188,7 +186,6 @@ def prepare_output(
     options: dict[str, Any],
     files: list[dict[str, Any]],
     overwrite: bool,
-    run_id: str,
     features: Sequence[FeatureSpec] | None = None,
 ) -> bool:
     """Checks and tidies the output folder; the caller holds its lease.
@@ -198,7 +195,6 @@ def prepare_output(
       options: the conversion's options as the manifest records them.
       files: the listed inputs as the manifest records them (`[{"path", "bytes"}]`).
       overwrite: `--overwrite`.
-      run_id: this run's id (its own temporary folder is kept).
       features: the planned feature spec; when given, a manifest with other features is another
         conversion (an edited --schema file under the same path).
 
@@ -214,9 +210,7 @@ def prepare_output(
     if _is_file(output):
         raise UsageError(f"--output {output} is a file; give a directory")
     listing = _listing(output)
-    dead = _dead_temp_folders(output, listing, run_id)
-    for folder in dead:
-        remove_folder(folder)
+    work = _our_temp_folders(output, listing)  # failed runs' kept work (`job.resume`)
     manifest, problem = None, ""
     if MANIFEST_NAME in listing:
         try:
@@ -230,8 +224,8 @@ def prepare_output(
             f"({problem}); a conversion would write over it: move it or choose another directory"
         )
     # Companion names are common ones: they are ours beside our manifest, or after a run of
-    # ours that died publishing (its temporary folder is still there).
-    companions_ours = manifest is not None or bool(dead)
+    # ours that died publishing (its work folder is still there).
+    companions_ours = manifest is not None or bool(work)
     clashing = [r for r in COMPANION_NAMES if r in listing and not companions_ours]
     if clashing:
         raise UsageError(

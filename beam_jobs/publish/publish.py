@@ -17,11 +17,9 @@ manifest; it ends by releasing the lease.
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import datetime
 import logging
-import os
 import time
 from collections.abc import Iterable, Sequence
 from typing import Any
@@ -37,18 +35,18 @@ from beam_jobs.core.splits import Split
 from beam_jobs.core.tasks import WrittenShard
 from beam_jobs.core.units import count_of, format_size
 from beam_jobs.core.version import __version__
+from beam_jobs.publish import journal
 from beam_jobs.publish.checks import (
     check_bad_fraction,
     check_conservation,
     check_coverage,
     rows_read,
 )
-from beam_jobs.publish.companions import companion_files, publish_companions
-from beam_jobs.publish.lease import check_holder, release
-from beam_jobs.publish.output_dir import load_manifest, ours_to_remove
-from beam_jobs.sink.temp_folder import remove_folder, write_atomically
+from beam_jobs.publish.companions import companion_entries, companion_files
+from beam_jobs.publish.lease import check_holder
+from beam_jobs.publish.output_dir import load_manifest
+from beam_jobs.sink import progress
 from tfdata_reader.manifest import (
-    MANIFEST_NAME,
     Counts,
     FeatureSpec,
     Manifest,
@@ -173,18 +171,28 @@ def _dead_letter_names(written: Sequence[WrittenShard], generation: int) -> list
     ]
 
 
-def _publish_dead_letters(written: Sequence[WrittenShard], output: str, generation: int) -> None:
-    moves = [
-        (w.dead_letter_temp_path, dead_letter_name(with_generation(w.name, generation)))
+def _dead_letter_moves(
+    written: Sequence[WrittenShard], generation: int
+) -> list[tuple[str, str, int]]:
+    """(temporary file, name in the output, bytes) of each shard's dead letter (bytes: -1,
+    not known before it is moved)."""
+    return [
+        (w.dead_letter_temp_path, dead_letter_name(with_generation(w.name, generation)), -1)
         for w in written
         if w.dead_letter_temp_path
     ]
+
+
+def _publish_dead_letters(written: Sequence[WrittenShard], output: str, generation: int) -> None:
+    """The dead letters alone, copied (a run over `--max_bad_fraction` publishes no manifest,
+    and keeps its work for a rerun with a larger one)."""
+    moves = _dead_letter_moves(written, generation)
     if moves:
         folder = FileSystems.join(output, DEAD_LETTER_DIR)
         if is_local(folder) and not FileSystems.exists(folder):
             FileSystems.mkdirs(folder)
-        FileSystems.rename(
-            [src for src, _ in moves], [FileSystems.join(output, dst) for _, dst in moves]
+        FileSystems.copy(
+            [src for src, _, _ in moves], [FileSystems.join(output, dst) for _, dst, _ in moves]
         )
 
 
@@ -226,43 +234,30 @@ def publish(
     except TooManyBadRecords:
         _publish_dead_letters(written, output, generation)
         raise
+    progress.write_stage_note(spec.temp_dir, "publish", f"merging the statistics of {len(written)}")
     files = companion_files(written, manifest)  # the statistics merged, before anything is named
+    manifest = dataclasses.replace(manifest, companions=companion_entries(files))
     # The run's launcher may have been interrupted while this worker merged (it released the
     # lease): what follows is quick, and the manifest's write is checked once more.
     check_holder(output, spec.run_id)
-    FileSystems.rename(
-        [w.temp_path for w in written],
-        [FileSystems.join(output, with_generation(w.name, generation)) for w in written],
-    )
-    _publish_dead_letters(written, output, generation)
-    # The companions describe the shards for other tools; the manifest, written last, lists
-    # them with their checksums and stays the one truth.
-    companions = publish_companions(files, output, spec.temp_dir)
-    manifest = dataclasses.replace(manifest, companions=companions)
-    check_holder(output, spec.run_id)  # the leftovers of a run stopped here are ours to remove
-    text = manifest.to_json().encode("utf-8")
-    write_atomically(FileSystems.join(output, MANIFEST_NAME), text, spec.temp_dir)
+    moves = [
+        (w.temp_path, with_generation(w.name, generation), w.bytes) for w in written
+    ] + _dead_letter_moves(written, generation)
+    prefixes = set(spec.prefixes) | _prefixes(previous)
+    progress.write_stage_note(spec.temp_dir, "publish", f"naming {len(written)} shards")
+    # Written down before anything is moved (`journal`): from here publishing is finished by
+    # this worker, or by the next run when this one is killed; a signal lets it finish.
+    done = journal.write(spec.temp_dir, moves, files, manifest, sorted(prefixes))
+    journal.claim(spec.temp_dir, spec.run_id)  # unless the launcher stopped the run first
+    check_holder(output, spec.run_id)
+    journal.finish(output, spec.temp_dir, done, spec.run_id)
     # Publishing is one worker's work after all the writers': its share of a long run is shown.
     _log.info(
         "published %s and their statistics in %.1f s (manifest.json: %s)",
-        count_of(len(written), "shard"), time.monotonic() - started, format_size(len(text)),
+        count_of(len(written), "shard"), time.monotonic() - started,
+        format_size(done.files[-1][1]),
     )  # fmt: skip
-    keep = {s.path for s in manifest.shards} | set(manifest.dead_letter)
-    stale = ours_to_remove(output, keep, set(spec.prefixes) | _prefixes(previous))
-    if stale:
-        FileSystems.delete(stale)
-    _remove_if_empty(FileSystems.join(output, DEAD_LETTER_DIR))
-    remove_folder(spec.temp_dir)
-    if spec.run_id:
-        release(output, spec.run_id)
     return manifest
-
-
-def _remove_if_empty(folder: str) -> None:
-    """A local folder left empty (dead letters of a failed run, removed); GCS has none."""
-    if is_local(folder):
-        with contextlib.suppress(OSError):  # missing, or not empty: a user's file is in it
-            os.rmdir(folder)
 
 
 def _prefixes(manifest: Manifest | None) -> set[str]:

@@ -7,8 +7,9 @@ from __future__ import annotations
 import json
 import uuid
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, NamedTuple
 
+import google_crc32c
 import orjson
 from apache_beam.io.filesystem import CompressionTypes
 from apache_beam.io.filesystems import FileSystems
@@ -16,23 +17,33 @@ from apache_beam.io.filesystems import FileSystems
 from beam_jobs.core.bad_rows import row_location
 from beam_jobs.sink.run_files import create_run_file
 
-__all__ = ["dead_letter_temp_path", "first_bad_rows", "write_dead_letter"]
+__all__ = ["Stored", "dead_letter_temp_path", "first_bad_rows", "write_dead_letter"]
 
 
-def dead_letter_temp_path(temp_dir: str, shard_name: str) -> str:
-    """A name for a shard's bad rows in the run's temporary folder, unique to this attempt (a
-    retried bundle writes its own)."""
-    return FileSystems.join(temp_dir, f"{shard_name}.{uuid.uuid4().hex}.dead_letter.jsonl")
+class Stored(NamedTuple):
+    """A file as written: its path, size and CRC32C (8 hex digits)."""
+
+    path: str
+    bytes: int
+    crc32c: str
 
 
-def write_dead_letter(temp_dir: str, shard_name: str, rows: Sequence[dict[str, Any]]) -> str:
-    """Writes bad rows (their `BadRow.to_json()` objects) as JSON lines into `temp_dir`;
-    returns the path."""
-    path = dead_letter_temp_path(temp_dir, shard_name)
+def dead_letter_temp_path(temp_dir: str, shard_name: str, attempt: str = "") -> str:
+    """A name for a shard's bad rows in the run's temporary folder, unique to the task's
+    attempt (`sink.commits`; a retried bundle writes its own)."""
+    attempt = attempt or uuid.uuid4().hex[:16]
+    return FileSystems.join(temp_dir, f"{shard_name}~{attempt}.dead_letter.jsonl")
+
+
+def write_dead_letter(
+    temp_dir: str, shard_name: str, rows: Sequence[dict[str, Any]], attempt: str = ""
+) -> Stored:
+    """Writes bad rows (their `BadRow.to_json()` objects) as JSON lines into `temp_dir`."""
+    path = dead_letter_temp_path(temp_dir, shard_name, attempt)
     lines = b"".join(_json_line(row) for row in rows)
     with create_run_file(path) as f:
         f.write(lines)
-    return path
+    return Stored(path, len(lines), f"{google_crc32c.value(lines):08x}")
 
 
 def _json_line(row: dict[str, Any]) -> bytes:

@@ -134,7 +134,7 @@ class WriteGroupFn(beam.DoFn):
         first = index == 0
         dead_letter = None
         if first and bad_rows:
-            dead_letter = write_dead_letter(self._temp_dir, name, bad_rows)
+            dead_letter = write_dead_letter(self._temp_dir, name, bad_rows).path
         self._records.inc(writer.records)
         self._bytes.inc(writer.bytes)
         self._shards.inc()

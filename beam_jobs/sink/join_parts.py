@@ -12,7 +12,6 @@ the input holds, in input order, as when each split's writers read all of the in
 from __future__ import annotations
 
 import dataclasses
-import uuid
 from collections.abc import Iterable, Sequence
 from typing import Any, BinaryIO
 
@@ -25,12 +24,13 @@ from beam_jobs.codec.gzip_member import HEADER_BYTES, OpenMember, closing, combi
 from beam_jobs.core.errors import DataError, raised_for_launcher
 from beam_jobs.core.paths import is_local
 from beam_jobs.core.tasks import WriteTask, WrittenShard
+from beam_jobs.sink import commits
 from beam_jobs.sink.dead_letter import dead_letter_temp_path
 from beam_jobs.sink.run_files import create_run_file
 from beam_jobs.stats.packed import PackedStats, merge_all
 from tfdata_reader.manifest import Counts
 
-__all__ = ["JoinParts", "join_parts", "merged_tallies", "tasks_by_shard"]
+__all__ = ["JoinParts", "join_files", "join_parts", "merged_tallies", "tasks_by_shard"]
 
 _CHUNK = 8 << 20
 
@@ -84,7 +84,7 @@ def _layout(parts: list[WrittenShard]) -> tuple[tuple[int, int], list[_Stretch],
     return kept, rest, closing(*combined(opened))
 
 
-def _concatenate(parts: list[WrittenShard], temp_dir: str) -> tuple[str, int, str]:
+def _concatenate(parts: list[WrittenShard], temp_dir: str, attempt: str) -> tuple[str, int, str]:
     """The parts' files as one: (its path, size, CRC32C). On local disk the other parts are
     appended to the first (only they are copied); elsewhere all go to a new file."""
     first = parts[0]
@@ -96,7 +96,7 @@ def _concatenate(parts: list[WrittenShard], temp_dir: str) -> tuple[str, int, st
             size, crc = _copy(rest, out, kept, crc)
             out.write(end)
         return first.temp_path, size + len(end), f"{google_crc32c.extend(crc, end):08x}"
-    path = FileSystems.join(temp_dir, f"{first.name}.{uuid.uuid4().hex}")
+    path = FileSystems.join(temp_dir, commits.attempt_name(f"{first.name}.joined", attempt))
     with create_run_file(path) as out:
         size, crc = _copy([(first.temp_path, 0, kept), *rest], out, 0, 0)
         out.write(end)
@@ -104,7 +104,10 @@ def _concatenate(parts: list[WrittenShard], temp_dir: str) -> tuple[str, int, st
 
 
 def merged_tallies(
-    parts: Iterable[WrittenShard], temp_dir: str, tasks: Sequence[int] | None = None
+    parts: Iterable[WrittenShard],
+    temp_dir: str,
+    tasks: Sequence[int] | None = None,
+    attempt: str = "",
 ) -> WrittenShard:
     """What the parts of one shard (of different write tasks) read, wrote and set aside, as
     one `WrittenShard` (the first part's file; dead letters joined into one file, statistics
@@ -129,7 +132,7 @@ def merged_tallies(
     dead_letters = [p.dead_letter_temp_path for p in parts if p.dead_letter_temp_path]
     dead_letter = None
     if dead_letters:
-        dead_letter = dead_letter_temp_path(temp_dir, first.name)
+        dead_letter = dead_letter_temp_path(temp_dir, first.name, attempt)
         with create_run_file(dead_letter) as f:
             _copy([(path, 0, None) for path in dead_letters], f, 0, 0)
     # The parts' quantile edges go into one sketch, which publishing merges as it is.
@@ -146,29 +149,35 @@ def merged_tallies(
     )
 
 
-def join_parts(
-    parts: Iterable[WrittenShard], temp_dir: str, tasks: Sequence[int] | None = None
-) -> WrittenShard:
+def join_files(
+    parts: Iterable[WrittenShard],
+    temp_dir: str,
+    tasks: Sequence[int] | None = None,
+    attempt: str = "",
+) -> tuple[WrittenShard, list[str]]:
     """One shard from its parts (all of one split's shard, from different tasks, or the
     units of a shuffled shard): `merged_tallies`, and their files one after the other.
+    Returns it and the files it no longer needs (the other parts and their dead letters),
+    to remove once it is committed (`attempt`: the join's, which names its new files).
 
     Raises:
       DataError: when `tasks` (the parts the plan gives the shard) are not the parts'.
     """
+    attempt = attempt or commits.new_attempt()
     parts = sorted(parts, key=lambda p: p.part)
-    merged = merged_tallies(parts, temp_dir, tasks)
+    merged = merged_tallies(parts, temp_dir, tasks, attempt)
     if len(parts) == 1:
-        return merged
-    temp_path, size, crc = _concatenate(parts, temp_dir)
+        return merged, []
+    temp_path, size, crc = _concatenate(parts, temp_dir, attempt)
     dead_letters = [p.dead_letter_temp_path for p in parts if p.dead_letter_temp_path]
-    FileSystems.delete([p.temp_path for p in parts if p.temp_path != temp_path] + dead_letters)
+    consumed = [p.temp_path for p in parts if p.temp_path != temp_path] + dead_letters
     seek, records, framed = [], 0, 0
     for part in parts:  # each part's seek points, and its start, past the parts before it
         seek += [(records, framed)] if records else []
         seek += [(records + r, framed + o) for r, o in part.seek]
         records, framed = records + part.records, framed + part.framed_bytes
     known = all(p.framed_bytes or not p.records for p in parts)
-    return dataclasses.replace(
+    joined = dataclasses.replace(
         merged,
         temp_path=temp_path,
         bytes=size,
@@ -177,15 +186,50 @@ def join_parts(
         seek=tuple(point for point in seek if 0 < point[0] < records) if known else (),
         framed_bytes=framed,
     )
+    return joined, consumed
+
+
+def join_parts(
+    parts: Iterable[WrittenShard], temp_dir: str, tasks: Sequence[int] | None = None
+) -> WrittenShard:
+    """`join_files`, and the files it no longer needs removed."""
+    joined, consumed = join_files(parts, temp_dir, tasks)
+    if consumed:
+        FileSystems.delete(consumed)
+    return joined
 
 
 def _join_in_worker(
     keyed: tuple[tuple[str, int], Iterable[WrittenShard]],
     temp_dir: str,
     parts: dict[tuple[str, int], tuple[int, ...]],
+    resumable: bool,
 ) -> WrittenShard:
+    """A shard's join: a failed run's, checked and reused, or done now and committed before
+    the parts it consumed are removed."""
     with raised_for_launcher():
-        return join_parts(keyed[1], temp_dir, parts[keyed[0]])
+        given = list(keyed[1])
+        if not resumable:
+            return join_parts(given, temp_dir, parts[keyed[0]])
+        split, shard = keyed[0]
+        key = commits.join_key(split or None, shard)
+        kept = commits.reuse(temp_dir, key)
+        if kept is not None:  # its tasks are counted as this run's parts count them
+            total = Counts.total(p.counts for p in given)
+            counts = dataclasses.replace(
+                kept.counts, tasks=total.tasks, tasks_reused=total.tasks_reused
+            )
+            return dataclasses.replace(kept, counts=counts)
+        attempt = commits.new_attempt()
+        joined, consumed = join_files(given, temp_dir, parts[keyed[0]], attempt)
+        files = [commits.KeptFile(joined.temp_path, joined.bytes, joined.crc32c)]
+        if consumed and joined.dead_letter_temp_path:  # merged here: read back once
+            path = joined.dead_letter_temp_path
+            files.append(commits.KeptFile(path, *commits.file_crc32c(path)))
+        commits.commit(temp_dir, key, attempt, joined, files)
+        if consumed:
+            FileSystems.delete(consumed)
+        return joined
 
 
 def tasks_by_shard(tasks: Sequence[WriteTask]) -> dict[tuple[str, int], tuple[int, ...]]:
@@ -202,15 +246,29 @@ class JoinParts(beam.PTransform[Any, Any]):
     are checked against those the plan gives it (`parts`: (split or "", shard) -> parts, as
     `tasks_by_shard` gives them for write tasks)."""
 
-    def __init__(self, temp_dir: str, parts: dict[tuple[str, int], tuple[int, ...]]) -> None:
+    def __init__(
+        self,
+        temp_dir: str,
+        parts: dict[tuple[str, int], tuple[int, ...]],
+        resumable: bool = False,
+    ) -> None:
+        """`resumable`: joins commit their work for a rerun and reuse a failed run's
+        (`sink.commits`)."""
         super().__init__()
         self._temp_dir = temp_dir
         self._parts = parts
+        self._resumable = resumable
 
     def expand(self, parts: beam.PCollection[Any]) -> beam.PCollection[Any]:
         return (
             parts
             | "KeyByShard" >> beam.Map(lambda part: (_shard_key(part), part))
             | "GroupParts" >> beam.GroupByKey()
-            | "Concatenate" >> beam.Map(_join_in_worker, temp_dir=self._temp_dir, parts=self._parts)
+            | "Concatenate"
+            >> beam.Map(
+                _join_in_worker,
+                temp_dir=self._temp_dir,
+                parts=self._parts,
+                resumable=self._resumable,
+            )
         )

@@ -19,12 +19,16 @@ import socket
 import sys
 import threading
 import time
+from collections.abc import Callable
 from typing import Any
 
 from apache_beam.io.filesystem import CompressionTypes
 from apache_beam.io.filesystems import FileSystems
 
+from beam_jobs.core.sharding import ShardingOptions
+from beam_jobs.core.tasks import WriteTask
 from beam_jobs.sink.run_files import create_run_file
+from tfdata_reader.manifest import shard_name
 
 __all__ = [
     "NOTE_SECONDS",
@@ -32,17 +36,36 @@ __all__ = [
     "RunningNote",
     "format_duration",
     "note_path",
+    "task_note_name",
+    "unit_note_name",
     "write_note",
+    "write_stage_note",
 ]
 
 _log = logging.getLogger(__name__)
 NOTES_DIR = "progress"
 SHUFFLE_NOTES = "shuffle"  # the second pass's notes, in a folder of their own
+STAGE_NOTES = "stages"  # what a one-worker stage (publishing) is doing, a note a stage
 NOTE_SECONDS = 5.0  # a running task's note is rewritten at most this often
 
 
 def note_path(temp_dir: str, shard_name: str) -> str:
     return FileSystems.join(temp_dir, NOTES_DIR, f"{shard_name}.json")
+
+
+def task_note_name(task: WriteTask, sharding: ShardingOptions) -> str:
+    """The name a write task's notes (and errors) give it: its shard's, or when it writes
+    parts of shards (splits, many files) its own."""
+    if task.whole_shard:
+        part = task.parts[0]
+        prefix = part.split or sharding.shard_prefix
+        return shard_name(prefix, part.index, part.num_shards, sharding.compression)
+    return f"task-{task.index:05d}-of-{task.num_tasks:05d}"
+
+
+def unit_note_name(shard: str, part: int) -> str:
+    """The note of the shuffle's unit that writes part `part` of shard `shard`."""
+    return f"{SHUFFLE_NOTES}/{shard}.part{part}"
 
 
 def write_note(
@@ -52,9 +75,11 @@ def write_note(
     num_bytes: int,
     input_bytes: int,
     done: bool = True,
+    reused: bool = False,
 ) -> None:
-    """Records how far a task is (`done`: its shard is complete; rewritten identically when
-    a bundle is retried)."""
+    """Records how far a task is (`done`: its shard is complete; `reused`: a failed run's
+    finished work, checked and taken as it is; rewritten identically when a bundle is
+    retried)."""
     note = {
         "records": records,
         "bytes": num_bytes,
@@ -62,8 +87,20 @@ def write_note(
         "done": done,
         "worker": f"{socket.gethostname()}:{os.getpid()}",
     }
+    if reused:
+        note["reused"] = True
     path = note_path(temp_dir, shard_name)
     with create_run_file(path) as f:
+        f.write(json.dumps(note).encode("utf-8"))
+
+
+def write_stage_note(temp_dir: str, stage: str, step: str) -> None:
+    """Says which step a one-worker stage is at (publishing: merging statistics, naming
+    shards), for the launcher's progress and its stall check. A run without a launcher (no
+    notes folder) writes none."""
+    note = {"step": step, "worker": f"{socket.gethostname()}:{os.getpid()}"}
+    path = FileSystems.join(temp_dir, NOTES_DIR, STAGE_NOTES, f"{stage}.json")
+    with contextlib.suppress(FileNotFoundError), create_run_file(path) as f:
         f.write(json.dumps(note).encode("utf-8"))
 
 
@@ -80,7 +117,7 @@ class RunningNote:
         if time.monotonic() < self._due:
             return
         self._due = time.monotonic() + self._every
-        # The launcher removes the run's folder when the run is interrupted (a note never
+        # A run's folder may be gone (a rerun of another conversion removed it; a note never
         # makes it again): the task's next check of its run marker stops it.
         with contextlib.suppress(FileNotFoundError):
             write_note(self._temp_dir, self._name, records, num_bytes, input_bytes, done=False)
@@ -119,8 +156,13 @@ class ProgressReporter:
         self._unit = unit
         self._pattern = FileSystems.join(temp_dir, NOTES_DIR, "*.json")
         self._shuffle_pattern = FileSystems.join(temp_dir, NOTES_DIR, SHUFFLE_NOTES, "*.json")
+        self._stage_pattern = FileSystems.join(temp_dir, NOTES_DIR, STAGE_NOTES, "*.json")
         self._shuffle_units = shuffle_units
-        self._shuffled = 0
+        self._shuffled: set[str] = set()  # the second pass's units done, by note name
+        self.stages: dict[str, dict[str, Any]] = {}  # one-worker stages' notes, by stage
+        self.last_change = time.monotonic()  # when a note last changed (the stall check's)
+        self._limit = 0.0  # `watch`: seconds without a change that make a stall (0: none)
+        self._on_stall: Callable[[], None] = lambda: None
         self._num_shards = num_shards
         self._interval = interval
         self._input_bytes = input_bytes
@@ -150,7 +192,7 @@ class ProgressReporter:
             found = FileSystems.match([self._pattern])[0].metadata_list
         except Exception:
             return None
-        changed = self._poll_shuffle()
+        changed = self._poll_shuffle() | self._poll_stages()
         for path in (m.path for m in found):
             before = self._seen.get(path)
             if before is not None and before.get("done", True):
@@ -162,18 +204,47 @@ class ProgressReporter:
                 continue  # still being written: read it next time
             if note != before:
                 self._seen[path], changed = note, True
+        if changed:
+            self.last_change = time.monotonic()
         return self.describe() if changed else None
 
     def _poll_shuffle(self) -> bool:
-        """Counts the second pass's units done (a note each); True when the count moved."""
+        """Notes the second pass's units done (a note each); True when one more is."""
         if not self._shuffle_units:
             return False
         try:
-            done = len(FileSystems.match([self._shuffle_pattern])[0].metadata_list)
+            found = FileSystems.match([self._shuffle_pattern])[0].metadata_list
         except Exception:
             return False
+        done = {m.path.rsplit("/", 1)[-1].removesuffix(".json") for m in found}
         moved, self._shuffled = done != self._shuffled, done
         return moved
+
+    def _poll_stages(self) -> bool:
+        """Reads the one-worker stages' notes (publishing); True when one changed."""
+        try:
+            found = FileSystems.match([self._stage_pattern])[0].metadata_list
+        except Exception:
+            return False
+        changed = False
+        for path in (m.path for m in found):
+            try:
+                with FileSystems.open(path, compression_type=CompressionTypes.UNCOMPRESSED) as f:
+                    note = json.loads(f.read())
+            except (OSError, ValueError):
+                continue
+            stage = path.rsplit("/", 1)[-1].removesuffix(".json")
+            if self.stages.get(stage) != note:
+                self.stages[stage], changed = note, True
+        return changed
+
+    def notes(self) -> dict[str, dict[str, Any]]:
+        """The write tasks' notes seen, by note name."""
+        return {p.rsplit("/", 1)[-1].removesuffix(".json"): n for p, n in self._seen.items()}
+
+    def units_done(self) -> set[str]:
+        """The names (`unit_note_name` without its folder) of the second pass's units done."""
+        return set(self._shuffled)
 
     def fraction(self) -> float | None:
         """The share of the input read (None: the input's size is not known)."""
@@ -186,17 +257,23 @@ class ProgressReporter:
         done, records, input_mb, seconds, workers = self._totals()
         share = ""
         fraction = self.fraction()
+        # A rerun's reused tasks took no time: the time left is at this run's own rate.
+        own = sum(n["input_bytes"] for n in self._seen.values() if not n.get("reused"))
         if fraction is not None:
             share = f" ({fraction:.0%} of {self._input_bytes / 1e6:,.1f} MB of input"
-            if 0 < fraction < 1:
-                share += f", about {format_duration(seconds * (1 - fraction) / fraction)} left"
+            if 0 < fraction < 1 and own:
+                left = seconds * self._input_bytes * (1 - fraction) / own
+                share += f", about {format_duration(left)} left"
             share += ")"
         shuffled = ""
         if self._shuffle_units and done == self._num_shards:
-            shuffled = f"; shuffled into shards: {self._shuffled}/{self._shuffle_units} units"
+            units = len(self._shuffled)
+            shuffled = f"; shuffled into shards: {units}/{self._shuffle_units} units"
+        reused = sum(1 for n in self._seen.values() if n.get("reused"))
+        kept = f" ({reused} reused)" if reused else ""
         return (
-            f"progress: {done}/{self._num_shards} {self._unit}{share}, {records:,} records, "
-            f"{input_mb:,.1f} MB of input at {input_mb / seconds:.1f} MB/s, "
+            f"progress: {done}/{self._num_shards} {self._unit}{kept}{share}, {records:,} records, "
+            f"{input_mb:,.1f} MB of input at {own / 1e6 / seconds:.1f} MB/s, "
             f"from {workers} worker process{'' if workers == 1 else 'es'}{shuffled}"
         )
 
@@ -211,6 +288,13 @@ class ProgressReporter:
             len({n.get("worker") for n in notes}),
         )
 
+    def watch(self, limit: float, on_stall: Callable[[], None]) -> ProgressReporter:
+        """Calls `on_stall` (once, from the reporter's thread) when no note changed for
+        `limit` seconds; notes are then polled at least every quarter of it."""
+        self._limit, self._on_stall = limit, on_stall
+        self._interval = min(self._interval, max(0.05, limit / 4))
+        return self
+
     def _run(self) -> None:
         while not self._stop.wait(self._interval):
             line = self.poll()
@@ -218,6 +302,9 @@ class ProgressReporter:
                 self._show()
             elif line:
                 _log.info("%s", line)
+            if self._limit and time.monotonic() - self.last_change > self._limit:
+                self._limit = 0.0  # once
+                self._on_stall()
 
     def _show(self) -> None:
         """The bar: the input's share read (tqdm adds the time taken and left), then tasks

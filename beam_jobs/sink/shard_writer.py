@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import dataclasses
 import itertools
-import uuid
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any
 
@@ -43,7 +42,7 @@ from beam_jobs.plan.shuffle import ShufflePlan
 from beam_jobs.schema.precision import Float32Changes, float32_changes_of
 from beam_jobs.schema.projection import Projection
 from beam_jobs.schema.split_hash import SplitRule
-from beam_jobs.sink import progress
+from beam_jobs.sink import commits, progress
 from beam_jobs.sink.coalesce import Coalescer, Joined, piece_of_row
 from beam_jobs.sink.counters import counter
 from beam_jobs.sink.dead_letter import write_dead_letter
@@ -70,8 +69,10 @@ class WriteSpec:
       splits: with --splits, which split each record goes to.
       projection: the columns kept and their names.
       text_label: the label feature when it holds text (its values are collected).
-      run_marker: the file that says the run is alive (its launcher removes it, with the
-        temporary folder, when the run is interrupted); None for runs without one.
+      run_marker: the work folder's marker, which names the run that holds the folder (a
+        task of a run that no longer does stops); None for runs without a launcher, which
+        neither check it nor commit their tasks for a rerun.
+      run_id: the run this task is of (`run_marker` must name it).
       input_bytes_per_row: the plan's estimate, for the progress notes of a task still
         running (0: unknown).
       shuffle: in a shuffled conversion, the buckets each split's records go to: a task
@@ -89,8 +90,15 @@ class WriteSpec:
     projection: Projection = Projection()
     text_label: str | None = None
     run_marker: str | None = None
+    run_id: str = ""
     input_bytes_per_row: float = 0.0
     shuffle: ShufflePlan | None = None
+
+    @property
+    def resumable(self) -> bool:
+        """Whether tasks commit their work for a rerun and reuse a failed run's (runs of the
+        launcher, which names the work folder after the conversion)."""
+        return self.run_marker is not None
 
 
 @dataclasses.dataclass
@@ -130,38 +138,55 @@ class WriteShardFn(beam.DoFn):
             yield from self._write(task, cut_counts)
 
     def _write(self, task: WriteTask, cut_counts: CutCounts | None) -> list[Written]:
+        """The task's outputs: a failed run's, checked and reused, or written now (and
+        committed, for a rerun)."""
+        spec = self._spec
+        key = commits.write_task_key(task.index)
         self._check_alive([])
-        written = self._write_task(task, cut_counts)
-        paths: list[str | None] = [p for w in written for p in w.files()]
-        self._check_alive([*paths, progress.note_path(self._spec.temp_dir, self._task_name(task))])
+        if spec.resumable:
+            kept = commits.reuse(spec.temp_dir, key)
+            if kept is not None:
+                name, stored = self._task_name(task), sum(w.bytes for w in kept)
+                records = sum(w.records for w in kept)
+                progress.write_note(
+                    spec.temp_dir, name, records, stored, task.input_bytes, reused=True
+                )
+                return _counted(kept, reused=True)
+        attempt = commits.new_attempt()
+        written, files = self._write_task(task, cut_counts, attempt)
+        note = progress.note_path(spec.temp_dir, self._task_name(task))
+        self._check_alive([*(f.path for f in files), note])
+        written = _counted(written, reused=False)
+        if spec.resumable:
+            commits.commit(spec.temp_dir, key, attempt, written, files)
         return written
 
     def _check_alive(self, written: list[str | None]) -> None:
-        stop_if_abandoned(self._spec.run_marker, self._spec.temp_dir, written)
+        spec = self._spec
+        stop_if_abandoned(spec.run_marker, spec.temp_dir, written, spec.run_id)
 
     def _task_name(self, task: WriteTask) -> str:
         """The name progress notes and errors give a task: its shard's, or with splits its own."""
-        if task.whole_shard:
-            return self._shard_name(task.parts[0])
-        return f"task-{task.index:05d}-of-{task.num_tasks:05d}"
+        return progress.task_note_name(task, self._spec.sharding)
 
     def _shard_name(self, target: ShardPart) -> str:
         sharding = self._spec.sharding
         prefix = target.split or sharding.shard_prefix
         return shard_name(prefix, target.index, target.num_shards, sharding.compression)
 
-    def _open(self, target: ShardPart, task: WriteTask) -> _Output:
+    def _open(self, target: ShardPart, task: WriteTask, attempt: str) -> _Output:
         spec = self._spec
         name = self._shard_name(target)
         if spec.shuffle is not None:  # records to buckets, the shards written after
             output = task.parts.index(target)
             buckets = spec.shuffle.buckets(target.split)
             draws = (spec.shuffle.seed, task.index, output)
-            path = FileSystems.join(spec.temp_dir, f"{name}.runs.{uuid.uuid4().hex}")
+            path = FileSystems.join(spec.temp_dir, commits.attempt_name(f"{name}.runs", attempt))
             runs = RunSink(RunWriter(path, buckets, draws, spec.shuffle.run_bytes))
             return _Output(target, name, runs.path, runs, new_stats(spec.features))
         # The task's index keeps the temporary names of one shard's parts apart.
-        temp_path = FileSystems.join(spec.temp_dir, f"{name}.{task.index}.{uuid.uuid4().hex}")
+        stem = f"{name}.{task.index}"
+        temp_path = FileSystems.join(spec.temp_dir, commits.attempt_name(stem, attempt))
         raw = create_run_file(temp_path)
         sharding = spec.sharding
         # A part of a shard ends so that it joins the others into one gzip member.
@@ -169,10 +194,13 @@ class WriteShardFn(beam.DoFn):
         writer = ShardFileWriter(raw, sharding.compression, sharding.gzip_level, joinable)
         return _Output(target, name, temp_path, writer, new_stats(spec.features))
 
-    def _write_task(self, task: WriteTask, cut_counts: CutCounts | None) -> list[Written]:
-        """Writes the task's records: one shard, or with splits a part of each split's shard."""
+    def _write_task(
+        self, task: WriteTask, cut_counts: CutCounts | None, attempt: str
+    ) -> tuple[list[Written], list[commits.KeptFile]]:
+        """Writes the task's records: one shard, or with splits a part of each split's shard.
+        Returns them and the files they are in."""
         spec = self._spec
-        outputs = [self._open(target, task) for target in task.parts]
+        outputs = [self._open(target, task, attempt) for target in task.parts]
         labels: set[bytes] = set()
         tally = _Tally()
         reports: list[PieceReport] = []
@@ -221,10 +249,13 @@ class WriteShardFn(beam.DoFn):
         self._bytes.inc(stored)
         self._input_bytes.inc(task.input_bytes)
         self._shards.inc()
-        return [
-            self._written(output, task, i == 0, tally, reports, labels)
-            for i, output in enumerate(outputs)
-        ]
+        written: list[Written] = []
+        files: list[commits.KeptFile] = []
+        for i, output in enumerate(outputs):
+            made, kept = self._written(output, task, i == 0, tally, reports, labels, attempt)
+            written.append(made)
+            files += kept
+        return written, files
 
     @staticmethod
     def _written_so_far(outputs: list[_Output]) -> tuple[int, int]:
@@ -283,14 +314,28 @@ class WriteShardFn(beam.DoFn):
         tally: _Tally,
         reports: list[PieceReport],
         labels: set[bytes],
-    ) -> Written:
-        """What one output holds; what the task read (rows, input bytes, what its pieces
-        covered, ignored fields, label values) is told once, with the first output."""
+        attempt: str,
+    ) -> tuple[Written, list[commits.KeptFile]]:
+        """What one output holds, and its files; what the task read (rows, input bytes, what
+        its pieces covered, ignored fields, label values) is told once, with the first
+        output."""
+        writer = output.writer
+        target = output.target
+        # What its shard's join consumes (appends, or deletes after): a part of a shard, and
+        # its dead letter, or in a shuffled conversion the dead letter, when units join.
+        shuffle = self._spec.shuffle
+        joined = shuffle.parts_per_shard(target.split) > 1 if shuffle else not task.whole_shard
+        consumer = commits.join_key(target.split, target.index) if joined else ""
+        if isinstance(writer, RunSink):  # read by the units, never consumed
+            files = [commits.KeptFile(output.temp_path, writer.file_bytes, writer.crc32c)]
+        else:
+            files = [commits.KeptFile(output.temp_path, writer.bytes, writer.crc32c, consumer)]
         dead_letter = None
         if output.bad_rows:
             rows = [r.to_json() for r in output.bad_rows]
-            dead_letter = write_dead_letter(self._spec.temp_dir, output.name, rows)
-        writer = output.writer
+            stored = write_dead_letter(self._spec.temp_dir, output.name, rows, attempt)
+            dead_letter = stored.path
+            files.append(commits.KeptFile(*stored, consumer))
         counts = Counts(
             bad_records=len(output.bad_rows),
             missing_values={name: feature.missing for name, feature in output.stats.items()},
@@ -315,9 +360,8 @@ class WriteShardFn(beam.DoFn):
         )
         covered = tuple(r.covered for r in reports if r.covered) if first else ()
         label_values = tuple(sorted(labels)) if first else ()
-        target = output.target
         if isinstance(writer, RunSink):
-            return WrittenRuns(
+            runs = WrittenRuns(
                 task=task.index,
                 split=target.split,
                 shard=target.index,
@@ -325,7 +369,7 @@ class WriteShardFn(beam.DoFn):
                 name=output.name,
                 path=output.temp_path,
                 records=writer.records,
-                bytes=writer.bytes,
+                bytes=writer.file_bytes,
                 crc32c=writer.crc32c,
                 runs=writer.runs,
                 counts=counts,
@@ -334,7 +378,8 @@ class WriteShardFn(beam.DoFn):
                 label_values=label_values,
                 stats=finish_all(output.stats),
             )
-        return WrittenShard(
+            return runs, files
+        shard = WrittenShard(
             index=target.index,
             temp_path=output.temp_path,
             name=output.name,
@@ -351,6 +396,7 @@ class WriteShardFn(beam.DoFn):
             part=task.index,
             member=writer.member,
         )
+        return shard, files
 
     def _renamed(self, counts: Iterable[Mapping[str, int]]) -> dict[str, int]:
         """Counts by input column, added up by output feature (`--rename`)."""
@@ -442,3 +488,11 @@ def _check_label_count(count: int) -> None:
             f"--label has more than {MAX_LABELS:,} distinct values: not a class label; "
             "convert without --label and map the values yourself"
         )
+
+
+def _counted(outputs: list[Written], reused: bool) -> list[Written]:
+    """The outputs with the task counted once, on the first (`Counts.tasks`), as reused from a
+    failed run's work or run now."""
+    first = outputs[0]
+    counts = dataclasses.replace(first.counts, tasks=1, tasks_reused=int(reused))
+    return [dataclasses.replace(first, counts=counts), *outputs[1:]]

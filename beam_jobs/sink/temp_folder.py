@@ -1,21 +1,29 @@
-"""A run's temporary folder in the output: `.tfrecord-etl-tmp-<run id>/`, holding the run marker
-that proves it is ours, the shards and dead letters written under temporary names, and progress
-notes; publishing renames what it keeps and removes the folder."""
+"""A conversion's work folder in the output: `.tfrecord-etl-tmp-<id>/`, holding the run marker
+that proves it is ours and names the run that holds it, the shards, runs and dead letters written
+under temporary names, the records of finished tasks (`commits`) and progress notes. Publishing
+renames what it keeps and removes the folder; a run that fails leaves it, and a rerun of the same
+conversion takes it over (the launcher names the folder after the conversion: `job.resume`).
+
+The marker (`run.json`): {"tool": "tfrecord-etl", "work": <id>, "run_id": <the run that holds it,
+"" once that run stopped>, "key": <what the conversion is, for a rerun to compare>}. Every task
+checks it holds its own run's id before it starts and before it commits (`stop_if_abandoned`):
+a cluster may go on running tasks of a run whose launcher ended or was replaced.
+"""
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import re
 import shutil
+from typing import Any
 
 from apache_beam.io.filesystem import CompressionTypes
 from apache_beam.io.filesystems import FileSystems
 
 from beam_jobs.core.paths import is_local
 from beam_jobs.sink.progress import NOTES_DIR
-from beam_jobs.sink.run_files import TEMP_DIR_PREFIX
+from beam_jobs.sink.run_files import TEMP_DIR_PREFIX, create_run_file
 
 __all__ = [
     "RUN_MARKER",
@@ -23,15 +31,16 @@ __all__ = [
     "RunAbandoned",
     "holds_our_marker",
     "is_temp_folder_name",
-    "remove_empty_folders",
+    "mark_stopped",
+    "read_marker",
     "remove_folder",
     "start_temp_folder",
     "stop_if_abandoned",
-    "write_atomically",
 ]
 
 RUN_MARKER = "run.json"  # in a temporary folder: proves it is ours
 REMOVE_ROUNDS = 5  # `remove_folder`'s tries on local disk
+_TOOL = "tfrecord-etl"
 _TEMP_DIR_RE = re.compile(rf"^{re.escape(TEMP_DIR_PREFIX)}[0-9a-f]+$")
 
 
@@ -40,29 +49,88 @@ def is_temp_folder_name(name: str) -> bool:
     return bool(_TEMP_DIR_RE.fullmatch(name))
 
 
-def start_temp_folder(output: str, run_id: str) -> str:
-    """Creates this run's temporary folder with its marker; returns the folder's path."""
-    folder = FileSystems.join(output, TEMP_DIR_PREFIX + run_id)
+def start_temp_folder(
+    output: str, work: str, run_id: str, key: dict[str, Any] | None = None
+) -> str:
+    """Creates (or takes over) the work folder `.tfrecord-etl-tmp-<work>` with a marker held by
+    `run_id`; returns the folder's path."""
+    folder = FileSystems.join(output, TEMP_DIR_PREFIX + work)
     if is_local(folder):  # with the writers' notes folder, which they never make themselves
         os.makedirs(FileSystems.join(folder, NOTES_DIR), exist_ok=True)
-    marker = {"run_id": run_id, "tool": "tfrecord-etl"}
-    path = FileSystems.join(folder, RUN_MARKER)
-    with FileSystems.create(path, compression_type=CompressionTypes.UNCOMPRESSED) as f:
-        f.write(json.dumps(marker).encode("utf-8"))
+    _write_marker(folder, {"tool": _TOOL, "work": work, "run_id": run_id, "key": key or {}})
     return folder
 
 
-def holds_our_marker(output: str, folder: str) -> bool:
-    """Whether the folder's run marker is the one `start_temp_folder` writes for its run id
-    (a file of that name alone proves nothing: the folder may be a user's own)."""
-    path = FileSystems.join(output, folder, RUN_MARKER)
+def _write_marker(folder: str, marker: dict[str, Any]) -> None:
+    """Writes the marker at once (a task never reads half of one); FileNotFoundError when the
+    local folder is gone (it is never made again here)."""
+    data = json.dumps(marker, sort_keys=True).encode("utf-8")
+    path = FileSystems.join(folder, RUN_MARKER)
+    if not is_local(path):
+        with FileSystems.create(path, compression_type=CompressionTypes.UNCOMPRESSED) as f:
+            f.write(data)
+        return
+    partial = path + ".partial"
+    with create_run_file(partial) as f:
+        f.write(data)
+    os.replace(partial, path)
+
+
+def read_marker(folder: str) -> dict[str, Any] | None:
+    """The folder's marker, when it holds one of ours (None: none, or not ours)."""
+    path = FileSystems.join(folder, RUN_MARKER)
     try:
         with FileSystems.open(path, compression_type=CompressionTypes.UNCOMPRESSED) as f:
-            marker = json.loads(f.read(4096))
+            marker = json.loads(f.read(1 << 20))
     except (OSError, ValueError):
+        return None
+    if not isinstance(marker, dict) or marker.get("tool") != _TOOL:
+        return None
+    return marker
+
+
+def holds_our_marker(output: str, folder: str) -> bool:
+    """Whether the folder's run marker is one `start_temp_folder` writes for the folder (a file
+    of that name alone proves nothing: the folder may be a user's own). Runs before
+    2026-12-07 named the folder after their run id."""
+    marker = read_marker(FileSystems.join(output, folder))
+    suffix = folder.removeprefix(TEMP_DIR_PREFIX)
+    return marker is not None and suffix in (marker.get("work"), marker.get("run_id"))
+
+
+def mark_stopped(folder: str) -> bool:
+    """Says in the folder's marker that no run holds it any more: its tasks stop at their next
+    check. False when there is no marker to change (the folder is gone: published)."""
+    marker = read_marker(folder)
+    if marker is None:
         return False
-    expected = {"run_id": folder.removeprefix(TEMP_DIR_PREFIX), "tool": "tfrecord-etl"}
-    return marker == expected
+    try:
+        _write_marker(folder, {**marker, "run_id": ""})
+    except FileNotFoundError:  # removed meanwhile
+        return False
+    return True
+
+
+class RunAbandoned(RuntimeError):
+    """A task of a run that no longer holds its folder (interrupted, failed, or taken over by
+    a rerun): it writes nothing more."""
+
+
+def stop_if_abandoned(
+    marker: str | None, temp_dir: str, written: list[str | None], run_id: str = ""
+) -> None:
+    """Stops a task of a run that no longer holds its work folder (its marker names another
+    run, or none), and deletes what it wrote: a cluster may go on running tasks after the
+    launcher ended, and they would leave files that no record lists."""
+    if marker is None:
+        return
+    held = read_marker(temp_dir)
+    if held is not None and held.get("run_id") == run_id:
+        return
+    paths = [p for p in written if p and FileSystems.exists(p)]
+    if paths:
+        FileSystems.delete(paths)
+    raise RunAbandoned(f"{temp_dir}: the run was stopped; this task stopped")
 
 
 def remove_folder(path: str) -> None:
@@ -83,42 +151,3 @@ def remove_folder(path: str) -> None:
             FileSystems.delete([path])  # raises what keeps it
     elif FileSystems.match([path + "/**"])[0].metadata_list:
         FileSystems.delete([path + "/"])  # every object under the prefix
-
-
-def remove_empty_folders(path: str) -> None:
-    """Removes `path` and the folders below it that hold no file (local disk; elsewhere a
-    folder is only a name prefix, gone with its last object)."""
-    if not is_local(path) or not os.path.isdir(path):
-        return
-    for folder, _, _ in os.walk(path, topdown=False):
-        with contextlib.suppress(OSError):  # not empty: another task's files are there
-            os.rmdir(folder)
-
-
-class RunAbandoned(RuntimeError):
-    """A task of a run whose launcher is gone (interrupted): it writes nothing more."""
-
-
-def stop_if_abandoned(marker: str | None, temp_dir: str, written: list[str | None]) -> None:
-    """Stops a task of a run that was interrupted (its run `marker` is gone with its temporary
-    folder), and deletes what it wrote: a cluster may go on running tasks after the launcher
-    ended, and they would leave files in the output that no run owns."""
-    if marker is None or FileSystems.exists(marker):
-        return
-    paths = [p for p in written if p and FileSystems.exists(p)]
-    if paths:
-        FileSystems.delete(paths)
-    remove_empty_folders(temp_dir)
-    raise RunAbandoned(f"{temp_dir}: the run was interrupted; this task stopped")
-
-
-def write_atomically(path: str, data: bytes, temp_dir: str) -> None:
-    """Writes a file in the run's temporary folder, then renames it to `path` (a leftover of
-    a failed write is in that folder, which is ours to remove)."""
-    temp = FileSystems.join(temp_dir, "publish-" + path.rstrip("/").rsplit("/", 1)[-1])
-    with FileSystems.create(temp, compression_type=CompressionTypes.UNCOMPRESSED) as f:
-        f.write(data)
-    if not is_local(path):
-        FileSystems.rename([temp], [path])  # a copy onto the object, then the temp deleted
-    else:
-        os.replace(temp, path)  # atomic, also over an existing manifest

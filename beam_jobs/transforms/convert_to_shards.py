@@ -45,11 +45,14 @@ class ConvertToShards(beam.PTransform[Any, Any]):
         tool_version: str,
         run_id: str | None = None,
         cut_counts: CutCounts | None = None,
+        work: str | None = None,
     ) -> None:
         """`run_id`: the run holding the output's lease (publishing checks and releases it);
         None makes a new id and publishes without a lease, like `WriteShards`. `cut_counts`:
         the counts of `cut_segments(plan)` when the caller made them (a runner that would
-        compute a side input once per task that reads it)."""
+        compute a side input once per task that reads it). `work`: the work folder's id (the
+        launcher names it after the conversion, so a rerun finds a failed run's finished
+        work: `job.resume`); default the run's id."""
         super().__init__()
         self._cut_counts = cut_counts
         self._plan = plan
@@ -57,9 +60,8 @@ class ConvertToShards(beam.PTransform[Any, Any]):
         self._tool_version = tool_version
         self._run_id = run_id or ""
         self._output = worker_path(config.output)
-        self.temp_dir = FileSystems.join(
-            self._output, TEMP_DIR_PREFIX + (run_id or uuid.uuid4().hex[:12])
-        )
+        folder = work or run_id or uuid.uuid4().hex[:12]
+        self.temp_dir = FileSystems.join(self._output, TEMP_DIR_PREFIX + folder)
 
     def expand(self, pbegin: beam.pvalue.PBegin) -> beam.PCollection[Any]:
         return (
@@ -83,12 +85,14 @@ class ConvertToShards(beam.PTransform[Any, Any]):
 
     def _to_shards(self) -> beam.PTransform[Any, Any]:
         plan = self._plan
+        marker = self._marker()
         if plan.shuffle is not None:
-            marker = FileSystems.join(self.temp_dir, RUN_MARKER) if self._run_id else None
             tasks = tasks_by_shard(plan.tasks)
-            return ShuffleShards(self.temp_dir, plan.shuffle, tasks, plan.sharding, marker)
+            return ShuffleShards(
+                self.temp_dir, plan.shuffle, tasks, plan.sharding, marker, self._run_id
+            )
         if plan.writes_parts:
-            return JoinParts(self.temp_dir, tasks_by_shard(plan.tasks))
+            return JoinParts(self.temp_dir, tasks_by_shard(plan.tasks), marker is not None)
         return beam.Map(lambda shard: shard)  # each shard written whole by one writer
 
     def _write_spec(self) -> WriteSpec:
@@ -104,11 +108,16 @@ class ConvertToShards(beam.PTransform[Any, Any]):
             splits=plan.split_rule,
             projection=plan.projection,
             text_label=_text_label(plan.features, plan.label),
-            # The launcher's run marker: gone once the run is interrupted (runs with a lease).
-            run_marker=FileSystems.join(self.temp_dir, RUN_MARKER) if self._run_id else None,
+            run_marker=self._marker(),
+            run_id=self._run_id,
             input_bytes_per_row=per_row,
             shuffle=plan.shuffle,
         )
+
+    def _marker(self) -> str | None:
+        """The work folder's marker, naming the run that holds it (runs with a lease: their
+        tasks check it, and commit their work for a rerun)."""
+        return FileSystems.join(self.temp_dir, RUN_MARKER) if self._run_id else None
 
     def _counts(self, pbegin: beam.pvalue.PBegin) -> Any:
         """What writers of line-based formats need beyond their piece: `CutCounts`.

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import pathlib
 
 import pytest
 from support.datasets import convert, read_all
@@ -92,7 +93,12 @@ def test_too_many_bad_rows_fail_the_job_and_publish_only_the_dead_letter(dirty_c
         "published (an earlier conversion in that folder is left as it was)"
     )
     assert e.value.dead_letters == ["dead_letter/data-00000-of-00002.tfrecord.jsonl"]
-    assert sorted(p.name for p in out.iterdir()) == ["dead_letter"]
+    # The finished work is kept (both write tasks and both units) for a rerun.
+    kept = e.value.kept_work
+    assert (kept.tasks, kept.planned) == (4, 4)
+    assert sorted(p.name for p in out.iterdir()) == sorted(
+        [pathlib.Path(kept.folder).name, "dead_letter"]
+    )
     assert sum(len(p.read_text().splitlines()) for p in (out / "dead_letter").iterdir()) == 4
 
 
@@ -121,9 +127,13 @@ def test_cli_exit_code_and_summary(dirty_csv, tmp_path, capsys):
     assert main(base) == 1
     error = capsys.readouterr().err.splitlines()
     assert "could not be converted, more than --max_bad_fraction 0.001" in error[0]
-    assert error[1:] == first_bad_rows
+    assert error[1:-1] == first_bad_rows
+    assert error[-1].startswith("its finished work (2 of 2 tasks, ")
+    assert error[-1].endswith(": run the same command again to resume, or add --fresh to discard it")
+    # A larger budget does not change the bytes: the rerun reuses every finished task.
     assert main([*base, "--max_bad_fraction=0.5"]) == 0
     lines = capsys.readouterr().out.splitlines()
+    assert "resumed: 2 of 2 tasks reused, 0 run" in lines
     assert [line.split()[-1] for line in lines if line.startswith(("records", "bad"))] == [
         "1,004",
         "1,000",

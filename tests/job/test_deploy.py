@@ -42,10 +42,11 @@ def test_metadata_parameters_are_the_cli_flags():
     names = [p["name"] for p in metadata["parameters"]]
     assert len(names) == len(set(names))
     # --wait is fixed to false by the template's launcher (main.py), so it is no parameter, and
-    # neither is --progress_seconds (a launcher that does not wait reports no progress) nor
-    # --dry_run (a template is launched to convert; a plan is looked at with the CLI).
+    # neither are --progress_seconds and --stall_seconds (a launcher that does not wait reports
+    # no progress and watches none) nor --dry_run (a template is launched to convert; a plan is
+    # looked at with the CLI).
     cli = _cli_flags()
-    assert set(names) == set(cli) - {"wait", "progress_seconds", "dry_run"}
+    assert set(names) == set(cli) - {"wait", "progress_seconds", "stall_seconds", "dry_run"}
     for parameter in metadata["parameters"]:
         # The template's help is the flag table's, word for word: it cannot drift.
         assert parameter["helpText"] == cli[parameter["name"]].help, parameter["name"]

@@ -37,6 +37,7 @@ def test_date_partition_and_json_summary(sample_csv, tmp_path, capsys):
     assert main(argv) == 0
     summary = _last_json(capsys.readouterr().out)
     assert summary.pop("elapsed_seconds") > 0
+    assert summary.pop("tasks_reused") == 0  # a first run: nothing kept to reuse
     assert summary == {
         "status": "ok",
         "exit_code": 0,

@@ -3,9 +3,11 @@ files that are not ours (ground truth: the sample CSV read by Python's csv modul
 
 from __future__ import annotations
 
+import dataclasses
 import datetime
 import json
 import os
+import pathlib
 import socket
 import subprocess
 import sys
@@ -16,7 +18,7 @@ from support.datasets import IN_PROCESS, convert, expected_rows, read_all
 from beam_jobs.cli import main
 from beam_jobs.core.errors import OutputBusy, TooManyBadRecords, UsageError
 from beam_jobs.inspection.verify import verify
-from beam_jobs.publish import lease, publish
+from beam_jobs.publish import journal, lease, publish
 from beam_jobs.publish.companions import COMPANION_NAMES
 
 LEASE = lease.LEASE_NAME
@@ -107,13 +109,17 @@ def test_a_failed_run_leaves_the_previous_dataset_and_its_dead_letters_alone(sam
     bad.write_text("\n".join(["id,v", *good_rows, *(f"{i},v,extra" for i in range(10))]) + "\n")
     with pytest.raises(TooManyBadRecords) as e:
         convert([str(bad)], out, "--overwrite")
-    after = {p.name: p.read_bytes() for p in out.rglob("*") if p.is_file()}
+    kept = pathlib.Path(e.value.kept_work.folder)  # its finished work, for a rerun
+    assert kept.parent == out and (kept / "run.json").exists()
+    after = {
+        p.name: p.read_bytes() for p in out.rglob("*") if p.is_file() and kept not in p.parents
+    }
     assert {k: v for k, v in after.items() if k in before} == before  # not a byte changed
     assert set(after) - set(before) == {"data-00000-of-00001.g1.tfrecord.jsonl"}
     assert e.value.dead_letters == ["dead_letter/data-00000-of-00001.g1.tfrecord.jsonl"]
     assert verify(str(out))[1] == [] and _ids(out) == list(range(4000))
-    # The next good run publishes generation 1 and removes both generation 0 and the failed
-    # run's dead letter.
+    # The next good run (another conversion: the kept work is removed) publishes generation 1
+    # and removes both generation 0 and the failed run's dead letter.
     again = convert(sample_csv[:1], out, "--overwrite", "--num_shards=3")
     assert again.generation == 1 and good.generation == 0
     assert sorted(p.name for p in out.iterdir()) == sorted(
@@ -135,10 +141,13 @@ def test_a_failure_while_publishing_keeps_the_previous_dataset_readable(
             raise OSError("disk full while writing the manifest")
         replace(src, dst)
 
-    monkeypatch.setattr(publish.os, "replace", crash)
+    monkeypatch.setattr(journal.os, "replace", crash)
     with pytest.raises(Exception, match="disk full"):
         convert(sample_csv[1:2], out, "--overwrite", "--num_shards=2")
     monkeypatch.undo()
+    # It kept its work and its journal: the same command would finish publishing.
+    (kept,) = [p for p in out.iterdir() if p.name.startswith(".tfrecord-etl-tmp-")]
+    assert (kept / journal.JOURNAL_NAME).exists()
     # The old shards all check out; the crashed run's renamed shards are extra, unlisted files,
     # and the companions it wrote before failing are not the ones the manifest lists.
     changed = [name for name, data in companions.items() if (out / name).read_bytes() != data]
@@ -153,11 +162,14 @@ def test_a_failure_while_publishing_keeps_the_previous_dataset_readable(
             else problem.endswith("(not the file this manifest published)")
         )
     assert _ids(out) == list(range(4000))  # still the first input's rows, all of them
-    # Its temporary file was in its own temporary folder, gone with it: nothing foreign.
-    assert sorted(p.name for p in out.iterdir() if p.name.startswith(".")) == []
-    # The first conversion again is no no-op: its companions were overwritten.
+    # The first conversion again is no no-op: its companions were overwritten. It is another
+    # conversion than the crashed one's: that one's moved shards are removed with its work.
     again = convert(sample_csv[:1], out, "--num_shards=2")
     assert again.fingerprint == first.fingerprint and again.generation == 1
+    assert sorted(p.name for p in out.iterdir()) == sorted(
+        [f"data-0000{i}-of-00002.g1.tfrecord" for i in range(2)]
+        + ["manifest.json", *COMPANION_NAMES]
+    )
     assert verify(str(out))[1] == []  # the crashed run's leftovers are gone
     assert not (out / LEASE).exists()
 
@@ -261,25 +273,26 @@ def test_a_run_whose_lease_is_gone_publishes_nothing(tmp_path):
 def test_a_writer_of_an_interrupted_run_deletes_what_it_wrote_and_stops(tmp_path):
     from beam_jobs.formats.csv.format import CsvFormat
     from beam_jobs.sink.shard_writer import WriteShardFn, WriteSpec
-    from beam_jobs.sink.temp_folder import RunAbandoned
+    from beam_jobs.sink.temp_folder import RunAbandoned, mark_stopped, start_temp_folder
     from tfdata_reader.manifest import FeatureSpec
 
-    temp = tmp_path / "out" / ".tfrecord-etl-tmp-abc123"
-    (temp / "progress").mkdir(parents=True)
+    temp = pathlib.Path(start_temp_folder(str(tmp_path / "out"), "abc123", run_id="r1"))
     marker = temp / "run.json"
-    marker.write_text("{}")
     shard, note = temp / "data-00000-of-00001.tfrecord.x", temp / "progress" / "n.json"
     features = (FeatureSpec("id", "int64", [], False),)
-    writer = WriteShardFn(
-        WriteSpec(CsvFormat(), features, features, str(temp), run_marker=str(marker))
-    )
-    writer._check_alive([])  # alive: nothing happens
-    marker.unlink()  # the launcher was interrupted and removed its folder...
+    spec = WriteSpec(CsvFormat(), features, features, str(temp), run_marker=str(marker))
+    writer = WriteShardFn(dataclasses.replace(spec, run_id="r1"))
+    writer._check_alive([])  # the folder's marker names its run: nothing happens
+    assert mark_stopped(str(temp))  # the launcher was stopped (or a rerun took over)...
     shard.write_bytes(b"x")  # ...while this task went on writing
     note.write_text("{}")
     with pytest.raises(RunAbandoned):
         writer._check_alive([str(shard), str(note), None])
-    assert not temp.exists()
+    # What it wrote is gone; the folder, with the finished work of others, stays.
+    assert sorted(p.name for p in temp.rglob("*")) == ["progress", "run.json"]
+    with pytest.raises(RunAbandoned):  # a folder taken over by another run: the same
+        start_temp_folder(str(tmp_path / "out"), "abc123", run_id="r2")
+        writer._check_alive([])
 
 
 def test_a_lease_lost_while_statistics_merge_names_nothing(sample_csv, tmp_path, monkeypatch):
@@ -294,6 +307,12 @@ def test_a_lease_lost_while_statistics_merge_names_nothing(sample_csv, tmp_path,
         return companions(written, manifest)
 
     monkeypatch.setattr(publish, "companion_files", interrupted)
-    with pytest.raises(OutputBusy, match="is gone"):
+    with pytest.raises(OutputBusy, match="is gone") as e:
         convert(sample_csv[:1], out, "--num_shards=2")
-    assert sorted(p.name for p in out.iterdir()) == []  # the temporary folder removed too
+    # Nothing but the run's finished work, kept for a rerun, which publishes it.
+    kept = pathlib.Path(e.value.kept_work.folder)
+    assert sorted(p.name for p in out.iterdir()) == [kept.name]
+    assert not (kept / "publish.json").exists()
+    monkeypatch.undo()
+    again = convert(sample_csv[:1], out, "--num_shards=2")
+    assert again.counts.tasks_reused == again.counts.tasks == 4

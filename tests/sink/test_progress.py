@@ -129,7 +129,7 @@ def test_a_running_note_does_not_make_again_the_folder_an_interrupted_run_remove
 def test_the_launchers_temporary_folder_holds_the_notes_folder(tmp_path):
     from beam_jobs.sink.temp_folder import start_temp_folder
 
-    folder = start_temp_folder(str(tmp_path), "abc123")
+    folder = start_temp_folder(str(tmp_path), "abc123", run_id="r1")
     made = sorted(p.name for p in pathlib.Path(folder).iterdir())
     assert made == [progress.NOTES_DIR, "run.json"]
 

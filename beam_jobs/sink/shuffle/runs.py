@@ -138,6 +138,11 @@ class RunWriter:
         dealt[np.argsort(draws[:count], kind="stable")] = np.arange(count, dtype=np.int64)
         return (dealt + first) % self._buckets
 
+    @property
+    def file_bytes(self) -> int:
+        """Bytes its file holds: the runs stored so far."""
+        return self._offset
+
     def close(self) -> tuple[Run, ...]:
         """Stores what it holds; returns its runs (none when it took no record)."""
         self._store()
@@ -219,6 +224,11 @@ class RunSink:
     def crc32c(self) -> str:
         """CRC32C of the runs' file as stored (after `close()`)."""
         return f"{self._runs.crc32c:08x}"
+
+    @property
+    def file_bytes(self) -> int:
+        """The runs' file's size (after `close()`)."""
+        return self._runs.file_bytes
 
     def write_records(self, records: list[builtins.bytes]) -> None:
         self._runs.write(records)

@@ -12,7 +12,6 @@ shard's write tasks read and set aside, merged (`join_parts.merged_tallies`).
 from __future__ import annotations
 
 import dataclasses
-import uuid
 from collections.abc import Iterable, Iterator
 from typing import Any
 
@@ -24,7 +23,7 @@ from beam_jobs.core.errors import DataError, raised_for_launcher
 from beam_jobs.core.sharding import ShardingOptions
 from beam_jobs.core.tasks import WrittenRuns, WrittenShard
 from beam_jobs.plan.shuffle import ShufflePlan
-from beam_jobs.sink import progress
+from beam_jobs.sink import commits, progress
 from beam_jobs.sink.counters import counter
 from beam_jobs.sink.join_parts import JoinParts, merged_tallies
 from beam_jobs.sink.run_files import create_run_file
@@ -32,7 +31,7 @@ from beam_jobs.sink.shuffle.draws import permutation
 from beam_jobs.sink.shuffle.runs import gather, read_bucket
 from beam_jobs.sink.shuffle.units import ShuffleWork, UnitPiece, unit_pieces, unit_work
 from beam_jobs.sink.temp_folder import stop_if_abandoned
-from tfdata_reader.manifest import shard_name
+from tfdata_reader.manifest import Counts, shard_name
 
 __all__ = ["ShuffleShards", "WriteShuffledFn"]
 
@@ -47,14 +46,17 @@ class WriteShuffledFn(beam.DoFn):
         seed: int,
         tasks: dict[tuple[str, int], tuple[int, ...]],
         run_marker: str | None = None,
+        run_id: str = "",
     ) -> None:
         """`tasks`: (split or "", planned shard) -> the write tasks of its input, whose
-        tallies part 0 merges."""
+        tallies part 0 merges. `run_marker`: the work folder's marker, which must name
+        `run_id` (None: a run without a launcher, which neither checks nor commits)."""
         self._temp_dir = temp_dir
         self._sharding = sharding
         self._seed = seed
         self._tasks = tasks
-        self._run_marker = run_marker  # gone once the run was interrupted
+        self._run_marker = run_marker
+        self._run_id = run_id
         self._records = counter("records_shuffled")
 
     def process(self, work: ShuffleWork) -> Iterator[WrittenShard]:
@@ -62,11 +64,46 @@ class WriteShuffledFn(beam.DoFn):
             yield self._write(work)
 
     def _write(self, work: ShuffleWork) -> WrittenShard:
-        stop_if_abandoned(self._run_marker, self._temp_dir, [])
+        """The unit's part of its shard: a failed run's, checked and reused, or written now
+        (and committed, for a rerun)."""
+        unit, folder = work.unit, self._temp_dir
+        self._check_alive([])
+        name = self._name(work)
+        note = progress.unit_note_name(name, unit.part)
+        key = commits.unit_key(unit.split, unit.shard, unit.part)
+        if self._run_marker is not None:
+            kept = commits.reuse(folder, key)
+            if kept is not None:
+                progress.write_note(folder, note, kept.records, kept.bytes, 0, reused=True)
+                return _counted(kept, work, reused=True)
+        attempt = commits.new_attempt()
+        shard, files, own = self._shuffle(work, name, attempt)
+        self._check_alive(own)
+        self._records.inc(shard.records)
+        progress.write_note(folder, note, shard.records, shard.bytes, 0)
+        shard = _counted(shard, work, reused=False)
+        if self._run_marker is not None:
+            commits.commit(folder, key, attempt, shard, files)
+        return shard
+
+    def _check_alive(self, written: list[str]) -> None:
+        stop_if_abandoned(self._run_marker, self._temp_dir, [*written], self._run_id)
+
+    def _name(self, work: ShuffleWork) -> str:
         unit, sharding = work.unit, self._sharding
         prefix = unit.split or sharding.shard_prefix
-        name = shard_name(prefix, unit.shard, unit.num_shards, sharding.compression)
-        path = FileSystems.join(self._temp_dir, f"{name}.part{unit.part}.{uuid.uuid4().hex}")
+        return shard_name(prefix, unit.shard, unit.num_shards, sharding.compression)
+
+    def _shuffle(
+        self, work: ShuffleWork, name: str, attempt: str
+    ) -> tuple[WrittenShard, list[commits.KeptFile], list[str]]:
+        """Writes the unit's buckets, each's records permuted; part 0 merges what the planned
+        shard's write tasks read and set aside. Returns the part, its files, and those of them
+        this attempt made."""
+        unit, sharding = work.unit, self._sharding
+        path = FileSystems.join(
+            self._temp_dir, commits.attempt_name(f"{name}.part{unit.part}", attempt)
+        )
         raw = create_run_file(path)
         joinable = unit.num_parts > 1
         framed = int(work.stretches[:, 5].sum())
@@ -90,17 +127,24 @@ class WriteShuffledFn(beam.DoFn):
                 f"rows in != rows out: {name} (part {unit.part}) holds {writer.records:,} "
                 f"records of the {work.records:,} its runs list; nothing was published"
             )
-        stop_if_abandoned(self._run_marker, self._temp_dir, [path])
-        self._records.inc(writer.records)
-        note = f"{progress.SHUFFLE_NOTES}/{name}.part{unit.part}"
-        progress.write_note(self._temp_dir, note, writer.records, writer.bytes, 0)
         base = WrittenShard(
             index=unit.shard, temp_path="", name=name, records=0, bytes=0, crc32c="",
             split=unit.split, num_shards=unit.num_shards,
         )  # fmt: skip
         if unit.part == 0:  # what the planned shard's write tasks read and set aside
-            base = merged_tallies(work.tallies, self._temp_dir, self._tasks[unit.key[:2]])
-        return dataclasses.replace(
+            tasks = self._tasks[unit.key[:2]]
+            base = merged_tallies(work.tallies, self._temp_dir, tasks, attempt)
+        # A shard of several units joins them: the join consumes each unit's file and dead
+        # letter (`JoinParts`).
+        consumer = commits.join_key(unit.split, unit.shard) if joinable else ""
+        files = [commits.KeptFile(path, writer.bytes, writer.crc32c, consumer)]
+        own = [path]
+        dead_letter = base.dead_letter_temp_path
+        if dead_letter:
+            if commits.attempt_of(dead_letter) == attempt:  # merged here: read back once
+                own.append(dead_letter)
+            files.append(commits.KeptFile(dead_letter, *commits.file_crc32c(dead_letter), consumer))
+        shard = dataclasses.replace(
             base,
             temp_path=path,
             name=name,
@@ -112,6 +156,17 @@ class WriteShuffledFn(beam.DoFn):
             seek=tuple(writer.seek),
             framed_bytes=writer.framed_bytes,
         )
+        return shard, files, own
+
+
+def _counted(shard: WrittenShard, work: ShuffleWork, reused: bool) -> WrittenShard:
+    """A unit's part with its tasks counted: the write tasks whose tallies part 0 carries, as
+    this run's first pass counted them, and the unit itself."""
+    first = Counts.total(t.counts for t in work.tallies)
+    counts = dataclasses.replace(
+        shard.counts, tasks=first.tasks + 1, tasks_reused=first.tasks_reused + int(reused)
+    )
+    return dataclasses.replace(shard, counts=counts)
 
 
 def _pieces_in_worker(
@@ -140,7 +195,9 @@ class ShuffleShards(beam.PTransform[Any, Any]):
       plan: the buckets and the units that write them.
       tasks: (split or "", planned shard) -> the write tasks of its input (`tasks_by_shard`).
       sharding: the shards' names and compression.
-      run_marker: the launcher's run marker (gone once the run is interrupted), or None.
+      run_marker: the work folder's marker, which names the run that holds it (None: a run
+        without a launcher, which neither checks it nor commits its tasks for a rerun).
+      run_id: the run's id.
     """
 
     def __init__(
@@ -150,10 +207,11 @@ class ShuffleShards(beam.PTransform[Any, Any]):
         tasks: dict[tuple[str, int], tuple[int, ...]],
         sharding: ShardingOptions,
         run_marker: str | None = None,
+        run_id: str = "",
     ) -> None:
         super().__init__()
         self._temp_dir, self._plan, self._tasks, self._sharding = temp_dir, plan, tasks, sharding
-        self._run_marker = run_marker
+        self._run_marker, self._run_id = run_marker, run_id
 
     def expand(self, written: beam.PCollection[Any]) -> beam.PCollection[Any]:
         plan, temp_dir = self._plan, self._temp_dir
@@ -174,11 +232,11 @@ class ShuffleShards(beam.PTransform[Any, Any]):
     def _writer(self) -> WriteShuffledFn:
         plan = self._plan
         return WriteShuffledFn(
-            self._temp_dir, self._sharding, plan.seed, self._tasks, self._run_marker
+            self._temp_dir, self._sharding, plan.seed, self._tasks, self._run_marker, self._run_id
         )
 
     def _join(self) -> beam.PTransform[Any, Any]:
         parts = self._plan.parts_by_shard()
         if all(len(p) == 1 for p in parts.values()):
             return beam.Map(lambda shard: shard)
-        return JoinParts(self._temp_dir, parts)
+        return JoinParts(self._temp_dir, parts, resumable=self._run_marker is not None)

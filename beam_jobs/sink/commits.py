@@ -1,0 +1,231 @@
+"""Finished work, kept for a rerun: each task of a conversion (a write task, a unit of the
+shuffle, the join of a shard's parts) commits its output once it is complete, and a rerun of
+the same conversion reuses it after checking its files.
+
+A task runs as an *attempt* with an id of its own, which every file it writes carries in its
+name (`attempt_name`: `<stem>~<attempt><suffix>`). It commits by writing one record last,
+`done/<task>~<attempt>.commit`, in one atomic write: what it hands on (its `WrittenShard`s or
+`WrittenRuns`) and each of its files with its size and CRC32C. A record is good only while every
+file it lists is as recorded, or was consumed by a later task (a part joined into its shard)
+whose own record is good. The files of attempts that never committed (a task cut short by a
+signal, a crash or a full disk) are the only ones a rerun removes (`remove_uncommitted`).
+
+Records are pickled (what Beam pickles to send the same values between stages); they are ours,
+in the run's own folder, and read only by the same version of this tool (the folder's name is
+a digest of the conversion, the version included).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import pickle
+import re
+import uuid
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+import google_crc32c
+from apache_beam.io.filesystem import CompressionTypes
+from apache_beam.io.filesystems import FileSystems
+
+from beam_jobs.core.paths import is_local
+from beam_jobs.sink.run_files import create_run_file
+
+__all__ = [
+    "DONE_DIR",
+    "KeptFile",
+    "Record",
+    "attempt_name",
+    "attempt_of",
+    "commit",
+    "committed_attempts",
+    "file_crc32c",
+    "join_key",
+    "new_attempt",
+    "remove_uncommitted",
+    "reuse",
+    "unit_key",
+    "write_task_key",
+]
+
+DONE_DIR = "done"  # in the work folder: one record a committed attempt
+_SUFFIX = ".commit"
+_ATTEMPT = re.compile(r"~([0-9a-f]{16})(?=[.]|$)")
+_CHUNK = 8 << 20
+
+
+def write_task_key(task: int) -> str:
+    """The record name of a write task."""
+    return f"write-{task:05d}"
+
+
+def unit_key(split: str | None, shard: int, part: int) -> str:
+    """The record name of the shuffle's unit that writes part `part` of a shard."""
+    return f"unit-{split or ''}-{shard:05d}-{part}"
+
+
+def join_key(split: str | None, shard: int) -> str:
+    """The record name of the join of a shard's parts."""
+    return f"join-{split or ''}-{shard:05d}"
+
+
+def new_attempt() -> str:
+    """A new attempt's id: 16 hex digits."""
+    return uuid.uuid4().hex[:16]
+
+
+def attempt_name(stem: str, attempt: str, suffix: str = "") -> str:
+    """The name of a file an attempt writes: its attempt's id after `stem`, then `suffix`."""
+    return f"{stem}~{attempt}{suffix}"
+
+
+def attempt_of(name: str) -> str | None:
+    """The attempt id in a file's name (None: not a file of an attempt)."""
+    found = _ATTEMPT.search(name.rsplit("/", 1)[-1])
+    return found.group(1) if found else None
+
+
+@dataclasses.dataclass(frozen=True)
+class KeptFile:
+    """A file a committed attempt wrote: its path, size and CRC32C, and the task that consumes
+    it (a join that appends a part to another and deletes it; "": none before publishing)."""
+
+    path: str
+    bytes: int
+    crc32c: str
+    consumer: str = ""
+
+
+@dataclasses.dataclass(frozen=True)
+class Record:
+    """What a committed attempt of `task` handed on (`value`), and its files."""
+
+    task: str
+    attempt: str
+    value: Any
+    files: tuple[KeptFile, ...]
+
+
+def _done(folder: str, name: str = "") -> str:
+    return FileSystems.join(folder, DONE_DIR, name) if name else FileSystems.join(folder, DONE_DIR)
+
+
+def commit(folder: str, task: str, attempt: str, value: Any, files: Iterable[KeptFile]) -> None:
+    """Records that `task`'s `attempt` is complete: one file written whole and at once (a
+    local file renamed into place; an object, which is never seen half written)."""
+    record = Record(task, attempt, value, tuple(files))
+    data = pickle.dumps(record, protocol=pickle.HIGHEST_PROTOCOL)
+    path = _done(folder, attempt_name(task, attempt, _SUFFIX))
+    if not is_local(path):
+        with create_run_file(path) as f:
+            f.write(data)
+        return
+    partial = path + ".partial"  # no attempt suffix: never taken for a record
+    with create_run_file(partial) as f:
+        f.write(data)
+    os.replace(partial, path)
+
+
+def _records(folder: str, task: str) -> list[str]:
+    pattern = _done(folder, f"{task}~*{_SUFFIX}")
+    try:
+        found = FileSystems.match([pattern])[0].metadata_list
+    except Exception:  # no folder yet (a first run): nothing kept
+        return []
+    return sorted(m.path for m in found)
+
+
+def _load(path: str) -> Record | None:
+    try:
+        with FileSystems.open(path, compression_type=CompressionTypes.UNCOMPRESSED) as f:
+            record = pickle.loads(f.read())
+    except Exception:  # unreadable: as good as none (the task runs again)
+        return None
+    return record if isinstance(record, Record) else None
+
+
+def reuse(folder: str, task: str) -> Any | None:
+    """What a committed attempt of `task` handed on, when its record and files are good;
+    None: the task has to run (again)."""
+    for path in _records(folder, task):
+        record = _load(path)
+        if record is not None and record.task == task and _good(folder, record):
+            return record.value
+    return None
+
+
+def _good(folder: str, record: Record) -> bool:
+    """Every file as recorded, or consumed by a task whose record is good."""
+    consumers: dict[str, bool] = {}
+    for kept in record.files:
+        if _intact(kept):
+            continue
+        if not kept.consumer:
+            return False
+        if kept.consumer not in consumers:
+            consumers[kept.consumer] = any(
+                (found := _load(path)) is not None and _intact_all(found.files)
+                for path in _records(folder, kept.consumer)
+            )
+        if not consumers[kept.consumer]:
+            return False
+    return True
+
+
+def _intact_all(files: Sequence[KeptFile]) -> bool:
+    return all(_intact(kept) for kept in files)
+
+
+def _intact(kept: KeptFile) -> bool:
+    try:
+        return file_crc32c(kept.path, kept.bytes) == (kept.bytes, kept.crc32c)
+    except OSError:  # gone (Beam's file systems raise BeamIOError, an OSError, too)
+        return False
+
+
+def file_crc32c(path: str, expected_bytes: int | None = None) -> tuple[int, str]:
+    """A file's size and CRC32C (8 hex digits); with `expected_bytes`, a file of another size
+    is not read (its CRC32C is then "")."""
+    if expected_bytes is not None:
+        size = _size(path)
+        if size != expected_bytes:
+            return size, ""
+    crc, size = 0, 0
+    with FileSystems.open(path, compression_type=CompressionTypes.UNCOMPRESSED) as f:
+        while chunk := f.read(_CHUNK):
+            crc = google_crc32c.extend(crc, chunk)
+            size += len(chunk)
+    return size, f"{crc:08x}"
+
+
+def _size(path: str) -> int:
+    if is_local(path):
+        return os.path.getsize(path)
+    found = FileSystems.match([path])[0].metadata_list
+    if not found:
+        raise FileNotFoundError(path)
+    return int(found[0].size_in_bytes)
+
+
+def committed_attempts(folder: str) -> set[str]:
+    """The ids of every attempt with a record (one listing)."""
+    try:
+        found = FileSystems.match([_done(folder, "*" + _SUFFIX)])[0].metadata_list
+    except Exception:
+        return set()
+    return {a for a in (attempt_of(m.path) for m in found) if a}
+
+
+def remove_uncommitted(folder: str, listing: Iterable[str]) -> list[str]:
+    """Deletes the files of `listing` (paths below `folder`) written by attempts that never
+    committed, partly written records included; returns them."""
+    done = committed_attempts(folder)
+    gone = []
+    for path in listing:
+        attempt = attempt_of(path)
+        if attempt is not None and (attempt not in done or path.endswith(".partial")):
+            gone.append(path)
+    if gone:
+        FileSystems.delete(gone)
+    return gone
