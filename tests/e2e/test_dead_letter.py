@@ -129,7 +129,7 @@ def test_cli_exit_code_and_summary(dirty_csv, tmp_path, capsys):
     assert "could not be converted, more than --max_bad_fraction 0.001" in error[0]
     assert error[1:-1] == first_bad_rows
     assert error[-1].startswith("its finished work (2 of 2 tasks, ")
-    assert error[-1].endswith(": run the same command again to resume, or add --fresh to discard it")
+    assert error[-1].endswith("run the same command again to resume, or add --fresh to discard it")
     # A larger budget does not change the bytes: the rerun reuses every finished task.
     assert main([*base, "--max_bad_fraction=0.5"]) == 0
     lines = capsys.readouterr().out.splitlines()
