@@ -169,7 +169,9 @@ def _deferred_note() -> list[str]:
 def _kept_fields(error: BaseException) -> dict[str, object]:
     """The JSON status line's account of a failed run's kept work."""
     kept = getattr(error, "kept_work", None)
-    return {"kept_work": kept.folder, "kept_bytes": kept.bytes} if kept else {}
+    if kept is None:
+        return {}
+    return {"kept_work": kept.folder, "kept_bytes": kept.bytes, "kept_tasks": kept.tasks}
 
 
 def _summary_line(status: str, exit_code: int, **fields: object) -> None:

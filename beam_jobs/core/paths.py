@@ -7,7 +7,7 @@ import os
 
 from apache_beam.io.filesystems import FileSystems
 
-__all__ = ["is_local", "split_member", "stored_path", "worker_path"]
+__all__ = ["is_local", "is_missing", "split_member", "stored_path", "worker_path"]
 
 # `archive.zip!member.csv`: a file inside a ZIP archive (`beam_jobs.formats.zip_members`).
 _MEMBER = ".zip!"
@@ -55,3 +55,15 @@ def worker_path(path: str) -> str:
     if is_local(path) and "://" not in path:
         return os.path.abspath(path)
     return path
+
+
+def is_missing(error: BaseException) -> bool:
+    """Whether an error of a file system's read says the file is not there (locally an
+    OSError; on Cloud Storage the client's NotFound, which is none)."""
+    if isinstance(error, FileNotFoundError):
+        return True
+    try:
+        from google.api_core.exceptions import NotFound
+    except ImportError:  # no Cloud Storage client: only local files
+        return False
+    return isinstance(error, NotFound)

@@ -155,15 +155,16 @@ def _convert(
             if segments and not counted_by_launcher(segments):
                 counts = on_dask.count_cuts(dask_address, segments)
         work = resume.open_work(config.output, key, run_id, config.fresh)
-        transform = ConvertToShards(plan, config, __version__, run_id, counts, key.work)
-        if not config.wait:
-            # A Flex Template launcher: submit and return; the job publishes the manifest and
-            # releases the lease itself.
-            job_id = _submit(options, transform, work.folder, _planned_tasks(plan))
-            lease.renew(config.output, held, ttl, job=job_id)
-            submitted = True
-            return ConvertResult(config, ConvertStatus.SUBMITTED, submitted_job=job_id)
-        _run(options, transform, work.folder, plan, config, held)
+        with _failures_reported(work.folder, _planned_tasks(plan)):
+            transform = ConvertToShards(plan, config, __version__, run_id, counts, key.work)
+            if not config.wait:
+                # A Flex Template launcher: submit and return; the job publishes the manifest
+                # and releases the lease itself.
+                job_id = _submit(options, transform)
+                lease.renew(config.output, held, ttl, job=job_id)
+                submitted = True
+                return ConvertResult(config, ConvertStatus.SUBMITTED, submitted_job=job_id)
+            _run(options, transform, work.folder, plan, config, held)
         manifest = load_manifest(config.output)
         for warning in empty_splits(manifest):
             _log.warning("%s", warning)
@@ -178,12 +179,11 @@ def _planned_tasks(plan: ConversionPlan) -> int:
     return len(plan.tasks) + (len(plan.shuffle.units()) if plan.shuffle else 0)
 
 
-def _submit(options: PipelineOptions, transform: ConvertToShards, folder: str, planned: int) -> str:
+def _submit(options: PipelineOptions, transform: ConvertToShards) -> str:
     """Starts the job and returns its id (a local runner runs it to its end right here)."""
     pipeline = beam.Pipeline(options=options)
     _ = pipeline | "ConvertToShards" >> transform
-    with _failures_reported(folder, planned):
-        job = pipeline.run()
+    job = pipeline.run()
     return str((job.job_id() if hasattr(job, "job_id") else "") or "?")
 
 
@@ -258,11 +258,7 @@ def _run(
     reporter.watch(config.stall_seconds, on_stall).start()
     heartbeat = lease.Heartbeat(config.output, held).start()
     try:
-        with (
-            interrupt.stoppable(),
-            interrupt.deferred_while(lambda: _publishing_begun(folder)),
-            _failures_reported(folder, _planned_tasks(plan)),
-        ):
+        with interrupt.stoppable(), interrupt.deferred_while(lambda: _publishing_begun(folder)):
             pipeline = beam.Pipeline(options=options)
             _ = pipeline | "ConvertToShards" >> transform
             result.append(pipeline.run())

@@ -31,7 +31,7 @@ from apache_beam.io.filesystems import FileSystems
 
 from beam_jobs.core.bad_rows import DEAD_LETTER_DIR
 from beam_jobs.core.errors import DataError
-from beam_jobs.core.paths import is_local
+from beam_jobs.core.paths import is_local, is_missing
 from beam_jobs.publish.companions import COMPANION_NAMES
 from beam_jobs.publish.lease import release
 from beam_jobs.publish.output_dir import ours_to_remove
@@ -151,8 +151,12 @@ def load_journal(work: str) -> Journal | None:
     try:
         with FileSystems.open(path, compression_type=CompressionTypes.UNCOMPRESSED) as f:
             return Journal.from_json(f.read())
-    except (OSError, ValueError, KeyError, TypeError):
+    except (ValueError, KeyError, TypeError):  # cut short: written at once, so never ours
         return None
+    except Exception as e:
+        if isinstance(e, OSError) or is_missing(e):
+            return None
+        raise
 
 
 def is_begun(work: str) -> bool:

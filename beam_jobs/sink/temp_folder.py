@@ -21,7 +21,7 @@ from typing import Any
 from apache_beam.io.filesystem import CompressionTypes
 from apache_beam.io.filesystems import FileSystems
 
-from beam_jobs.core.paths import is_local
+from beam_jobs.core.paths import is_local, is_missing
 from beam_jobs.sink.progress import NOTES_DIR
 from beam_jobs.sink.run_files import TEMP_DIR_PREFIX, create_run_file
 
@@ -82,8 +82,12 @@ def read_marker(folder: str) -> dict[str, Any] | None:
     try:
         with FileSystems.open(path, compression_type=CompressionTypes.UNCOMPRESSED) as f:
             marker = json.loads(f.read(1 << 20))
-    except (OSError, ValueError):
+    except ValueError:  # not JSON: not ours
         return None
+    except Exception as e:
+        if isinstance(e, OSError) or is_missing(e):
+            return None
+        raise
     if not isinstance(marker, dict) or marker.get("tool") != _TOOL:
         return None
     return marker

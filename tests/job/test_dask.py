@@ -302,9 +302,13 @@ def test_a_scheduler_without_workers_is_named_not_waited_on_forever(tmp_path, sa
 
 
 @pytest.mark.slow
-def test_an_interrupted_dask_run_leaves_nothing_and_publishes_nothing_later(cluster, tmp_path):
+def test_an_interrupted_dask_run_publishes_nothing_later_and_the_same_command_resumes_it(
+    cluster, tmp_path
+):
     """Dask does not stop a task that has started: a writer of the interrupted run deletes
-    what it wrote, and its publishing finds the run's lease gone."""
+    what it wrote unless it finished first (the run's marker no longer names its run), and
+    its publishing finds the run's lease gone. What is left is finished work only, which the
+    same command reuses."""
     path = tmp_path / "big.csv"
     with open(path, "w") as f:
         f.write("id,a,text\n")
@@ -325,4 +329,14 @@ def test_an_interrupted_dask_run_leaves_nothing_and_publishes_nothing_later(clus
     assert proc.returncode == 143, stderr[-2000:]
     assert _status(stdout)["status"] == "interrupted"
     time.sleep(15)  # what the cluster still runs of it ends meanwhile
-    assert sorted(p.name for p in out.iterdir()) == []
+    left = [p.name for p in out.iterdir()]
+    assert all(name.startswith(".tfrecord-etl-tmp-") for name in left), left  # no shard
+    for folder in out.iterdir():  # every file of a kept folder is a finished task's
+        records = {p.name.split("~")[1][:16] for p in folder.glob("done/*.commit")}
+        for file in folder.rglob("*~*"):
+            assert file.name.split("~")[1][:16] in records, file
+    again = _convert(tmp_path, *argv[4:])
+    assert again.returncode == 0, again.stderr[-2000:]
+    whole = _convert(tmp_path, *argv[4:7], str(tmp_path / "whole"), *argv[8:])
+    assert _status(again.stdout)["fingerprint"] == _status(whole.stdout)["fingerprint"]
+    assert _status(again.stdout)["records_written"] == 400_000

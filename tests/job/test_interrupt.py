@@ -1,10 +1,12 @@
 """Ctrl-C and SIGTERM: the run ends within seconds with 130 / 143, says so, publishes nothing,
-leaves no temporary folder or lease, and the same command then converts."""
+leaves no lease and no shard, keeps only its finished work (named in its last words), and the
+same command then resumes it into the dataset an uninterrupted run publishes."""
 
 from __future__ import annotations
 
 import json
 import os
+import pathlib
 import signal
 import subprocess
 import sys
@@ -24,6 +26,11 @@ def big_csv(tmp_path_factory):
     return path
 
 
+def _records(folder: pathlib.Path) -> int:
+    """Finished tasks' records in a kept work folder."""
+    return len(list(folder.glob("done/*.commit")))
+
+
 @pytest.mark.parametrize("signum, code", [(signal.SIGINT, 130), (signal.SIGTERM, 143)])
 def test_a_signal_ends_the_run_cleanly(big_csv, tmp_path, signum, code):
     out = tmp_path / "out"
@@ -31,27 +38,39 @@ def test_a_signal_ends_the_run_cleanly(big_csv, tmp_path, signum, code):
             "--output", str(out), "--compression=gzip", "--target_shard_bytes=16MiB"]  # fmt: skip
     proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     deadline = time.monotonic() + 120
-    while not any(p.name.startswith(".tfrecord-etl-tmp-") for p in out.glob(".*")):
+    while not list(out.glob(".tfrecord-etl-tmp-*/done/*.commit")):  # a task finished
         assert time.monotonic() < deadline and proc.poll() is None, proc.communicate()
         time.sleep(0.05)
-    time.sleep(1.0)  # the shards are being written
     os.kill(proc.pid, signum)
     signalled = time.monotonic()
     stdout, stderr = proc.communicate(timeout=60)
     assert proc.returncode == code, stderr[-2000:]
     assert time.monotonic() - signalled < 15
     name = signal.Signals(signum).name
-    assert f"error: interrupted by {name}: nothing was published" in stderr
-    assert json.loads(stdout.splitlines()[-1]) == {
+    status = json.loads(stdout.splitlines()[-1])
+    (kept,) = out.iterdir()  # no shard, manifest or lease: the finished work alone
+    assert status == {
         "status": "interrupted",
         "exit_code": code,
         "signal": name,
+        "kept_work": str(kept),
+        "kept_bytes": sum(p.stat().st_size for p in kept.rglob("*") if p.is_file()),
+        "kept_tasks": _records(kept),
     }
-    assert sorted(p.name for p in out.iterdir()) == []  # no shards, manifest, lease or temp
+    assert status["kept_tasks"] >= 1
+    assert f"error: interrupted by {name}: nothing was published; its finished work (" in stderr
+    assert f"is kept in {kept}: run the same command again to resume" in stderr
     if signum == signal.SIGTERM:
         again = subprocess.run(argv, capture_output=True, text=True, timeout=300)
         assert again.returncode == 0, again.stderr[-2000:]
-        assert json.loads(again.stdout.splitlines()[-1])["records_written"] == 1_500_000
+        resumed = json.loads(again.stdout.splitlines()[-1])
+        assert resumed["records_written"] == 1_500_000
+        assert resumed["tasks_reused"] == status["kept_tasks"]
+        whole = subprocess.run(
+            [*argv[:7], str(tmp_path / "whole"), *argv[8:]], capture_output=True, text=True
+        )
+        assert json.loads(whole.stdout.splitlines()[-1])["fingerprint"] == resumed["fingerprint"]
+        assert sorted(p.name for p in out.iterdir() if p.name.startswith(".")) == []
 
 
 @pytest.mark.parametrize("signum, code", [(signal.SIGINT, 130), (signal.SIGTERM, 143)])
