@@ -4,7 +4,8 @@ the same conversion reuses it after checking its files.
 
 A task runs as an *attempt* with an id of its own, which every file it writes carries in its
 name (`attempt_name`: `<stem>~<attempt><suffix>`). It commits by writing one record last,
-`done/<task>~<attempt>.commit`, in one atomic write: what it hands on (its `WrittenShard`s or
+`done/<task>/~<attempt>.commit` (a folder a task: finding a task's records lists its folder
+alone, whatever the number of tasks), in one atomic write: what it hands on (its `WrittenShard`s or
 `WrittenRuns`) and each of its files with its size and CRC32C. A record is good only while every
 file it lists is as recorded, or was consumed by a later task (a part joined into its shard)
 whose own record is good. The files of attempts that never committed (a task cut short by a
@@ -116,7 +117,7 @@ def commit(folder: str, task: str, attempt: str, value: Any, files: Iterable[Kep
     local file renamed into place; an object, which is never seen half written)."""
     record = Record(task, attempt, value, tuple(files))
     data = pickle.dumps(record, protocol=pickle.HIGHEST_PROTOCOL)
-    path = _done(folder, attempt_name(task, attempt, _SUFFIX))
+    path = _done(folder, f"{task}/{attempt_name('', attempt, _SUFFIX)}")
     if not is_local(path):
         with create_run_file(path) as f:
             f.write(data)
@@ -128,7 +129,7 @@ def commit(folder: str, task: str, attempt: str, value: Any, files: Iterable[Kep
 
 
 def _records(folder: str, task: str) -> list[str]:
-    pattern = _done(folder, f"{task}~*{_SUFFIX}")
+    pattern = _done(folder, f"{task}/~*{_SUFFIX}")
     try:
         found = FileSystems.match([pattern])[0].metadata_list
     except Exception:  # no folder yet (a first run): nothing kept
@@ -211,9 +212,10 @@ def _size(path: str) -> int:
 def committed_attempts(folder: str) -> set[str]:
     """The ids of every attempt with a record (one listing)."""
     try:
-        found = FileSystems.match([_done(folder, "*" + _SUFFIX)])[0].metadata_list
+        found = FileSystems.match([_done(folder, "**")])[0].metadata_list
     except Exception:
         return set()
+    found = [m for m in found if m.path.endswith(_SUFFIX)]
     return {a for a in (attempt_of(m.path) for m in found) if a}
 
 

@@ -332,7 +332,7 @@ def test_an_interrupted_dask_run_publishes_nothing_later_and_the_same_command_re
     left = [p.name for p in out.iterdir()]
     assert all(name.startswith(".tfrecord-etl-tmp-") for name in left), left  # no shard
     for folder in out.iterdir():  # every file of a kept folder is a finished task's
-        records = {p.name.split("~")[1][:16] for p in folder.glob("done/*.commit")}
+        records = {p.name.split("~")[1][:16] for p in folder.glob("done/*/*.commit")}
         for file in folder.rglob("*~*"):
             assert file.name.split("~")[1][:16] in records, file
     again = _convert(tmp_path, *argv[4:])

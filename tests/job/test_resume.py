@@ -1,0 +1,267 @@
+"""A run that does not publish keeps its finished work, and the same command reuses it: killed
+(SIGKILL of the process group) at points of both passes, of the joins and of publishing, on
+worker threads and processes, the rerun publishes the fingerprint of an uninterrupted run and
+reuses exactly what was finished. Another input or option starts fresh, saying why; a run whose
+progress stands still ends naming what it waited for; a signal while publishing lets it finish,
+or leaves the previous dataset with no stray shard."""
+
+from __future__ import annotations
+
+import json
+import pathlib
+import shutil
+import signal
+import subprocess
+
+import pytest
+from support.runs import convert_argv, hooked_env, kill_when, records, start, status
+
+from beam_jobs.config.convert import ConvertConfig
+from beam_jobs.job import resume
+from beam_jobs.job.argv import split_argv
+from beam_jobs.plan.conversion import make_plan
+
+ROWS = 400_000
+BAD = 50  # rows with a word for a number: dead letters, within the default budget
+PLAIN = ("--target_shard_bytes=2MiB",)
+GZIP_SPLITS = ("--target_shard_bytes=2MiB", "--compression=gzip", "--splits=train=2,eval=1")
+INPUT_SPLITS = ("--target_shard_bytes=2MiB", "--order=input", "--splits=train=2,eval=1")
+PROCESSES = ("--direct_running_mode=multi_processing", "--direct_num_workers=2")
+
+
+@pytest.fixture(scope="module")
+def source(tmp_path_factory) -> pathlib.Path:
+    """Rows sorted by label, a few of them bad (a word where the count is a number)."""
+    path = tmp_path_factory.mktemp("resume") / "rows.csv"
+    with open(path, "w") as f:
+        f.write("id,label,count,text\n")
+        for i in range(ROWS):
+            count = "many" if i % (ROWS // BAD) == 7 else str(i % 1000)
+            f.write(f"{i},{i * 10 // ROWS},{count},some text for row {i}\n")
+    return path
+
+
+@pytest.fixture(scope="module")
+def whole(source, tmp_path_factory) -> dict[tuple[str, ...], str]:
+    """Each flag set's fingerprint, converted without a stop."""
+    folder = tmp_path_factory.mktemp("whole")
+    found = {}
+    for k, flags in enumerate((PLAIN, GZIP_SPLITS, INPUT_SPLITS)):
+        done = subprocess.run(convert_argv(source, folder / str(k), *flags), capture_output=True,
+                              text=True, timeout=300)  # fmt: skip
+        assert done.returncode == 0, done.stderr[-2000:]
+        found[flags] = status(done)["fingerprint"]
+    return found
+
+
+def _journal(out: pathlib.Path) -> bool:
+    return bool(list(out.glob(".tfrecord-etl-tmp-*/publish.json")))
+
+
+# Where a run is killed: as soon as the output holds so many records of finished tasks, or
+# (publishing) once its journal is written and its shards are moved (a hook holds it there).
+POINTS = {
+    "first pass": lambda out: records(out, "write-") >= 2,
+    "second pass": lambda out: records(out, "unit-") >= 1,
+    "joins": lambda out: records(out, "join-") >= 1,
+    "publishing": lambda out: _journal(out) and any(out.glob("*-of-*.tfrecord*")),
+}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    "flags, point, mode",
+    [
+        (PLAIN, "first pass", ()),
+        (PLAIN, "second pass", ()),
+        (PLAIN, "publishing", ()),
+        (PLAIN, "first pass", PROCESSES),
+        (GZIP_SPLITS, "second pass", PROCESSES),
+        (INPUT_SPLITS, "joins", ()),
+    ],
+    ids=["first-pass", "second-pass", "publishing", "processes", "gzip-splits", "joins"],
+)
+def test_a_killed_run_resumes_to_the_bytes_of_an_uninterrupted_run(
+    source, whole, tmp_path, flags, point, mode
+):
+    out = tmp_path / "out"
+    argv = convert_argv(source, out, *flags, *mode)
+    env = hooked_env(TFRECORD_ETL_TEST_SIGNAL_AT="moved", TFRECORD_ETL_TEST_SIGNAL="0")
+    proc = start(argv, env if point == "publishing" else None)
+    assert kill_when(proc, lambda: POINTS[point](out))
+    finished = records(out)  # what the killed run finished (threads died with it)
+    assert [p.name for p in out.glob("*.tfrecord*")] == [] or point == "publishing"
+    again = subprocess.run(argv, capture_output=True, text=True, timeout=300)
+    assert again.returncode == 0, again.stderr[-3000:]
+    assert status(again)["fingerprint"] == whole[flags]
+    assert sorted(p.name for p in out.iterdir() if p.name.startswith(".")) == []
+    manifest = json.loads((out / "manifest.json").read_text())
+    if point == "publishing":  # the journal's publishing finished, as the killed run wrote it
+        assert "finishing the publishing a stopped run of this conversion began" in again.stderr
+        return
+    counts = manifest["counts"]
+    reused = counts["tasks_reused"]
+    assert reused == finished if not mode else reused >= finished
+    assert f"resumed: {reused:,} of {counts['tasks']:,} tasks reused" in again.stdout
+    assert manifest["total_records"] + manifest["counts"]["bad_records"] == ROWS
+
+
+def test_why_a_kept_folder_is_not_this_conversions_is_said_in_a_few_words():
+    files = [{"path": "/d/a.csv", "bytes": 10, "modified": "t1"}]
+    key = {"tool": "1.0", "inputs": files, "options": {"shuffle_seed": 0}, "features": []}
+    cases = [
+        (None, "it was left by an earlier version of tfrecord-etl"),
+        ({**key, "tool": "0.9"}, "it was made by tfrecord-etl 0.9, this is 1.0"),
+        (
+            {**key, "inputs": [{"path": "/d/a.csv", "bytes": 9, "modified": "t0"}]},
+            "input /d/a.csv changed (9 -> 10 bytes, modified t0 -> t1)",
+        ),
+        ({**key, "inputs": []}, "input /d/a.csv is new"),
+        (
+            {**key, "inputs": [*files, {"path": "/d/b.csv"}, {"path": "/d/c.csv"}]},
+            "input /d/b.csv is gone (and 1 other input)",
+        ),
+        ({**key, "options": {"shuffle_seed": 5}}, "--shuffle_seed was 5, now 0"),
+        (
+            {**key, "options": {"shuffle_seed": 0, "compression": "gzip", "num_shards": 3}},
+            '--compression was "gzip", now not given (and 1 other option)',
+        ),
+        (
+            {**key, "features": [{"name": "x"}]},
+            "its feature spec differs (a --schema file changed, or what was sampled)",
+        ),
+        ({**key, "plan": "other"}, "its plan differs"),
+    ]
+    for kept, reason in cases:
+        assert resume.why_not(kept, {**key, "plan": "p"} if kept is None else key) == reason
+
+
+def test_the_key_is_the_same_for_the_same_command_and_names_what_changes_the_bytes(tmp_path):
+    path = tmp_path / "in.csv"
+    path.write_text("id,x\n" + "".join(f"{i},{i / 7}\n" for i in range(2000)))
+
+    def key(*flags: str) -> resume.WorkKey:
+        argv = ["--input", str(path), "--output", str(tmp_path / "out"), *flags]
+        config = ConvertConfig.from_flags(split_argv(argv)[0])
+        return resume.work_key(config, make_plan(config))
+
+    first = key("--num_shards=3")
+    assert key("--num_shards=3").digest == first.digest and len(first.work) == 16
+    # The bad-row budget, progress and stall limit do not change a byte: the same work.
+    same = key("--num_shards=3", "--max_bad_fraction=0.2", "--stall_seconds=9")
+    assert same.digest == first.digest
+    seeded = key("--num_shards=3", "--shuffle_seed=5")
+    assert seeded.digest != first.digest
+    assert resume.why_not(first.parts, seeded.parts) == "--shuffle_seed was 0, now 5"
+    size = path.stat().st_size
+    path.write_text(path.read_text() + "2000,1.5\n")
+    grown = resume.why_not(first.parts, key("--num_shards=3").parts)
+    assert grown.startswith(f"input {path} changed ({size:,} -> {size + 9:,} bytes, modified ")
+
+
+@pytest.mark.slow
+def test_another_input_or_option_starts_fresh_and_says_why(tmp_path):
+    path = tmp_path / "in.csv"
+    path.write_text("id,x\n" + "".join(f"{i},{i / 7}\n" for i in range(30_000)))
+    out = tmp_path / "out"
+    flags = ("--target_shard_bytes=64KiB", "--stall_seconds=3")
+    hang = hooked_env(TFRECORD_ETL_TEST_HANG="2")  # write task 2 never ends: a failed run
+    stalled = subprocess.run(convert_argv(path, out, *flags), env=hang, capture_output=True,
+                             text=True, timeout=300)  # fmt: skip
+    assert stalled.returncode == 3, stalled.stderr[-2000:]
+    kept = status(stalled)["kept_work"]
+    seeded = subprocess.run(convert_argv(path, out, *flags, "--shuffle_seed=5"),
+                            capture_output=True, text=True, timeout=300)  # fmt: skip
+    assert seeded.returncode == 0, seeded.stderr[-2000:]
+    assert (
+        f"starting fresh: the finished work kept in {kept} (" in seeded.stderr
+        and ") is not this conversion's (--shuffle_seed was 0, now 5); removed" in seeded.stderr
+    )
+    assert status(seeded)["tasks_reused"] == 0
+    stalled = subprocess.run(convert_argv(path, out, *flags), env=hang, capture_output=True,
+                             text=True, timeout=300)  # fmt: skip
+    assert stalled.returncode == 3
+    size = path.stat().st_size
+    with open(path, "a") as f:
+        f.write("30000,1.5\n")
+    grown = subprocess.run(convert_argv(path, out, *flags), capture_output=True, text=True,
+                           timeout=300)  # fmt: skip
+    assert grown.returncode == 0, grown.stderr[-2000:]
+    assert f"(input {path} changed ({size:,} -> {size + 10:,} bytes, modified " in grown.stderr
+    assert status(grown)["tasks_reused"] == 0 and status(grown)["records_written"] == 30_001
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("mode", [(), PROCESSES], ids=["threads", "processes"])
+def test_a_run_whose_progress_stands_still_ends_naming_what_it_waited_for(source, whole, tmp_path,
+                                                                          mode):  # fmt: skip
+    out = tmp_path / "out"
+    argv = convert_argv(source, out, *PLAIN, "--stall_seconds=4", *mode)
+    stalled = subprocess.run(argv, env=hooked_env(TFRECORD_ETL_TEST_HANG="1"),
+                             capture_output=True, text=True, timeout=300)  # fmt: skip
+    assert stalled.returncode == 3, stalled.stderr[-3000:]
+    line = next(x for x in stalled.stderr.splitlines() if x.startswith("error: "))
+    assert line.startswith("error: no progress for ")
+    assert " (--stall_seconds 4) in stage WriteShards (the write tasks): " in line
+    assert "waiting for data-00001-of-000" in line
+    kept = status(stalled)
+    assert kept["status"] == "error" and kept["kept_tasks"] >= 1
+    again = subprocess.run(argv, capture_output=True, text=True, timeout=300)
+    assert again.returncode == 0, again.stderr[-3000:]
+    assert status(again)["fingerprint"] == whole[PLAIN]
+    assert status(again)["tasks_reused"] == kept["kept_tasks"]
+
+
+@pytest.fixture(scope="module")
+def previous(source, tmp_path_factory) -> pathlib.Path:
+    """An output holding a dataset (seed 9) that the runs below replace."""
+    out = tmp_path_factory.mktemp("previous") / "out"
+    done = subprocess.run(convert_argv(source, out, *PLAIN, "--shuffle_seed=9"),
+                          capture_output=True, text=True, timeout=300)  # fmt: skip
+    assert done.returncode == 0, done.stderr[-2000:]
+    return out
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    "at, signum, mode",
+    [
+        ("write", signal.SIGTERM, ()),
+        ("moved", signal.SIGINT, ()),
+        ("manifest", signal.SIGTERM, ()),
+        ("moved", signal.SIGTERM, PROCESSES),
+        ("write", signal.SIGINT, PROCESSES),
+    ],
+    ids=[
+        "before-threads",
+        "moving-threads",
+        "manifest-threads",
+        "moving-processes",
+        "before-processes",
+    ],
+)
+def test_a_signal_while_publishing_finishes_it_or_leaves_the_previous_dataset_alone(
+    source, whole, previous, tmp_path, at, signum, mode
+):
+    out = tmp_path / "out"
+    shutil.copytree(previous, out)
+    before = json.loads((out / "manifest.json").read_text())
+    argv = convert_argv(source, out, *PLAIN, *mode)
+    env = hooked_env(TFRECORD_ETL_TEST_SIGNAL_AT=at, TFRECORD_ETL_TEST_SIGNAL=str(int(signum)))
+    proc = start(argv, env)
+    stdout, stderr = proc.communicate(timeout=300)
+    name = signal.Signals(signum).name
+    manifest = json.loads((out / "manifest.json").read_text())
+    listed = {s["path"] for s in manifest["shards"]} | set(manifest["dead_letter"])
+    shards = {p.relative_to(out).as_posix() for p in out.rglob("*.tfrecord*") if p.is_file()}
+    shards |= {p.relative_to(out).as_posix() for p in out.glob("dead_letter/*")}
+    assert shards == listed  # no stray shard or dead letter, whichever way it ended
+    if at == "write":  # publishing had not begun: the run stops, the old dataset stays
+        assert proc.returncode == 128 + signum, stderr[-3000:]
+        assert status(stdout)["status"] == "interrupted"
+        assert manifest["fingerprint"] == before["fingerprint"]
+        return
+    assert proc.returncode == 0, stderr[-3000:]
+    assert f"{name} came while publishing: publishing finished first" in stdout
+    assert manifest["fingerprint"] == whole[PLAIN] == status(stdout)["fingerprint"]
+    assert sorted(p.name for p in out.iterdir() if p.name.startswith(".")) == []

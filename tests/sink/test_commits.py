@@ -1,0 +1,114 @@
+"""Finished tasks' records: reused while every file is as recorded (or consumed by a good
+join), and the files of attempts that never committed are the only ones a rerun removes."""
+
+from __future__ import annotations
+
+import pathlib
+
+import google_crc32c
+import pytest
+
+from beam_jobs.sink import commits
+from beam_jobs.sink.commits import KeptFile
+
+A, B, C = "0123456789abcdef", "fedcba9876543210", "00000000ffffffff"
+
+
+def _folder(tmp_path: pathlib.Path) -> pathlib.Path:
+    folder = tmp_path / "out" / ".tfrecord-etl-tmp-0a1b"
+    folder.mkdir(parents=True)
+    return folder
+
+
+def _kept(path: pathlib.Path, data: bytes, consumer: str = "") -> KeptFile:
+    path.write_bytes(data)
+    return KeptFile(str(path), len(data), f"{google_crc32c.value(data):08x}", consumer)
+
+
+@pytest.mark.parametrize(
+    "name, attempt",
+    [
+        ("data-00000-of-00002.tfrecord.3~0123456789abcdef", A),
+        ("data-00000-of-00002.tfrecord.runs~0123456789abcdef", A),
+        ("data-00000-of-00002.tfrecord~0123456789abcdef.dead_letter.jsonl", A),
+        ("write-00003~0123456789abcdef.commit", A),
+        ("write-00003~0123456789abcdef.commit.partial", A),
+        ("/o/.tfrecord-etl-tmp-0a1b/done/unit-train-00002-1/~fedcba9876543210.commit", B),
+        ("data-00000-of-00002.tfrecord.3.0123456789abcdef", None),  # no attempt mark
+        ("run.json", None),
+        ("x~0123456789abcde", None),  # 15 digits
+        ("x~0123456789abcdefa", None),  # 17 digits
+    ],
+)
+def test_the_attempt_a_file_belongs_to_is_in_its_name(name, attempt):
+    assert commits.attempt_of(name) == attempt
+    if attempt:
+        assert commits.attempt_name("s", attempt, ".x") == f"s~{attempt}.x"
+
+
+def test_a_committed_task_is_reused_while_its_files_are_as_recorded(tmp_path):
+    folder = _folder(tmp_path)
+    shard = folder / commits.attempt_name("data-00000-of-00001.tfrecord.0", A)
+    letter = folder / commits.attempt_name("data-00000-of-00001.tfrecord", A, ".dead_letter.jsonl")
+    files = [_kept(shard, b"framed records" * 1000), _kept(letter, b'{"reason": "x"}\n')]
+    assert commits.file_crc32c(str(shard)) == (14000, files[0].crc32c)
+    assert commits.reuse(str(folder), "write-00000") is None  # nothing committed yet
+    commits.commit(str(folder), "write-00000", A, {"records": 7}, files)
+    assert sorted(p.relative_to(folder).as_posix() for p in folder.rglob("*.commit")) == [
+        f"done/write-00000/~{A}.commit"
+    ]
+    assert commits.reuse(str(folder), "write-00000") == {"records": 7}
+    assert commits.reuse(str(folder), "write-00001") is None  # another task's
+    assert commits.committed_attempts(str(folder)) == {A}
+    shard.write_bytes(b"framed recordz" * 1000)  # the same size, other bytes
+    assert commits.reuse(str(folder), "write-00000") is None
+    shard.write_bytes(b"framed records" * 999)  # cut short
+    assert commits.reuse(str(folder), "write-00000") is None
+    shard.write_bytes(b"framed records" * 1000)
+    letter.unlink()  # a file gone
+    assert commits.reuse(str(folder), "write-00000") is None
+    (folder / "done" / "write-00000" / f"~{A}.commit").write_bytes(b"\x80garbage")
+    assert commits.reuse(str(folder), "write-00000") is None  # an unreadable record
+
+
+def test_a_part_consumed_by_a_good_join_needs_no_file_of_its_own(tmp_path):
+    folder = _folder(tmp_path)
+    join = commits.join_key("train", 3)
+    assert (join, commits.unit_key(None, 3, 1), commits.write_task_key(12)) == (
+        "join-train-00003",
+        "unit--00003-1",
+        "write-00012",
+    )
+    part = folder / commits.attempt_name("train-00003-of-00004.tfrecord.5", A)
+    joined = folder / commits.attempt_name("train-00003-of-00004.tfrecord.joined", B)
+    commits.commit(str(folder), "write-00005", A, "part", [_kept(part, b"p" * 10, join)])
+    part.unlink()  # the join deleted it after joining
+    assert commits.reuse(str(folder), "write-00005") is None  # no join committed
+    commits.commit(str(folder), join, B, "shard", [_kept(joined, b"p" * 30)])
+    assert commits.reuse(str(folder), "write-00005") == "part"
+    joined.write_bytes(b"q" * 30)  # the joined shard damaged: the part is needed again
+    assert commits.reuse(str(folder), "write-00005") is None
+    assert commits.reuse(str(folder), join) is None
+
+
+def test_a_rerun_removes_the_files_of_attempts_that_never_committed_only(tmp_path):
+    folder = _folder(tmp_path)
+    kept = folder / commits.attempt_name("data-00000-of-00002.tfrecord.runs", A)
+    cut = folder / commits.attempt_name("data-00001-of-00002.tfrecord.runs", B)
+    letter = folder / commits.attempt_name("data-00001-of-00002.tfrecord", B, ".dead_letter.jsonl")
+    commits.commit(str(folder), "write-00000", A, 0, [_kept(kept, b"k")])
+    for path in (cut, letter):
+        path.write_bytes(b"half")
+    partial = folder / "done" / "write-00002" / f"~{C}.commit.partial"
+    partial.parent.mkdir()
+    partial.write_bytes(b"half a record")
+    marker = folder / "run.json"
+    marker.write_text("{}")
+    listing = [str(p) for p in folder.rglob("*") if p.is_file()]
+    gone = commits.remove_uncommitted(str(folder), listing)
+    assert sorted(pathlib.Path(p).name for p in gone) == sorted(
+        [cut.name, letter.name, partial.name]
+    )
+    assert sorted(p.name for p in folder.rglob("*") if p.is_file()) == sorted(
+        [kept.name, f"~{A}.commit", "run.json"]
+    )
