@@ -44,6 +44,7 @@ setup(
         "dask": ["dask", "distributed"],
         "dev": [
             "pytest",
+            "pytest-timeout",  # a hung test fails, naming itself (pytest.ini: timeout)
             "hypothesis",
             "ruff",
             "mypy",

@@ -142,7 +142,7 @@ def claim(work: str, run_id: str) -> None:
     did not stop it first); else the journal is withdrawn and `RunAbandoned` raised."""
     if run_id:
         marker = FileSystems.join(work, RUN_MARKER)
-        stop_if_abandoned(marker, work, [_journal_path(work)], run_id)
+        stop_if_abandoned(marker, work, [_journal_path(work)], run_id, max_age=0)
 
 
 def load_journal(work: str) -> Journal | None:

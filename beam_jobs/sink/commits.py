@@ -4,9 +4,9 @@ the same conversion reuses it after checking its files.
 
 A task runs as an *attempt* with an id of its own, which every file it writes carries in its
 name (`attempt_name`: `<stem>~<attempt><suffix>`). It commits by writing one record last,
-`done/<task>/~<attempt>.commit` (a folder a task: finding a task's records lists its folder
-alone, whatever the number of tasks), in one atomic write: what it hands on (its `WrittenShard`s or
-`WrittenRuns`) and each of its files with its size and CRC32C. A record is good only while every
+`done/<task>~<attempt>.commit`: what it hands on (its `WrittenShard`s or `WrittenRuns`) and
+each of its files with its size and CRC32C. A record cut short (a crash while it was written)
+does not load, and counts as none. A record is good only while every
 file it lists is as recorded, or was consumed by a later task (a part joined into its shard)
 whose own record is good. The files of attempts that never committed (a task cut short by a
 signal, a crash or a full disk) are the only ones a rerun removes (`remove_uncommitted`).
@@ -19,6 +19,7 @@ a digest of the conversion, the version included).
 from __future__ import annotations
 
 import dataclasses
+import functools
 import os
 import pickle
 import re
@@ -113,28 +114,32 @@ def _done(folder: str, name: str = "") -> str:
 
 
 def commit(folder: str, task: str, attempt: str, value: Any, files: Iterable[KeptFile]) -> None:
-    """Records that `task`'s `attempt` is complete: one file written whole and at once (a
-    local file renamed into place; an object, which is never seen half written)."""
+    """Records that `task`'s `attempt` is complete (one file; a pickle cut short never
+    loads, so a record is whole or none)."""
     record = Record(task, attempt, value, tuple(files))
     data = pickle.dumps(record, protocol=pickle.HIGHEST_PROTOCOL)
-    path = _done(folder, f"{task}/{attempt_name('', attempt, _SUFFIX)}")
-    if not is_local(path):
-        with create_run_file(path) as f:
-            f.write(data)
-        return
-    partial = path + ".partial"  # no attempt suffix: never taken for a record
-    with create_run_file(partial) as f:
+    with create_run_file(_done(folder, attempt_name(task, attempt, _SUFFIX))) as f:
         f.write(data)
-    os.replace(partial, path)
 
 
-def _records(folder: str, task: str) -> list[str]:
-    pattern = _done(folder, f"{task}/~*{_SUFFIX}")
+@functools.lru_cache(maxsize=8)
+def _kept(folder: str, run: str) -> dict[str, tuple[str, ...]]:
+    """The records a work folder held when this process first looked for run `run`, by task
+    (one listing a process and run, whatever the number of tasks: what a rerun may reuse; a
+    record this run makes later is its own, never looked for again)."""
     try:
-        found = FileSystems.match([pattern])[0].metadata_list
+        found = FileSystems.match([_done(folder, "*" + _SUFFIX)])[0].metadata_list
     except Exception:  # no folder yet (a first run): nothing kept
-        return []
-    return sorted(m.path for m in found)
+        return {}
+    by_task: dict[str, list[str]] = {}
+    for meta in found:
+        name = meta.path.rsplit("/", 1)[-1]
+        by_task.setdefault(name.split("~", 1)[0], []).append(meta.path)
+    return {task: tuple(sorted(paths)) for task, paths in by_task.items()}
+
+
+def _records(folder: str, task: str, run: str) -> tuple[str, ...]:
+    return _kept(folder, run).get(task, ())
 
 
 def _load(path: str) -> Record | None:
@@ -146,17 +151,18 @@ def _load(path: str) -> Record | None:
     return record if isinstance(record, Record) else None
 
 
-def reuse(folder: str, task: str) -> Any | None:
+def reuse(folder: str, task: str, run: str = "") -> Any | None:
     """What a committed attempt of `task` handed on, when its record and files are good;
-    None: the task has to run (again)."""
-    for path in _records(folder, task):
+    None: the task has to run (again). `run`: the run that asks (the records are listed once
+    a process and run)."""
+    for path in _records(folder, task, run):
         record = _load(path)
-        if record is not None and record.task == task and _good(folder, record):
+        if record is not None and record.task == task and _good(folder, record, run):
             return record.value
     return None
 
 
-def _good(folder: str, record: Record) -> bool:
+def _good(folder: str, record: Record, run: str) -> bool:
     """Every file as recorded, or consumed by a task whose record is good."""
     consumers: dict[str, bool] = {}
     for kept in record.files:
@@ -167,7 +173,7 @@ def _good(folder: str, record: Record) -> bool:
         if kept.consumer not in consumers:
             consumers[kept.consumer] = any(
                 (found := _load(path)) is not None and _intact_all(found.files)
-                for path in _records(folder, kept.consumer)
+                for path in _records(folder, kept.consumer, run)
             )
         if not consumers[kept.consumer]:
             return False
@@ -212,21 +218,20 @@ def _size(path: str) -> int:
 def committed_attempts(folder: str) -> set[str]:
     """The ids of every attempt with a record (one listing)."""
     try:
-        found = FileSystems.match([_done(folder, "**")])[0].metadata_list
+        found = FileSystems.match([_done(folder, "*" + _SUFFIX)])[0].metadata_list
     except Exception:
         return set()
-    found = [m for m in found if m.path.endswith(_SUFFIX)]
     return {a for a in (attempt_of(m.path) for m in found) if a}
 
 
 def remove_uncommitted(folder: str, listing: Iterable[str]) -> list[str]:
     """Deletes the files of `listing` (paths below `folder`) written by attempts that never
-    committed, partly written records included; returns them."""
+    committed; returns them."""
     done = committed_attempts(folder)
     gone = []
     for path in listing:
         attempt = attempt_of(path)
-        if attempt is not None and (attempt not in done or path.endswith(".partial")):
+        if attempt is not None and attempt not in done:
             gone.append(path)
     if gone:
         FileSystems.delete(gone)

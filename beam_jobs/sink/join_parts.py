@@ -203,17 +203,17 @@ def _join_in_worker(
     keyed: tuple[tuple[str, int], Iterable[WrittenShard]],
     temp_dir: str,
     parts: dict[tuple[str, int], tuple[int, ...]],
-    resumable: bool,
+    run_id: str,
 ) -> WrittenShard:
     """A shard's join: a failed run's, checked and reused, or done now and committed before
-    the parts it consumed are removed."""
+    the parts it consumed are removed (`run_id` "": a run without a launcher, no records)."""
     with raised_for_launcher():
         given = list(keyed[1])
-        if not resumable:
+        if not run_id:
             return join_parts(given, temp_dir, parts[keyed[0]])
         split, shard = keyed[0]
         key = commits.join_key(split or None, shard)
-        kept = commits.reuse(temp_dir, key)
+        kept = commits.reuse(temp_dir, key, run_id)
         if kept is not None:  # its tasks are counted as this run's parts count them
             total = Counts.total(p.counts for p in given)
             counts = dataclasses.replace(
@@ -250,14 +250,14 @@ class JoinParts(beam.PTransform[Any, Any]):
         self,
         temp_dir: str,
         parts: dict[tuple[str, int], tuple[int, ...]],
-        resumable: bool = False,
+        run_id: str = "",
     ) -> None:
-        """`resumable`: joins commit their work for a rerun and reuse a failed run's
-        (`sink.commits`)."""
+        """`run_id`: the launcher's run, whose joins commit their work for a rerun and reuse
+        a failed run's (`sink.commits`); "": none (no records)."""
         super().__init__()
         self._temp_dir = temp_dir
         self._parts = parts
-        self._resumable = resumable
+        self._run_id = run_id
 
     def expand(self, parts: beam.PCollection[Any]) -> beam.PCollection[Any]:
         return (
@@ -269,6 +269,6 @@ class JoinParts(beam.PTransform[Any, Any]):
                 _join_in_worker,
                 temp_dir=self._temp_dir,
                 parts=self._parts,
-                resumable=self._resumable,
+                run_id=self._run_id,
             )
         )

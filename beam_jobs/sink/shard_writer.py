@@ -144,7 +144,7 @@ class WriteShardFn(beam.DoFn):
         key = commits.write_task_key(task.index)
         self._check_alive([])
         if spec.resumable:
-            kept = commits.reuse(spec.temp_dir, key)
+            kept = commits.reuse(spec.temp_dir, key, spec.run_id)
             if kept is not None:
                 name, stored = self._task_name(task), sum(w.bytes for w in kept)
                 records = sum(w.records for w in kept)

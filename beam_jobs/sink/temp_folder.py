@@ -16,6 +16,7 @@ import json
 import os
 import re
 import shutil
+import time
 from typing import Any
 
 from apache_beam.io.filesystem import CompressionTypes
@@ -120,17 +121,36 @@ class RunAbandoned(RuntimeError):
     a rerun): it writes nothing more."""
 
 
+# A marker found to name the task's run is read again after this many seconds at the most: a
+# task that stops a second late commits finished work, which is harmless; a read a task is
+# one more small file opened per task (20,000-shard runs open tens of thousands).
+HELD_SECONDS = 1.0
+_held: dict[tuple[str, str], float] = {}  # (folder, run) -> when its marker last named it
+
+
 def stop_if_abandoned(
-    marker: str | None, temp_dir: str, written: list[str | None], run_id: str = ""
+    marker: str | None,
+    temp_dir: str,
+    written: list[str | None],
+    run_id: str = "",
+    max_age: float | None = None,
 ) -> None:
     """Stops a task of a run that no longer holds its work folder (its marker names another
     run, or none), and deletes what it wrote: a cluster may go on running tasks after the
-    launcher ended, and they would leave files that no record lists."""
+    launcher ended, and they would leave files that no record lists. `max_age`: a marker
+    that named the run this recently is not read again (0: always read; default
+    HELD_SECONDS)."""
     if marker is None:
+        return
+    seen = _held.get((temp_dir, run_id))
+    limit = HELD_SECONDS if max_age is None else max_age
+    if seen is not None and time.monotonic() - seen < limit:
         return
     held = read_marker(temp_dir)
     if held is not None and held.get("run_id") == run_id:
+        _held[(temp_dir, run_id)] = time.monotonic()
         return
+    _held.pop((temp_dir, run_id), None)
     paths = [p for p in written if p and FileSystems.exists(p)]
     if paths:
         FileSystems.delete(paths)

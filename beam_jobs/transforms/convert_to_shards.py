@@ -92,7 +92,7 @@ class ConvertToShards(beam.PTransform[Any, Any]):
                 self.temp_dir, plan.shuffle, tasks, plan.sharding, marker, self._run_id
             )
         if plan.writes_parts:
-            return JoinParts(self.temp_dir, tasks_by_shard(plan.tasks), marker is not None)
+            return JoinParts(self.temp_dir, tasks_by_shard(plan.tasks), self._run_id)
         return beam.Map(lambda shard: shard)  # each shard written whole by one writer
 
     def _write_spec(self) -> WriteSpec:

@@ -186,3 +186,36 @@ def test_a_new_generation_of_a_gs_object_changes_its_stamp(gcs):
     )
     assert result.returncode == 0, result.stderr[-3000:]
     assert result.stdout.split() == ["False", "4"]
+
+
+def test_a_failed_run_keeps_its_work_on_gs_and_the_same_command_resumes_it(gcs, sample_csv,
+                                                                           tmp_path):  # fmt: skip
+    """The work folder on Cloud Storage: a run whose write task 2 hangs is stopped (its stall
+    limit), keeps its finished tasks there, and the same command reuses them into the bytes of
+    an uninterrupted run."""
+    from support.runs import hooked_env, status
+
+    emulator, _, client = gcs
+    flags = ["--input", sample_csv[0], "--target_shard_bytes=64KiB", "--stall_seconds=4"]
+    here = cli(emulator, *convert_flags(*flags, "--output", str(tmp_path / "local")))
+    assert here.returncode == 0, here.stderr[-3000:]
+    out = f"gs://{BUCKET}/resumed"
+    argv = [sys.executable, str(SUPPORT / "emulated_gcs_main.py"),
+            *convert_flags(*flags, "--output", out)]  # fmt: skip
+    hung = subprocess.run(argv, env={**hooked_env(TFRECORD_ETL_TEST_HANG="2"),
+                                     **_emulator(emulator)},
+                          capture_output=True, text=True, timeout=300)  # fmt: skip
+    assert hung.returncode == 3, hung.stderr[-3000:]
+    kept = status(hung)
+    folder = kept["kept_work"].removeprefix(f"gs://{BUCKET}/resumed/")
+    records = [n for n in names(client, "resumed/") if n.startswith(folder + "/done/")]
+    assert len(records) == kept["kept_tasks"] >= 1
+    again = cli(emulator, *convert_flags(*flags, "--output", out))
+    assert again.returncode == 0, again.stderr[-3000:]
+    assert status(again)["fingerprint"] == status(here)["fingerprint"]
+    assert status(again)["tasks_reused"] == kept["kept_tasks"]
+    assert not [n for n in names(client, "resumed/") if n.startswith(".tfrecord-etl-tmp-")]
+
+
+def _emulator(emulator: str) -> dict[str, str]:
+    return {"STORAGE_EMULATOR_HOST": emulator, "NO_GCE_CHECK": "true"}

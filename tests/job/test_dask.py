@@ -332,7 +332,7 @@ def test_an_interrupted_dask_run_publishes_nothing_later_and_the_same_command_re
     left = [p.name for p in out.iterdir()]
     assert all(name.startswith(".tfrecord-etl-tmp-") for name in left), left  # no shard
     for folder in out.iterdir():  # every file of a kept folder is a finished task's
-        records = {p.name.split("~")[1][:16] for p in folder.glob("done/*/*.commit")}
+        records = {p.name.split("~")[1][:16] for p in folder.glob("done/*.commit")}
         for file in folder.rglob("*~*"):
             assert file.name.split("~")[1][:16] in records, file
     again = _convert(tmp_path, *argv[4:])
@@ -340,3 +340,47 @@ def test_an_interrupted_dask_run_publishes_nothing_later_and_the_same_command_re
     whole = _convert(tmp_path, *argv[4:7], str(tmp_path / "whole"), *argv[8:])
     assert _status(again.stdout)["fingerprint"] == _status(whole.stdout)["fingerprint"]
     assert _status(again.stdout)["records_written"] == 400_000
+
+
+@pytest.mark.slow
+def test_a_worker_killed_mid_run_is_recovered_and_the_bytes_are_the_local_runners(sample, tmp_path):
+    """Dask runs a killed worker's tasks again on the others: the finished ones are reused
+    from their records (`sink.commits`), and the shards are those of the local runner."""
+    import os
+
+    from distributed import Client
+
+    common = ["--input", f"{sample}/*.csv", "--target_shard_bytes", TARGET]
+    local = _convert(tmp_path, *common, "--output", "local")
+    assert local.returncode == 0, local.stderr
+    with dask_cluster(tmp_path, workers=2) as address:
+        with Client(address) as client:
+            pids = client.run(os.getpid)
+        out = tmp_path / "on_dask"
+        argv = [sys.executable, "-m", "beam_jobs", "convert", *common, "--output", str(out),
+                "--runner", "DaskRunner", "--dask_client_address", address,
+                "--stall_seconds", "120"]  # fmt: skip
+        proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        deadline = time.monotonic() + 120
+        while not list(out.glob(".tfrecord-etl-tmp-*/done/write-*.commit")):
+            assert time.monotonic() < deadline and proc.poll() is None, proc.communicate()
+            time.sleep(0.02)
+        os.kill(sorted(pids.values())[0], signal.SIGKILL)  # a worker dies mid-run
+        stdout, stderr = proc.communicate(timeout=300)
+    assert proc.returncode == 0, stderr[-3000:]
+    assert _status(stdout)["fingerprint"] == _status(local.stdout)["fingerprint"]
+
+
+@pytest.mark.slow
+def test_a_dask_run_whose_task_hangs_ends_naming_it_not_waited_on_forever(sample, tmp_path):
+    from support.runs import hooked_env
+
+    with dask_cluster(tmp_path, workers=2, env=hooked_env(TFRECORD_ETL_TEST_HANG="1")) as address:
+        run = _convert(tmp_path, "--input", f"{sample}/*.csv", "--output", "out",
+                       "--target_shard_bytes", TARGET, "--runner", "DaskRunner",
+                       "--dask_client_address", address, "--stall_seconds", "6")  # fmt: skip
+    assert run.returncode == 3, run.stderr[-3000:]
+    line = next(x for x in run.stderr.splitlines() if x.startswith("error: "))
+    assert " (--stall_seconds 6) in stage WriteShards (the write tasks): " in line
+    assert "waiting for data-00001-of-000" in line
+    assert _status(run.stdout)["status"] == "error"

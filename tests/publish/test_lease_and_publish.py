@@ -270,12 +270,14 @@ def test_a_run_whose_lease_is_gone_publishes_nothing(tmp_path):
     lease.check_holder(str(out), "")  # WriteShards takes no lease
 
 
-def test_a_writer_of_an_interrupted_run_deletes_what_it_wrote_and_stops(tmp_path):
+def test_a_writer_of_an_interrupted_run_deletes_what_it_wrote_and_stops(tmp_path, monkeypatch):
     from beam_jobs.formats.csv.format import CsvFormat
+    from beam_jobs.sink import temp_folder
     from beam_jobs.sink.shard_writer import WriteShardFn, WriteSpec
     from beam_jobs.sink.temp_folder import RunAbandoned, mark_stopped, start_temp_folder
     from tfdata_reader.manifest import FeatureSpec
 
+    monkeypatch.setattr(temp_folder, "HELD_SECONDS", 0.0)  # the marker read at every check
     temp = pathlib.Path(start_temp_folder(str(tmp_path / "out"), "abc123", run_id="r1"))
     marker = temp / "run.json"
     shard, note = temp / "data-00000-of-00001.tfrecord.x", temp / "progress" / "n.json"

@@ -4,6 +4,7 @@ join), and the files of attempts that never committed are the only ones a rerun 
 from __future__ import annotations
 
 import pathlib
+import uuid
 
 import google_crc32c
 import pytest
@@ -20,6 +21,11 @@ def _folder(tmp_path: pathlib.Path) -> pathlib.Path:
     return folder
 
 
+def _reuse(folder: pathlib.Path, task: str) -> object:
+    """`commits.reuse` as a new run asks it (a run lists the records once a process)."""
+    return commits.reuse(str(folder), task, run=uuid.uuid4().hex)
+
+
 def _kept(path: pathlib.Path, data: bytes, consumer: str = "") -> KeptFile:
     path.write_bytes(data)
     return KeptFile(str(path), len(data), f"{google_crc32c.value(data):08x}", consumer)
@@ -32,8 +38,7 @@ def _kept(path: pathlib.Path, data: bytes, consumer: str = "") -> KeptFile:
         ("data-00000-of-00002.tfrecord.runs~0123456789abcdef", A),
         ("data-00000-of-00002.tfrecord~0123456789abcdef.dead_letter.jsonl", A),
         ("write-00003~0123456789abcdef.commit", A),
-        ("write-00003~0123456789abcdef.commit.partial", A),
-        ("/o/.tfrecord-etl-tmp-0a1b/done/unit-train-00002-1/~fedcba9876543210.commit", B),
+        ("/o/.tfrecord-etl-tmp-0a1b/done/unit-train-00002-1~fedcba9876543210.commit", B),
         ("data-00000-of-00002.tfrecord.3.0123456789abcdef", None),  # no attempt mark
         ("run.json", None),
         ("x~0123456789abcde", None),  # 15 digits
@@ -52,23 +57,23 @@ def test_a_committed_task_is_reused_while_its_files_are_as_recorded(tmp_path):
     letter = folder / commits.attempt_name("data-00000-of-00001.tfrecord", A, ".dead_letter.jsonl")
     files = [_kept(shard, b"framed records" * 1000), _kept(letter, b'{"reason": "x"}\n')]
     assert commits.file_crc32c(str(shard)) == (14000, files[0].crc32c)
-    assert commits.reuse(str(folder), "write-00000") is None  # nothing committed yet
+    assert _reuse(folder, "write-00000") is None  # nothing committed yet
     commits.commit(str(folder), "write-00000", A, {"records": 7}, files)
     assert sorted(p.relative_to(folder).as_posix() for p in folder.rglob("*.commit")) == [
-        f"done/write-00000/~{A}.commit"
+        f"done/write-00000~{A}.commit"
     ]
-    assert commits.reuse(str(folder), "write-00000") == {"records": 7}
-    assert commits.reuse(str(folder), "write-00001") is None  # another task's
+    assert _reuse(folder, "write-00000") == {"records": 7}
+    assert _reuse(folder, "write-00001") is None  # another task's
     assert commits.committed_attempts(str(folder)) == {A}
     shard.write_bytes(b"framed recordz" * 1000)  # the same size, other bytes
-    assert commits.reuse(str(folder), "write-00000") is None
+    assert _reuse(folder, "write-00000") is None
     shard.write_bytes(b"framed records" * 999)  # cut short
-    assert commits.reuse(str(folder), "write-00000") is None
+    assert _reuse(folder, "write-00000") is None
     shard.write_bytes(b"framed records" * 1000)
     letter.unlink()  # a file gone
-    assert commits.reuse(str(folder), "write-00000") is None
-    (folder / "done" / "write-00000" / f"~{A}.commit").write_bytes(b"\x80garbage")
-    assert commits.reuse(str(folder), "write-00000") is None  # an unreadable record
+    assert _reuse(folder, "write-00000") is None
+    (folder / "done" / f"write-00000~{A}.commit").write_bytes(b"\x80garbage")
+    assert _reuse(folder, "write-00000") is None  # an unreadable record
 
 
 def test_a_part_consumed_by_a_good_join_needs_no_file_of_its_own(tmp_path):
@@ -83,12 +88,12 @@ def test_a_part_consumed_by_a_good_join_needs_no_file_of_its_own(tmp_path):
     joined = folder / commits.attempt_name("train-00003-of-00004.tfrecord.joined", B)
     commits.commit(str(folder), "write-00005", A, "part", [_kept(part, b"p" * 10, join)])
     part.unlink()  # the join deleted it after joining
-    assert commits.reuse(str(folder), "write-00005") is None  # no join committed
+    assert _reuse(folder, "write-00005") is None  # no join committed
     commits.commit(str(folder), join, B, "shard", [_kept(joined, b"p" * 30)])
-    assert commits.reuse(str(folder), "write-00005") == "part"
+    assert _reuse(folder, "write-00005") == "part"
     joined.write_bytes(b"q" * 30)  # the joined shard damaged: the part is needed again
-    assert commits.reuse(str(folder), "write-00005") is None
-    assert commits.reuse(str(folder), join) is None
+    assert _reuse(folder, "write-00005") is None
+    assert _reuse(folder, join) is None
 
 
 def test_a_rerun_removes_the_files_of_attempts_that_never_committed_only(tmp_path):
@@ -99,16 +104,15 @@ def test_a_rerun_removes_the_files_of_attempts_that_never_committed_only(tmp_pat
     commits.commit(str(folder), "write-00000", A, 0, [_kept(kept, b"k")])
     for path in (cut, letter):
         path.write_bytes(b"half")
-    partial = folder / "done" / "write-00002" / f"~{C}.commit.partial"
-    partial.parent.mkdir()
+    partial = folder / "done" / f"write-00002~{C}.commit"  # cut short as it was written
     partial.write_bytes(b"half a record")
     marker = folder / "run.json"
     marker.write_text("{}")
     listing = [str(p) for p in folder.rglob("*") if p.is_file()]
     gone = commits.remove_uncommitted(str(folder), listing)
-    assert sorted(pathlib.Path(p).name for p in gone) == sorted(
-        [cut.name, letter.name, partial.name]
-    )
+    assert sorted(pathlib.Path(p).name for p in gone) == sorted([cut.name, letter.name])
+    # A record cut short keeps its attempt's files (none here) until publishing, and is none.
     assert sorted(p.name for p in folder.rglob("*") if p.is_file()) == sorted(
-        [kept.name, f"~{A}.commit", "run.json"]
+        [kept.name, f"write-00000~{A}.commit", partial.name, "run.json"]
     )
+    assert _reuse(folder, "write-00002") is None

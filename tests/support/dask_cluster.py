@@ -17,9 +17,12 @@ BIN = pathlib.Path(sys.executable).parent
 
 
 @contextlib.contextmanager
-def dask_cluster(folder: pathlib.Path, workers: int = 2) -> Iterator[str]:
+def dask_cluster(
+    folder: pathlib.Path, workers: int = 2, env: dict[str, str] | None = None
+) -> Iterator[str]:
     """Yields the scheduler's tcp://127.0.0.1:PORT once `workers` workers have joined; stops
-    every process by its PID at the end. `folder` is their current folder and holds the log."""
+    every process by its PID at the end. `folder` is their current folder and holds the log;
+    `env`: the workers' environment (default: this process's)."""
     from distributed import Client
 
     port = free_port()
@@ -33,7 +36,7 @@ def dask_cluster(folder: pathlib.Path, workers: int = 2) -> Iterator[str]:
             processes.append(_start(scheduler, folder, log))
             for k in range(workers):
                 processes.append(_start([*worker, "--name", f"w{k + 1}", "--host", "127.0.0.1"],
-                                        folder, log))  # fmt: skip
+                                        folder, log, env))  # fmt: skip
             with Client(address, timeout=60) as client:
                 if workers:
                     client.wait_for_workers(workers, timeout=60)
@@ -44,11 +47,11 @@ def dask_cluster(folder: pathlib.Path, workers: int = 2) -> Iterator[str]:
                     os.kill(process.pid, signal.SIGTERM)
             for process in processes:
                 try:
-                    process.wait(timeout=20)
+                    process.wait(timeout=5)
                 except subprocess.TimeoutExpired:
                     os.kill(process.pid, signal.SIGKILL)
                     process.wait()
 
 
-def _start(argv: list, folder: pathlib.Path, log) -> subprocess.Popen:
-    return subprocess.Popen(argv, cwd=folder, stdout=log, stderr=subprocess.STDOUT)
+def _start(argv: list, folder: pathlib.Path, log, env=None) -> subprocess.Popen:
+    return subprocess.Popen(argv, cwd=folder, stdout=log, stderr=subprocess.STDOUT, env=env)

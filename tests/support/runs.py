@@ -54,7 +54,7 @@ def kill_when(proc: subprocess.Popen, ready: Callable[[], bool], timeout: float 
 def records(out: pathlib.Path, prefix: str = "") -> int:
     """Finished tasks' records (of tasks whose key starts with `prefix`) in the work folders
     of an output."""
-    return len(list(out.glob(f".tfrecord-etl-tmp-*/done/{prefix}*/*.commit")))
+    return len(list(out.glob(f".tfrecord-etl-tmp-*/done/{prefix}*.commit")))
 
 
 def status(completed: subprocess.CompletedProcess | str) -> dict:

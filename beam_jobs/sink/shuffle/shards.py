@@ -72,7 +72,7 @@ class WriteShuffledFn(beam.DoFn):
         note = progress.unit_note_name(name, unit.part)
         key = commits.unit_key(unit.split, unit.shard, unit.part)
         if self._run_marker is not None:
-            kept = commits.reuse(folder, key)
+            kept = commits.reuse(folder, key, self._run_id)
             if kept is not None:
                 progress.write_note(folder, note, kept.records, kept.bytes, 0, reused=True)
                 return _counted(kept, work, reused=True)
@@ -239,4 +239,4 @@ class ShuffleShards(beam.PTransform[Any, Any]):
         parts = self._plan.parts_by_shard()
         if all(len(p) == 1 for p in parts.values()):
             return beam.Map(lambda shard: shard)
-        return JoinParts(self._temp_dir, parts, resumable=self._run_marker is not None)
+        return JoinParts(self._temp_dir, parts, self._run_id if self._run_marker else "")
