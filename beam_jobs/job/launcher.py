@@ -248,33 +248,57 @@ def _run(
     )
     result: list[Any] = []  # the runner's, once it runs (a Dask run is cancelled on a stall)
 
-    def on_stall() -> None:
-        error = Stalled(watchdog.stall_message(reporter, expected, config.stall_seconds))
-        _log.error("%s; stopping the run", error)
+    def stop(error: BaseException) -> None:
         if not interrupt.stop_main(error) and result:  # not the main thread: cancel the job
             with contextlib.suppress(Exception):
                 result[0].cancel()
 
-    reporter.watch(config.stall_seconds, on_stall).start()
+    def on_stall(message: str) -> None:
+        _log.error("%s; stopping the run", message)
+        stop(Stalled(message))
+
+    def on_published() -> None:
+        _log.warning("the dataset is published, but the runner has not said so: not waiting")
+        stop(_Published())
+
+    where = (folder, config.output, held.run_id)
+    watch = watchdog.Watchdog(
+        reporter, expected, config.stall_seconds, where, plan.files_json(), on_stall, on_published
+    )
+    reporter.start()
+    watch.start()
     heartbeat = lease.Heartbeat(config.output, held).start()
     try:
         with interrupt.stoppable(), interrupt.deferred_while(lambda: _publishing_begun(folder)):
-            pipeline = beam.Pipeline(options=options)
-            _ = pipeline | "ConvertToShards" >> transform
-            result.append(pipeline.run())
-            try:
-                result[0].wait_until_finish()
-            except BaseException:
-                # An interruption or a failed task: stop what still runs (Dask tasks would go
-                # on writing into the work folder).
-                with contextlib.suppress(Exception):
-                    result[0].cancel()
-                raise
-            finally:
-                _close_client(result[0])
+            _run_pipeline(options, transform, result)
+    except _Published:
+        pass  # over, whatever the runner says
     finally:
         heartbeat.stop()
+        watch.stop()
         reporter.stop()
+
+
+def _run_pipeline(options: PipelineOptions, transform: ConvertToShards, result: list[Any]) -> None:
+    """Runs the conversion's pipeline to its end (`result`: gets the runner's result)."""
+    pipeline = beam.Pipeline(options=options)
+    _ = pipeline | "ConvertToShards" >> transform
+    result.append(pipeline.run())
+    try:
+        result[0].wait_until_finish()
+    except BaseException as e:
+        # An interruption or a failed task: stop what still runs (Dask tasks would go on
+        # writing into the work folder).
+        if not isinstance(e, _Published):
+            with contextlib.suppress(Exception):
+                result[0].cancel()
+        raise
+    finally:
+        _close_client(result[0])
+
+
+class _Published(BaseException):
+    """The watchdog's word that the run's dataset is published (its runner never said so)."""
 
 
 def _unit_name(plan: ConversionPlan, unit: ShuffleUnit) -> str:

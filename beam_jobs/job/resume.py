@@ -23,9 +23,11 @@ import logging
 from collections.abc import Mapping
 from typing import Any
 
+from apache_beam.io.filesystem import CompressionTypes
 from apache_beam.io.filesystems import FileSystems
 
 from beam_jobs.config.convert import ConvertConfig
+from beam_jobs.core.paths import is_missing
 from beam_jobs.core.units import count_of, format_size
 from beam_jobs.core.version import __version__
 from beam_jobs.plan.conversion import ConversionPlan
@@ -33,6 +35,7 @@ from beam_jobs.publish import journal
 from beam_jobs.publish.output_dir import load_manifest
 from beam_jobs.sink import commits
 from beam_jobs.sink.progress import NOTES_DIR
+from beam_jobs.sink.run_files import create_run_file
 from beam_jobs.sink.temp_folder import (
     RUN_MARKER,
     TEMP_DIR_PREFIX,
@@ -214,12 +217,37 @@ def _records(files: Mapping[str, int]) -> int:
     return sum(1 for path in files if f"/{commits.DONE_DIR}/" in path and path.endswith(".commit"))
 
 
+KEY_NAME = "conversion.json"  # in a work folder: its conversion's key, for a rerun's reasons
+
+
+def _write_key(folder: str, key: WorkKey) -> None:
+    data = json.dumps(dict(key.parts), sort_keys=True).encode("utf-8")
+    with create_run_file(FileSystems.join(folder, KEY_NAME)) as f:
+        f.write(data)
+
+
+def _read_key(folder: str) -> dict[str, Any] | None:
+    """The key parts a work folder was made for (None: not recorded, an earlier version's)."""
+    try:
+        with FileSystems.open(
+            FileSystems.join(folder, KEY_NAME), compression_type=CompressionTypes.UNCOMPRESSED
+        ) as f:
+            found = json.loads(f.read())
+    except ValueError:
+        return None
+    except Exception as e:
+        if isinstance(e, OSError) or is_missing(e):
+            return None
+        raise
+    return found if isinstance(found, dict) else None
+
+
 def finish_publishing(output: str, key: WorkKey) -> Manifest | None:
     """Finishes a publishing of this very conversion that a killed or stopped run left half
     done (its journal is there); returns the manifest it published (None: none was begun)."""
     folder = FileSystems.join(output, TEMP_DIR_PREFIX + key.work)
     marker = read_marker(folder)
-    if marker is None or marker.get("key") != dict(key.parts):
+    if marker is None or marker.get("key") != key.digest:
         return None
     begun = journal.load_journal(folder)
     if begun is None:
@@ -246,15 +274,17 @@ def open_work(output: str, key: WorkKey, run_id: str, fresh: bool = False) -> Wo
     adopted = None
     for name, marker in _our_folders(output).items():
         folder = FileSystems.join(output, name)
-        same = name == TEMP_DIR_PREFIX + key.work and marker.get("key") == dict(key.parts)
+        same = name == TEMP_DIR_PREFIX + key.work and marker.get("key") == key.digest
         if same and not fresh:
             adopted = folder
             continue
-        reason = "--fresh discards it" if same else why_not(marker.get("key"), key.parts)
+        reason = "--fresh discards it" if same else why_not(_read_key(folder), key.parts)
         _discard(output, folder, reason)
     if adopted is None:
-        return Work(start_temp_folder(output, key.work, run_id, dict(key.parts)))
-    start_temp_folder(output, key.work, run_id, dict(key.parts))  # its old tasks stop
+        folder = start_temp_folder(output, key.work, run_id, key.digest)
+        _write_key(folder, key)
+        return Work(folder)
+    start_temp_folder(output, key.work, run_id, key.digest)  # its old tasks stop
     files = _files(adopted)
     notes = FileSystems.join(adopted, NOTES_DIR) + "/"
     stale = [path for path in files if path.startswith(notes)]  # the old run's progress

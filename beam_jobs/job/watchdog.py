@@ -1,24 +1,36 @@
 """A run that stops making progress ends with an error naming what it waited for, instead of
-waiting forever (a Dask scheduler whose tasks never start, a worker that hangs).
+waiting forever (a Dask scheduler whose tasks never start, a worker that hangs), and a run
+whose dataset is published ends even when its runner never says so (a Dask client that lost
+its futures).
 
 Progress is what the launcher sees of the run (`sink.progress`): a task's note written or
 changed, a unit of the shuffle done, a publishing step begun. When none of it moves for
 `--stall_seconds`, `stall_message` names the stage and the tasks it waits for, and the launcher
 stops the run as a signal would (`job.interrupt.stop_main`): its tasks are told to stop and its
-finished work is kept for a rerun.
+finished work is kept for a rerun. Publishing removes the work folder and releases the run's
+lease last: once both are gone and the output's manifest is this conversion's, made since the
+run began, the run is over whatever its runner says (`Watchdog`, after `PUBLISHED_GRACE`).
 """
 
 from __future__ import annotations
 
 import dataclasses
+import datetime
+import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from beam_jobs.core.units import count_of
+from beam_jobs.publish.lease import read_lease
+from beam_jobs.publish.output_dir import load_manifest
 from beam_jobs.sink.progress import ProgressReporter, format_duration
+from beam_jobs.sink.temp_folder import read_marker
 
-__all__ = ["Expected", "stall_message"]
+__all__ = ["PUBLISHED_GRACE", "Expected", "Watchdog", "stall_message"]
+
+# Seconds a runner may take to say a published run is over before the launcher stops waiting.
+PUBLISHED_GRACE = 30.0
 
 _SHOWN = 3  # tasks named in the message, at most
 
@@ -34,7 +46,7 @@ class Expected:
 
 def stall_message(reporter: ProgressReporter, expected: Expected, limit: float) -> str:
     """Where a run stands when its progress stood still for `limit` seconds: the stage, how far
-    it got, and the tasks it waits for (running where, or not started)."""
+    it got, and the tasks it waits for (running where, or with no note yet)."""
     quiet = format_duration(time.monotonic() - reporter.last_change)
     head = f"no progress for {quiet} (--stall_seconds {limit:g})"
     notes = reporter.notes()
@@ -67,13 +79,83 @@ def stall_message(reporter: ProgressReporter, expected: Expected, limit: float) 
 
 
 def _waiting(names: Sequence[str], notes: dict[str, dict[str, Any]]) -> str:
-    """The first tasks waited for, each running on a worker (since its last note) or not
-    started."""
+    """The first tasks waited for, each running on a worker (its last note says which) or
+    with no note yet (not started, or started less than a note's interval ago)."""
     shown = []
     for name in names[:_SHOWN]:
         note = notes.get(name)
         shown.append(
-            f"{name} (running on {note.get('worker')})" if note else f"{name} (not started)"
+            f"{name} (running on {note.get('worker')})" if note else f"{name} (no note yet)"
         )
     more = f" and {len(names) - _SHOWN:,} more" if len(names) > _SHOWN else ""
     return ", ".join(shown) + more
+
+
+class Watchdog:
+    """Watches a run from its own thread until `stop()`: calls `on_stall(message)` once when
+    its progress stood still for `limit` seconds, or `on_published()` once when its dataset was
+    published `PUBLISHED_GRACE` seconds ago and the runner still has not returned.
+
+    Args:
+      reporter: the run's progress (its notes, and when they last changed).
+      expected: what the notes will name.
+      limit: `--stall_seconds`.
+      folder: the run's work folder; output, run_id: the output and the run's lease holder.
+      files: the run's input files as its manifest records them (`inputs.files`).
+    """
+
+    def __init__(
+        self,
+        reporter: ProgressReporter,
+        expected: Expected,
+        limit: float,
+        where: tuple[str, str, str],
+        files: list[dict[str, Any]],
+        on_stall: Callable[[str], None],
+        on_published: Callable[[], None],
+    ) -> None:
+        self._reporter, self._expected, self._limit = reporter, expected, limit
+        self._folder, self._output, self._run_id = where
+        self._files = files
+        self._on_stall, self._on_published = on_stall, on_published
+        self._started = datetime.datetime.now(datetime.timezone.utc).replace(microsecond=0)
+        self._every = min(5.0, max(0.05, limit / 4))
+        reporter.poll_every(self._every)  # its notes as fresh as the checks
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="watchdog", daemon=True)
+
+    def start(self) -> Watchdog:
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join(timeout=self._every + 5)
+
+    def _run(self) -> None:
+        published_at = None
+        while not self._stop.wait(self._every):
+            if published_at is None and self._published():
+                published_at = time.monotonic()
+            if published_at is not None:
+                if time.monotonic() - published_at >= PUBLISHED_GRACE:
+                    self._on_published()
+                    return
+            elif time.monotonic() - self._reporter.last_change > self._limit:
+                self._on_stall(stall_message(self._reporter, self._expected, self._limit))
+                return
+
+    def _published(self) -> bool:
+        """The work folder and the lease gone, and the manifest this conversion's, made since
+        the run began: what publishing leaves when it ends."""
+        try:
+            if read_marker(self._folder) is not None:
+                return False
+            held, _ = read_lease(self._output)
+            if held is not None and held.run_id == self._run_id:
+                return False
+            manifest = load_manifest(self._output)
+        except Exception:  # no manifest, or a store that cannot say now: not yet
+            return False
+        made = datetime.datetime.fromisoformat(manifest.created)
+        return manifest.inputs.get("files") == self._files and made >= self._started

@@ -18,6 +18,7 @@ a digest of the conversion, the version included).
 
 from __future__ import annotations
 
+import base64
 import dataclasses
 import functools
 import os
@@ -193,17 +194,31 @@ def _intact(kept: KeptFile) -> bool:
 
 def file_crc32c(path: str, expected_bytes: int | None = None) -> tuple[int, str]:
     """A file's size and CRC32C (8 hex digits); with `expected_bytes`, a file of another size
-    is not read (its CRC32C is then "")."""
+    is not read (its CRC32C is then ""). On Cloud Storage, the CRC32C the store keeps of every
+    object (one request instead of reading it: a terabyte's check costs metadata)."""
     if expected_bytes is not None:
         size = _size(path)
         if size != expected_bytes:
             return size, ""
+        stored = None if is_local(path) else _stored_crc32c(path)
+        if stored is not None:
+            return size, stored
     crc, size = 0, 0
     with FileSystems.open(path, compression_type=CompressionTypes.UNCOMPRESSED) as f:
         while chunk := f.read(_CHUNK):
             crc = google_crc32c.extend(crc, chunk)
             size += len(chunk)
     return size, f"{crc:08x}"
+
+
+def _stored_crc32c(path: str) -> str | None:
+    """The CRC32C a store keeps of an object (Cloud Storage's: base64 of its 4 bytes, big
+    endian), as 8 hex digits; None when it keeps none."""
+    try:
+        stored = FileSystems.checksum(path)
+        return base64.b64decode(stored).hex() if stored else None
+    except (OSError, ValueError, TypeError):
+        return None
 
 
 def _size(path: str) -> int:

@@ -19,7 +19,6 @@ import socket
 import sys
 import threading
 import time
-from collections.abc import Callable
 from typing import Any
 
 from apache_beam.io.filesystem import CompressionTypes
@@ -161,10 +160,9 @@ class ProgressReporter:
         self._shuffled: set[str] = set()  # the second pass's units done, by note name
         self.stages: dict[str, dict[str, Any]] = {}  # one-worker stages' notes, by stage
         self.last_change = time.monotonic()  # when a note last changed (the stall check's)
-        self._limit = 0.0  # `watch`: seconds without a change that make a stall (0: none)
-        self._on_stall: Callable[[], None] = lambda: None
         self._num_shards = num_shards
         self._interval = interval
+        self._poll = interval  # seconds between polls (`poll_every`)
         self._input_bytes = input_bytes
         self._live = live
         self._bar: Any = None
@@ -288,23 +286,24 @@ class ProgressReporter:
             len({n.get("worker") for n in notes}),
         )
 
-    def watch(self, limit: float, on_stall: Callable[[], None]) -> ProgressReporter:
-        """Calls `on_stall` (once, from the reporter's thread) when no note changed for
-        `limit` seconds; notes are then polled at least every quarter of it."""
-        self._limit, self._on_stall = limit, on_stall
-        self._interval = min(self._interval, max(0.05, limit / 4))
+    def poll_every(self, seconds: float) -> ProgressReporter:
+        """Polls the notes this often (the stall check's `last_change` is as fresh), still
+        reporting at most every `interval` seconds."""
+        self._poll = min(self._interval, seconds)
         return self
 
     def _run(self) -> None:
-        while not self._stop.wait(self._interval):
-            line = self.poll()
-            if line and self._live:
+        shown = time.monotonic()
+        changed = False
+        while not self._stop.wait(self._poll):
+            changed = bool(self.poll()) or changed
+            if not changed or time.monotonic() - shown < self._interval - 1e-3:
+                continue
+            shown, changed = time.monotonic(), False
+            if self._live:
                 self._show()
-            elif line:
-                _log.info("%s", line)
-            if self._limit and time.monotonic() - self.last_change > self._limit:
-                self._limit = 0.0  # once
-                self._on_stall()
+            else:
+                _log.info("%s", self.describe())
 
     def _show(self) -> None:
         """The bar: the input's share read (tqdm adds the time taken and left), then tasks

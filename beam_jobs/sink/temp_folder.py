@@ -5,7 +5,8 @@ renames what it keeps and removes the folder; a run that fails leaves it, and a 
 conversion takes it over (the launcher names the folder after the conversion: `job.resume`).
 
 The marker (`run.json`): {"tool": "tfrecord-etl", "work": <id>, "run_id": <the run that holds it,
-"" once that run stopped>, "key": <what the conversion is, for a rerun to compare>}. Every task
+"" once that run stopped>, "key": <the digest of the conversion, for a rerun to compare>}; it
+stays small, since every task reads it. Every task
 checks it holds its own run's id before it starts and before it commits (`stop_if_abandoned`):
 a cluster may go on running tasks of a run whose launcher ended or was replaced.
 """
@@ -50,15 +51,13 @@ def is_temp_folder_name(name: str) -> bool:
     return bool(_TEMP_DIR_RE.fullmatch(name))
 
 
-def start_temp_folder(
-    output: str, work: str, run_id: str, key: dict[str, Any] | None = None
-) -> str:
+def start_temp_folder(output: str, work: str, run_id: str, key: str = "") -> str:
     """Creates (or takes over) the work folder `.tfrecord-etl-tmp-<work>` with a marker held by
-    `run_id`; returns the folder's path."""
+    `run_id` (`key`: the conversion's digest); returns the folder's path."""
     folder = FileSystems.join(output, TEMP_DIR_PREFIX + work)
     if is_local(folder):  # with the writers' notes folder, which they never make themselves
         os.makedirs(FileSystems.join(folder, NOTES_DIR), exist_ok=True)
-    _write_marker(folder, {"tool": _TOOL, "work": work, "run_id": run_id, "key": key or {}})
+    _write_marker(folder, {"tool": _TOOL, "work": work, "run_id": run_id, "key": key})
     return folder
 
 

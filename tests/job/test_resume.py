@@ -89,7 +89,9 @@ def test_a_killed_run_resumes_to_the_bytes_of_an_uninterrupted_run(
     env = hooked_env(TFRECORD_ETL_TEST_SIGNAL_AT="moved", TFRECORD_ETL_TEST_SIGNAL="0")
     proc = start(argv, env if point == "publishing" else None)
     assert kill_when(proc, lambda: POINTS[point](out))
-    finished = records(out)  # what the killed run finished (threads died with it)
+    # The tasks the killed run finished (threads died with it): write tasks and units (the
+    # joins are reused too, but they are no tasks of the summary's).
+    finished = records(out, "write-") + records(out, "unit-")
     assert [p.name for p in out.glob("*-of-*.tfrecord*")] == [] or point == "publishing"
     again = subprocess.run(argv, capture_output=True, text=True, timeout=300)
     assert again.returncode == 0, again.stderr[-3000:]
@@ -265,3 +267,69 @@ def test_a_signal_while_publishing_finishes_it_or_leaves_the_previous_dataset_al
     assert f"{name} came while publishing: publishing finished first" in stdout
     assert manifest["fingerprint"] == whole[PLAIN] == status(stdout)["fingerprint"]
     assert sorted(p.name for p in out.iterdir() if p.name.startswith(".")) == []
+
+
+def test_a_published_run_ends_even_when_its_runner_never_says_so(tmp_path, monkeypatch):
+    """A Dask client that lost its futures waits forever after the job is done: once the
+    dataset is published (work folder and lease gone, this conversion's manifest), the
+    launcher stops waiting."""
+    import threading
+
+    from beam_jobs.job import launcher, watchdog
+
+    path = tmp_path / "in.csv"
+    path.write_text("id,x\n" + "".join(f"{i},{i / 7}\n" for i in range(5000)))
+    ran = launcher._run_pipeline
+
+    def never_returns(*args):
+        ran(*args)  # published
+        threading.Event().wait()  # a runner that never says so
+
+    monkeypatch.setattr(launcher, "_run_pipeline", never_returns)
+    monkeypatch.setattr(watchdog, "PUBLISHED_GRACE", 0.5)
+    argv = ["--input", str(path), "--output", str(tmp_path / "out"), "--num_shards=2"]
+    result = launcher.run([*argv, "--direct_running_mode=in_memory", "--stall_seconds=60"])
+    assert result.status is launcher.ConvertStatus.CONVERTED
+    assert result.manifest.total_records == 5000
+
+
+class _Notes:
+    """What the watchdog reads of a run's progress."""
+
+    def __init__(self, notes, units=(), stages=None, quiet=75.0):
+        import time
+
+        self._notes, self._units, self.stages = notes, set(units), stages or {}
+        self.last_change = time.monotonic() - quiet
+
+    def notes(self):
+        return self._notes
+
+    def units_done(self):
+        return self._units
+
+
+@pytest.mark.parametrize(
+    "notes, units, stages, said",
+    [
+        ({}, (), None, ": no write task has started (4 tasks planned): the runner has no worker "
+                       "free for them, or its workers cannot start"),
+        ({"a": {"done": True}, "b": {"done": False, "worker": "h:7"}}, (), None,
+         " in stage WriteShards (the write tasks): 1 of 4 done; waiting for b (running on h:7), "
+         "c (no note yet), d (no note yet)"),
+        ({k: {"done": True} for k in "abcd"}, ("u1",), None,
+         " in stage Shuffle (the second pass): 1 of 2 units done; waiting for u2 (no note yet)"),
+        ({k: {"done": True} for k in "abcd"}, ("u1", "u2"), None,
+         ": every task is done; waiting for stage Publish to start (the runner gathers the "
+         "shards for it)"),
+        ({k: {"done": True} for k in "abcd"}, ("u1", "u2"),
+         {"publish": {"step": "naming 2 shards", "worker": "h:9"}},
+         " in stage Publish, at: naming 2 shards (on h:9)"),
+    ],
+)  # fmt: skip
+def test_a_stall_names_the_stage_and_what_it_waited_for(notes, units, stages, said):
+    from beam_jobs.job.watchdog import Expected, stall_message
+
+    expected = Expected(("a", "b", "c", "d"), ("u1", "u2"))
+    message = stall_message(_Notes(notes, units, stages), expected, 60)
+    assert message == "no progress for 1 min 15 s (--stall_seconds 60)" + said
