@@ -6,7 +6,7 @@ STAMP := $(VENV)/.installed
 DEMO_DIR ?= demo_data
 export TF_CPP_MIN_LOG_LEVEL ?= 2
 
-.PHONY: venv browser test test-fast demo bench bench-shapes bench-compare bench-scale lint format docs realdata clean
+.PHONY: venv browser test test-fast demo bench bench-shapes bench-compare bench-scale bench-resume lint format docs realdata clean
 
 venv: $(STAMP)
 
@@ -80,3 +80,8 @@ bench-compare: $(STAMP)
 # The many-shard path: 2,000 and 20,000 shards converted, published, verified, read (minutes)
 bench-scale: $(STAMP)
 	$(BIN)/python benchmarks/scale.py --workdir bench_data/scale
+
+# What resuming saves: runs killed at 10%, 50% and 90% of their time, then the same command;
+# and a rerun with a larger --max_bad_fraction after a run failed on it (docs/performance.md)
+bench-resume: $(STAMP)
+	$(BIN)/python benchmarks/resume.py --workdir bench_data/resume

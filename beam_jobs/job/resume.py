@@ -214,7 +214,10 @@ def _files(folder: str) -> dict[str, int]:
 
 
 def _records(files: Mapping[str, int]) -> int:
-    return sum(1 for path in files if f"/{commits.DONE_DIR}/" in path and path.endswith(".commit"))
+    """The finished tasks (write tasks and units: what `Counts.tasks` counts) among a folder's
+    files; the joins' records are not tasks."""
+    done = f"/{commits.DONE_DIR}/"
+    return sum(1 for path in files if done in path and commits.is_task_record(path))
 
 
 KEY_NAME = "conversion.json"  # in a work folder: its conversion's key, for a rerun's reasons

@@ -44,6 +44,7 @@ __all__ = [
     "commit",
     "committed_attempts",
     "file_crc32c",
+    "is_task_record",
     "join_key",
     "new_attempt",
     "remove_uncommitted",
@@ -58,14 +59,24 @@ _ATTEMPT = re.compile(r"~([0-9a-f]{16})(?=[.]|$)")
 _CHUNK = 8 << 20
 
 
+_WRITE, _UNIT = "write-", "unit-"
+
+
 def write_task_key(task: int) -> str:
     """The record name of a write task."""
-    return f"write-{task:05d}"
+    return f"{_WRITE}{task:05d}"
 
 
 def unit_key(split: str | None, shard: int, part: int) -> str:
     """The record name of the shuffle's unit that writes part `part` of a shard."""
-    return f"unit-{split or ''}-{shard:05d}-{part}"
+    return f"{_UNIT}{split or ''}-{shard:05d}-{part}"
+
+
+def is_task_record(path: str) -> bool:
+    """Whether a file is the record of a task as `Counts.tasks` counts them (a write task or a
+    unit; a join is none)."""
+    name = path.rsplit("/", 1)[-1]
+    return name.endswith(_SUFFIX) and name.startswith((_WRITE, _UNIT))
 
 
 def join_key(split: str | None, shard: int) -> str:
