@@ -19,6 +19,7 @@ from beam_jobs.config.convert import ConvertConfig
 from beam_jobs.core.errors import Stalled, recover
 from beam_jobs.core.units import count_of, format_size
 from beam_jobs.core.version import __version__
+from beam_jobs.formats.lines.cut_counts import CutCounts, count_segment
 from beam_jobs.job import interrupt, on_dask, resume, watchdog
 from beam_jobs.job.argv import check_beam_args, split_argv
 from beam_jobs.job.runner import choose_runner
@@ -149,13 +150,9 @@ def _convert(
         )
         for warning in plan_warnings(plan):
             _log.warning("%s", warning)
-        counts = None
-        if dask_address:  # Dask would count in every task that reads the counts: count once
-            segments = cut_segments(plan)
-            if segments and not counted_by_launcher(segments):
-                counts = on_dask.count_cuts(dask_address, segments)
         work = resume.open_work(config.output, key, run_id, config.fresh)
         with _failures_reported(work.folder, _planned_tasks(plan)):
+            counts = resume.kept_counts(work, lambda: _counted_here(plan, dask_address))
             transform = ConvertToShards(plan, config, __version__, run_id, counts, key.work)
             if not config.wait:
                 # A Flex Template launcher: submit and return; the job publishes the manifest
@@ -172,6 +169,20 @@ def _convert(
     finally:
         if not submitted:
             lease.release(config.output, run_id)
+
+
+def _counted_here(plan: ConversionPlan, dask_address: str | None) -> CutCounts | None:
+    """The counts before each cut that the launcher makes (None: a pipeline stage counts): a
+    small local input's here (quicker than a stage), a large one's on Dask, once (the
+    DaskRunner would count in every task that reads the counts)."""
+    segments = cut_segments(plan)
+    if not segments:
+        return None
+    if counted_by_launcher(segments):
+        return CutCounts.from_counted(count_segment(s) for s in segments)
+    if dask_address:
+        return on_dask.count_cuts(dask_address, segments)
+    return None
 
 
 def _planned_tasks(plan: ConversionPlan) -> int:

@@ -20,7 +20,7 @@ import dataclasses
 import hashlib
 import json
 import logging
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from apache_beam.io.filesystem import CompressionTypes
@@ -30,6 +30,7 @@ from beam_jobs.config.convert import ConvertConfig
 from beam_jobs.core.paths import is_missing
 from beam_jobs.core.units import count_of, format_size
 from beam_jobs.core.version import __version__
+from beam_jobs.formats.lines.cut_counts import CutCounts
 from beam_jobs.plan.conversion import ConversionPlan
 from beam_jobs.publish import journal
 from beam_jobs.publish.output_dir import load_manifest
@@ -54,6 +55,7 @@ __all__ = [
     "discard_all",
     "finish_publishing",
     "keep_on_failure",
+    "kept_counts",
     "open_work",
     "why_not",
     "work_key",
@@ -303,6 +305,21 @@ def open_work(output: str, key: WorkKey, run_id: str, fresh: bool = False) -> Wo
         adopted,
     )
     return work
+
+
+def kept_counts(work: Work, count: Callable[[], CutCounts | None]) -> CutCounts | None:
+    """The counts before each cut: those a failed run of this conversion kept (they depend on
+    the inputs and the plan alone; counting a large CSV again took seconds of a rerun), else
+    `count()`'s (made by the launcher, kept beside the work; None: a pipeline stage makes and
+    keeps them)."""
+    if work.adopted:
+        kept = commits.kept_value(work.folder, commits.COUNTS_NAME)
+        if isinstance(kept, CutCounts):
+            return kept
+    counts = count()
+    if counts is not None:
+        commits.keep_value(work.folder, commits.COUNTS_NAME, counts)
+    return counts
 
 
 def _discard(output: str, folder: str, reason: str) -> None:

@@ -36,6 +36,7 @@ from beam_jobs.core.paths import is_local
 from beam_jobs.sink.run_files import create_run_file
 
 __all__ = [
+    "COUNTS_NAME",
     "DONE_DIR",
     "KeptFile",
     "Record",
@@ -46,6 +47,8 @@ __all__ = [
     "file_crc32c",
     "is_task_record",
     "join_key",
+    "keep_value",
+    "kept_value",
     "new_attempt",
     "remove_uncommitted",
     "reuse",
@@ -239,6 +242,28 @@ def _size(path: str) -> int:
     if not found:
         raise FileNotFoundError(path)
     return int(found[0].size_in_bytes)
+
+
+COUNTS_NAME = "cut_counts.pickle"  # the counts before each cut: a function of the plan
+
+
+def keep_value(folder: str, name: str, value: Any) -> Any:
+    """Keeps a value the run made once for all its tasks (the counts before each cut) in the
+    work folder, for a rerun; returns it."""
+    with create_run_file(FileSystems.join(folder, name)) as f:
+        f.write(pickle.dumps(value, protocol=pickle.HIGHEST_PROTOCOL))
+    return value
+
+
+def kept_value(folder: str, name: str) -> Any | None:
+    """A value `keep_value` kept (None: none, or cut short as it was written)."""
+    try:
+        with FileSystems.open(
+            FileSystems.join(folder, name), compression_type=CompressionTypes.UNCOMPRESSED
+        ) as f:
+            return pickle.loads(f.read())
+    except Exception:  # none, or unreadable: made again
+        return None
 
 
 def committed_attempts(folder: str) -> set[str]:

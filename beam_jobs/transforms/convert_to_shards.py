@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import uuid
 from collections.abc import Sequence
 from typing import Any
@@ -21,6 +22,7 @@ from beam_jobs.formats.lines.cut_counts import (
 from beam_jobs.plan.conversion import ConversionPlan
 from beam_jobs.plan.shards import cut_points
 from beam_jobs.publish.publish import PublishShards, PublishSpec
+from beam_jobs.sink import commits
 from beam_jobs.sink.join_parts import JoinParts, tasks_by_shard
 from beam_jobs.sink.shard_writer import WriteShardFn, WriteSpec
 from beam_jobs.sink.shuffle.shards import ShuffleShards
@@ -139,6 +141,9 @@ class ConvertToShards(beam.PTransform[Any, Any]):
             | "GatherCounts" >> beam.combiners.ToList()
             | "CountsBeforeCuts" >> beam.Map(CutCounts.from_counted)
         )
+        if self._run_id:  # kept beside the work: a rerun of a failed run counts no more
+            keep = functools.partial(commits.keep_value, self.temp_dir, commits.COUNTS_NAME)
+            counts = counts | "KeepCounts" >> beam.Map(keep)
         return beam.pvalue.AsSingleton(counts)
 
     def _publish_spec(self) -> PublishSpec:
