@@ -27,10 +27,11 @@ from beam_jobs.publish.output_dir import load_manifest
 from beam_jobs.sink.progress import ProgressReporter, format_duration
 from beam_jobs.sink.temp_folder import read_marker
 
-__all__ = ["PUBLISHED_GRACE", "Expected", "Watchdog", "stall_message"]
+__all__ = ["CHECK_SECONDS", "PUBLISHED_GRACE", "Expected", "Watchdog", "stall_message"]
 
 # Seconds a runner may take to say a published run is over before the launcher stops waiting.
 PUBLISHED_GRACE = 30.0
+CHECK_SECONDS = 5.0  # between checks, at most (a quarter of the stall limit when that is less)
 
 _SHOWN = 3  # tasks named in the message, at most
 
@@ -119,7 +120,7 @@ class Watchdog:
         self._files = files
         self._on_stall, self._on_published = on_stall, on_published
         self._started = datetime.datetime.now(datetime.timezone.utc).replace(microsecond=0)
-        self._every = min(5.0, max(0.05, limit / 4))
+        self._every = min(CHECK_SECONDS, max(0.05, limit / 4))
         reporter.poll_every(self._every)  # its notes as fresh as the checks
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="watchdog", daemon=True)

@@ -21,11 +21,11 @@ from beam_jobs.job import resume
 from beam_jobs.job.argv import split_argv
 from beam_jobs.plan.conversion import make_plan
 
-ROWS = 400_000
+ROWS = 250_000
 BAD = 50  # rows with a word for a number: dead letters, within the default budget
-PLAIN = ("--target_shard_bytes=2MiB",)
-GZIP_SPLITS = ("--target_shard_bytes=2MiB", "--compression=gzip", "--splits=train=2,eval=1")
-INPUT_SPLITS = ("--target_shard_bytes=2MiB", "--order=input", "--splits=train=2,eval=1")
+PLAIN = ("--target_shard_bytes=1MiB",)
+GZIP_SPLITS = ("--target_shard_bytes=1MiB", "--compression=gzip", "--splits=train=2,eval=1")
+INPUT_SPLITS = ("--target_shard_bytes=1MiB", "--order=input", "--splits=train=2,eval=1")
 PROCESSES = ("--direct_running_mode=multi_processing", "--direct_num_workers=2")
 
 
@@ -287,6 +287,7 @@ def test_a_published_run_ends_even_when_its_runner_never_says_so(tmp_path, monke
 
     monkeypatch.setattr(launcher, "_run_pipeline", never_returns)
     monkeypatch.setattr(watchdog, "PUBLISHED_GRACE", 0.5)
+    monkeypatch.setattr(watchdog, "CHECK_SECONDS", 0.2)
     argv = ["--input", str(path), "--output", str(tmp_path / "out"), "--num_shards=2"]
     result = launcher.run([*argv, "--direct_running_mode=in_memory", "--stall_seconds=60"])
     assert result.status is launcher.ConvertStatus.CONVERTED

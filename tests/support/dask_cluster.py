@@ -47,7 +47,7 @@ def dask_cluster(
                     os.kill(process.pid, signal.SIGTERM)
             for process in processes:
                 try:
-                    process.wait(timeout=5)
+                    process.wait(timeout=3)
                 except subprocess.TimeoutExpired:
                     os.kill(process.pid, signal.SIGKILL)
                     process.wait()
