@@ -23,6 +23,7 @@ __all__ = [
     "call_on_signal",
     "deferred",
     "deferred_while",
+    "forget_deferred",
     "interruptible",
     "stop_main",
     "stoppable",
@@ -85,6 +86,11 @@ def deferred_while(guard: Callable[[], bool]) -> Iterator[None]:
         yield
     finally:
         _GUARDS.remove(guard)
+
+
+def forget_deferred() -> None:
+    """A new run: no signal was put off yet (`deferred`)."""
+    _DEFERRED.clear()
 
 
 def deferred() -> int | None:

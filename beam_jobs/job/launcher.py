@@ -272,6 +272,7 @@ def _run(
         _log.warning("the dataset is published, but the runner has not said so: not waiting")
         stop(_Published())
 
+    interrupt.forget_deferred()  # a signal put off by an earlier run of this process
     where = (folder, config.output, held.run_id)
     watch = watchdog.Watchdog(
         reporter, expected, config.stall_seconds, where, plan.files_json(), on_stall, on_published

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import dataclasses
 import itertools
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
 import apache_beam as beam
@@ -31,26 +31,23 @@ from beam_jobs.core.tasks import (
     ShardPart,
     WriteTask,
     Written,
-    WrittenRuns,
-    WrittenShard,
-    sum_counts,
 )
 from beam_jobs.formats.base import InputFormat, PieceReport
 from beam_jobs.formats.lines.cut_counts import CutCounts
 from beam_jobs.formats.lines.line_numbers import with_line_numbers
 from beam_jobs.plan.shuffle import ShufflePlan
-from beam_jobs.schema.precision import Float32Changes, float32_changes_of
+from beam_jobs.schema.precision import float32_changes_of
 from beam_jobs.schema.projection import Projection
 from beam_jobs.schema.split_hash import SplitRule
 from beam_jobs.sink import commits, progress
 from beam_jobs.sink.coalesce import Coalescer, Joined, piece_of_row
 from beam_jobs.sink.counters import counter
-from beam_jobs.sink.dead_letter import write_dead_letter
 from beam_jobs.sink.run_files import create_run_file, make_run_folder
 from beam_jobs.sink.shuffle.runs import RunSink, RunWriter
+from beam_jobs.sink.task_outputs import Read, RowTally, TaskOutput, counted, handed_on
 from beam_jobs.sink.temp_folder import stop_if_abandoned
-from beam_jobs.stats.batches import finish_all, new_stats, update_all
-from tfdata_reader.manifest import Counts, FeatureSpec, shard_name
+from beam_jobs.stats.batches import new_stats, update_all
+from tfdata_reader.manifest import FeatureSpec, shard_name
 
 __all__ = ["MAX_LABELS", "WriteShardFn", "WriteSpec"]
 
@@ -101,19 +98,6 @@ class WriteSpec:
         return self.run_marker is not None
 
 
-@dataclasses.dataclass
-class _Output:
-    """One file a write task writes: a shard, or a part of one split's shard."""
-
-    target: ShardPart
-    name: str
-    temp_path: str
-    writer: ShardFileWriter | RunSink
-    stats: dict[str, Any]
-    bad_rows: list[BadRow] = dataclasses.field(default_factory=list)
-    changes: Float32Changes = dataclasses.field(default_factory=Float32Changes)
-
-
 class WriteShardFn(beam.DoFn):
     """Writes one `WriteTask`: its shard, or with splits a part of each split's shard, under
     temporary names."""
@@ -151,12 +135,12 @@ class WriteShardFn(beam.DoFn):
                 progress.write_note(
                     spec.temp_dir, name, records, stored, task.input_bytes, reused=True
                 )
-                return _counted(kept, reused=True)
+                return counted(kept, reused=True)
         attempt = commits.new_attempt()
         written, files = self._write_task(task, cut_counts, attempt)
         note = progress.note_path(spec.temp_dir, self._task_name(task))
         self._check_alive([*(f.path for f in files), note])
-        written = _counted(written, reused=False)
+        written = counted(written, reused=False)
         if spec.resumable:
             commits.commit(spec.temp_dir, key, attempt, written, files)
         return written
@@ -174,7 +158,7 @@ class WriteShardFn(beam.DoFn):
         prefix = target.split or sharding.shard_prefix
         return shard_name(prefix, target.index, target.num_shards, sharding.compression)
 
-    def _open(self, target: ShardPart, task: WriteTask, attempt: str) -> _Output:
+    def _open(self, target: ShardPart, task: WriteTask, attempt: str) -> TaskOutput:
         spec = self._spec
         name = self._shard_name(target)
         if spec.shuffle is not None:  # records to buckets, the shards written after
@@ -183,7 +167,7 @@ class WriteShardFn(beam.DoFn):
             draws = (spec.shuffle.seed, task.index, output)
             path = FileSystems.join(spec.temp_dir, commits.attempt_name(f"{name}.runs", attempt))
             runs = RunSink(RunWriter(path, buckets, draws, spec.shuffle.run_bytes))
-            return _Output(target, name, runs.path, runs, new_stats(spec.features))
+            return TaskOutput(target, name, runs.path, runs, new_stats(spec.features))
         # The task's index keeps the temporary names of one shard's parts apart.
         stem = f"{name}.{task.index}"
         temp_path = FileSystems.join(spec.temp_dir, commits.attempt_name(stem, attempt))
@@ -192,7 +176,7 @@ class WriteShardFn(beam.DoFn):
         # A part of a shard ends so that it joins the others into one gzip member.
         joinable = not task.whole_shard
         writer = ShardFileWriter(raw, sharding.compression, sharding.gzip_level, joinable)
-        return _Output(target, name, temp_path, writer, new_stats(spec.features))
+        return TaskOutput(target, name, temp_path, writer, new_stats(spec.features))
 
     def _write_task(
         self, task: WriteTask, cut_counts: CutCounts | None, attempt: str
@@ -202,7 +186,7 @@ class WriteShardFn(beam.DoFn):
         spec = self._spec
         outputs = [self._open(target, task, attempt) for target in task.parts]
         labels: set[bytes] = set()
-        tally = _Tally()
+        tally = RowTally()
         reports: list[PieceReport] = []
         coalescer = Coalescer()
         note = progress.RunningNote(spec.temp_dir, self._task_name(task))
@@ -249,20 +233,22 @@ class WriteShardFn(beam.DoFn):
         self._bytes.inc(stored)
         self._input_bytes.inc(task.input_bytes)
         self._shards.inc()
+        read = Read(reports, labels, dict(spec.projection.renames), tally)
+        where = (spec.temp_dir, spec.shuffle)
         written: list[Written] = []
         files: list[commits.KeptFile] = []
         for i, output in enumerate(outputs):
-            made, kept = self._written(output, task, i == 0, tally, reports, labels, attempt)
+            made, kept = handed_on(output, task, i == 0, read, where, attempt)
             written.append(made)
             files += kept
         return written, files
 
     @staticmethod
-    def _written_so_far(outputs: list[_Output]) -> tuple[int, int]:
+    def _written_so_far(outputs: list[TaskOutput]) -> tuple[int, int]:
         """Records and bytes the task's outputs hold so far."""
         return sum(o.writer.records for o in outputs), sum(o.writer.bytes for o in outputs)
 
-    def _write_joined(self, outputs: list[_Output], joined: Joined, tally: _Tally) -> None:
+    def _write_joined(self, outputs: list[TaskOutput], joined: Joined, tally: RowTally) -> None:
         """Writes a (joined) batch's rows: all to the one output, or each to its split's."""
         batch, sources = joined
         if not self._spec.splits:
@@ -276,11 +262,11 @@ class WriteShardFn(beam.DoFn):
 
     def _write_batch(
         self,
-        output: _Output,
+        output: TaskOutput,
         batch: pa.RecordBatch,
         sources: tuple[tuple[Piece, int], ...],
         origin: np.ndarray | None,
-        tally: _Tally,
+        tally: RowTally,
     ) -> None:
         """Encodes and writes a batch; `origin`: each row's row in the joined batch `sources`
         describe (None: the same)."""
@@ -306,111 +292,6 @@ class WriteShardFn(beam.DoFn):
             output.changes.rounded[feature] += rounded
             output.changes.zeroed[feature] += zeroed
 
-    def _written(
-        self,
-        output: _Output,
-        task: WriteTask,
-        first: bool,
-        tally: _Tally,
-        reports: list[PieceReport],
-        labels: set[bytes],
-        attempt: str,
-    ) -> tuple[Written, list[commits.KeptFile]]:
-        """What one output holds, and its files; what the task read (rows, input bytes, what
-        its pieces covered, ignored fields, label values) is told once, with the first
-        output."""
-        writer = output.writer
-        target = output.target
-        # What its shard's join consumes (appends, or deletes after): a part of a shard, and
-        # its dead letter, or in a shuffled conversion the dead letter, when units join.
-        shuffle = self._spec.shuffle
-        joined = shuffle.parts_per_shard(target.split) > 1 if shuffle else not task.whole_shard
-        consumer = commits.join_key(target.split, target.index) if joined else ""
-        if isinstance(writer, RunSink):  # read by the units, never consumed
-            files = [commits.KeptFile(output.temp_path, writer.file_bytes, writer.crc32c)]
-        else:
-            files = [commits.KeptFile(output.temp_path, writer.bytes, writer.crc32c, consumer)]
-        dead_letter = None
-        if output.bad_rows:
-            rows = [r.to_json() for r in output.bad_rows]
-            stored = write_dead_letter(self._spec.temp_dir, output.name, rows, attempt)
-            dead_letter = stored.path
-            files.append(commits.KeptFile(*stored, consumer))
-        counts = Counts(
-            bad_records=len(output.bad_rows),
-            missing_values={name: feature.missing for name, feature in output.stats.items()},
-        )
-        if first:  # what the task read, told once
-            counts = dataclasses.replace(
-                counts,
-                records_read=tally.rows_read,
-                input_bytes_read=task.input_bytes,
-                ignored_fields=sum_counts(r.ignored_fields for r in reports),
-                null_markers=self._renamed(r.null_markers for r in reports),
-                short_rows=sum_counts(r.short_rows for r in reports),
-            )
-        counts = dataclasses.replace(
-            counts,
-            float32_rounded_integers=self._changed(
-                output.changes.rounded, (r.rounded_integers for r in reports) if first else ()
-            ),
-            float32_stored_as_zero=self._changed(
-                output.changes.zeroed, (r.zeroed_numbers for r in reports) if first else ()
-            ),
-        )
-        covered = tuple(r.covered for r in reports if r.covered) if first else ()
-        label_values = tuple(sorted(labels)) if first else ()
-        if isinstance(writer, RunSink):
-            runs = WrittenRuns(
-                task=task.index,
-                split=target.split,
-                shard=target.index,
-                num_shards=target.num_shards,
-                name=output.name,
-                path=output.temp_path,
-                records=writer.records,
-                bytes=writer.file_bytes,
-                crc32c=writer.crc32c,
-                runs=writer.runs,
-                counts=counts,
-                dead_letter_temp_path=dead_letter,
-                covered=covered,
-                label_values=label_values,
-                stats=finish_all(output.stats),
-            )
-            return runs, files
-        shard = WrittenShard(
-            index=target.index,
-            temp_path=output.temp_path,
-            name=output.name,
-            records=writer.records,
-            bytes=writer.bytes,
-            crc32c=writer.crc32c,
-            counts=counts,
-            dead_letter_temp_path=dead_letter,
-            split=target.split,
-            num_shards=target.num_shards,
-            covered=covered,
-            label_values=label_values,
-            stats=finish_all(output.stats),
-            part=task.index,
-            member=writer.member,
-        )
-        return shard, files
-
-    def _renamed(self, counts: Iterable[Mapping[str, int]]) -> dict[str, int]:
-        """Counts by input column, added up by output feature (`--rename`)."""
-        renames = dict(self._spec.projection.renames)
-        return sum_counts({renames.get(k, k): n for k, n in c.items()} for c in counts)
-
-    def _changed(
-        self, here: Mapping[str, int], by_formats: Iterable[Mapping[str, int]]
-    ) -> dict[str, int]:
-        """Values float32 changed: counted here for columns read as doubles (CSV), and by the
-        formats that conform their values themselves (under their input names)."""
-        found = sum_counts([here, self._renamed(by_formats)])
-        return {name: count for name, count in found.items() if count}
-
     def _set_aside_oversized(
         self,
         batch: pa.RecordBatch,
@@ -432,38 +313,6 @@ class WriteShardFn(beam.DoFn):
             on_bad_row(BadRow(piece.path, piece.start, piece.end, reason, None, {"cells": cells}))
         keep = sizes <= limit
         return batch.filter(pa.array(keep)), [e for e, k in zip(examples, keep, strict=True) if k]
-
-
-class _Tally:
-    """A write task's own count of rows in and out: every row read from its pieces is written
-    (to one of its outputs) or set aside as bad (by the format, or oversized when encoded)."""
-
-    def __init__(self) -> None:
-        self.read = 0  # good rows the format yielded
-        self.oversized = 0  # good rows set aside when encoded
-        self.bad_rows: list[BadRow] = []  # the format's
-
-    @property
-    def rows_read(self) -> int:
-        return self.read + len(self.bad_rows)
-
-    def bad_row(self, row: BadRow) -> None:
-        self.bad_rows.append(row)
-
-    def oversized_row(self, output: _Output, row: BadRow) -> None:
-        self.oversized += 1
-        output.bad_rows.append(row)
-
-    def check(self, written: int, task: str) -> None:
-        """Raises DataError unless read = written + set aside."""
-        accounted = written + len(self.bad_rows) + self.oversized
-        if accounted != self.rows_read:
-            raise DataError(
-                f"rows in != rows out while writing {task}: {self.rows_read:,} rows were read "
-                f"but {written:,} written and {len(self.bad_rows) + self.oversized:,} set "
-                f"aside; {self.rows_read - accounted:,} rows were lost between reading and "
-                "writing (stage WriteShards); nothing was published"
-            )
 
 
 def _running_sums(values: Iterable[int]) -> list[int]:
@@ -488,11 +337,3 @@ def _check_label_count(count: int) -> None:
             f"--label has more than {MAX_LABELS:,} distinct values: not a class label; "
             "convert without --label and map the values yourself"
         )
-
-
-def _counted(outputs: list[Written], reused: bool) -> list[Written]:
-    """The outputs with the task counted once, on the first (`Counts.tasks`), as reused from a
-    failed run's work or run now."""
-    first = outputs[0]
-    counts = dataclasses.replace(first.counts, tasks=1, tasks_reused=int(reused))
-    return [dataclasses.replace(first, counts=counts), *outputs[1:]]
