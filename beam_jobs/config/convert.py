@@ -63,26 +63,23 @@ def _size(value: Any) -> int:
     return parse_size(flags.whole_number(value))
 
 
-def _positive_seconds(text: str) -> float:
-    return _check_seconds(flags.parse_float(text))
+def _seconds(flag: str, default: float, **more: Any) -> Any:
+    """A flag of a positive number of seconds."""
 
+    def accept(value: Any) -> float:
+        seconds = flags.number(value)
+        if not seconds > 0:
+            raise UsageError(f"--{flag} must be a positive number of seconds, not {value}")
+        return seconds
 
-def _check_seconds(value: Any) -> float:
-    seconds = flags.number(value)
-    if not seconds > 0:
-        raise UsageError(f"--progress_seconds must be a positive number of seconds, not {value}")
-    return seconds
-
-
-def _positive_stall(text: str) -> float:
-    return _check_stall(flags.parse_float(text))
-
-
-def _check_stall(value: Any) -> float:
-    seconds = flags.number(value)
-    if not seconds > 0:
-        raise UsageError(f"--stall_seconds must be a positive number of seconds, not {value}")
-    return seconds
+    return flags.option(
+        default,
+        parse=lambda text: accept(flags.parse_float(text)),
+        accept=accept,
+        recorded=False,
+        metavar="S",
+        **more,
+    )
 
 
 def _bool(**flag: Any) -> Any:
@@ -203,12 +200,9 @@ class ConvertConfig:
         help="true (default): wait for the job and print its summary; false: return once "
         "the runner accepted the job (what a Flex Template launcher does).",
     )
-    progress_seconds: float = flags.option(
+    progress_seconds: float = _seconds(
+        "progress_seconds",
         5.0,
-        parse=_positive_seconds,
-        accept=_check_seconds,
-        recorded=False,
-        metavar="S",
         help="How often a waiting launcher reports progress (share of the input read, time "
         "left, shards done, records, input MB/s, worker processes; a live bar on a "
         "terminal); default 5.",
@@ -220,12 +214,9 @@ class ConvertConfig:
         "convert from the start (by default a rerun of the same command checks and reuses "
         "it).",
     )
-    stall_seconds: float = flags.option(
+    stall_seconds: float = _seconds(
+        "stall_seconds",
         1800.0,
-        parse=_positive_stall,
-        accept=_check_stall,
-        recorded=False,
-        metavar="S",
         help="End a run whose progress (tasks started or finished, records read, publishing "
         "steps) stands still this long, with an error naming the stage and what it waited "
         "for; its finished work is kept for a rerun (default 1800).",

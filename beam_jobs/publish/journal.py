@@ -35,7 +35,7 @@ from beam_jobs.core.paths import is_local, is_missing
 from beam_jobs.publish.companions import COMPANION_NAMES
 from beam_jobs.publish.lease import release
 from beam_jobs.publish.output_dir import ours_to_remove
-from beam_jobs.sink.run_files import create_run_file
+from beam_jobs.sink.run_files import create_run_file, write_at_once
 from beam_jobs.sink.temp_folder import RUN_MARKER, remove_folder, stop_if_abandoned
 from tfdata_reader.manifest import MANIFEST_NAME, Manifest
 
@@ -122,19 +122,8 @@ def write(
         prefixes=tuple(sorted(prefixes)),
         fingerprint=manifest.fingerprint,
     )
-    _write_at_once(_journal_path(work), journal.to_json().encode("utf-8"))
+    write_at_once(_journal_path(work), journal.to_json().encode("utf-8"))
     return journal
-
-
-def _write_at_once(path: str, data: bytes) -> None:
-    if not is_local(path):
-        with create_run_file(path) as f:
-            f.write(data)
-        return
-    partial = path + ".partial"
-    with create_run_file(partial) as f:
-        f.write(data)
-    os.replace(partial, path)
 
 
 def claim(work: str, run_id: str) -> None:

@@ -12,7 +12,7 @@ from apache_beam.io.filesystems import FileSystems
 
 from beam_jobs.core.paths import is_local
 
-__all__ = ["TEMP_DIR_PREFIX", "create_run_file", "make_run_folder"]
+__all__ = ["TEMP_DIR_PREFIX", "create_run_file", "make_run_folder", "write_at_once"]
 
 TEMP_DIR_PREFIX = ".tfrecord-etl-tmp-"  # + a run id; where shards are written before publishing
 
@@ -42,3 +42,16 @@ def make_run_folder(temp_dir: str) -> None:
     inside a user's pipeline): its writers' `create_run_file` never does."""
     if is_local(temp_dir):
         os.makedirs(temp_dir, exist_ok=True)
+
+
+def write_at_once(path: str, data: bytes) -> None:
+    """Writes a file below a run's temporary folder so that no reader sees half of it: on
+    local disk under another name, then renamed; an object store's object is whole or none."""
+    if not is_local(path):
+        with create_run_file(path) as f:
+            f.write(data)
+        return
+    partial = path + ".partial"
+    with create_run_file(partial) as f:
+        f.write(data)
+    os.replace(partial, path)

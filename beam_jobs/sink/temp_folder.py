@@ -25,7 +25,7 @@ from apache_beam.io.filesystems import FileSystems
 
 from beam_jobs.core.paths import is_local, is_missing
 from beam_jobs.sink.progress import NOTES_DIR
-from beam_jobs.sink.run_files import TEMP_DIR_PREFIX, create_run_file
+from beam_jobs.sink.run_files import TEMP_DIR_PREFIX, write_at_once
 
 __all__ = [
     "RUN_MARKER",
@@ -65,15 +65,7 @@ def _write_marker(folder: str, marker: dict[str, Any]) -> None:
     """Writes the marker at once (a task never reads half of one); FileNotFoundError when the
     local folder is gone (it is never made again here)."""
     data = json.dumps(marker, sort_keys=True).encode("utf-8")
-    path = FileSystems.join(folder, RUN_MARKER)
-    if not is_local(path):
-        with FileSystems.create(path, compression_type=CompressionTypes.UNCOMPRESSED) as f:
-            f.write(data)
-        return
-    partial = path + ".partial"
-    with create_run_file(partial) as f:
-        f.write(data)
-    os.replace(partial, path)
+    write_at_once(FileSystems.join(folder, RUN_MARKER), data)
 
 
 def read_marker(folder: str) -> dict[str, Any] | None:
