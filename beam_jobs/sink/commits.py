@@ -50,6 +50,7 @@ __all__ = [
     "keep_value",
     "kept_value",
     "new_attempt",
+    "part_file",
     "remove_uncommitted",
     "reuse",
     "unit_key",
@@ -106,12 +107,28 @@ def attempt_of(name: str) -> str | None:
 @dataclasses.dataclass(frozen=True)
 class KeptFile:
     """A file a committed attempt wrote: its path, size and CRC32C, and the task that consumes
-    it (a join that appends a part to another and deletes it; "": none before publishing)."""
+    it (a join that appends a part to another and deletes it; "": none before publishing).
+    `kept`: a part its join may append to in place, the size and CRC32C of what the join keeps
+    of it (`part_file`); the part stays good while they are intact, whatever follows them (a
+    join cut short while it appended, which truncates to them before it appends again)."""
 
     path: str
     bytes: int
     crc32c: str
     consumer: str = ""
+    kept: tuple[int, str] | None = None
+
+
+def part_file(
+    path: str, size: int, crc32c: str, consumer: str, member: tuple[int, int, int, int] | None
+) -> KeptFile:
+    """A part of a shard that `consumer` joins: its join keeps all its bytes in place and
+    appends the other parts', or of a GZIP part (`member`: `codec.gzip_member.OpenMember`'s
+    fields) its bytes up to the sync flush."""
+    if not consumer:
+        return KeptFile(path, size, crc32c)
+    kept = (member[0], f"{member[1]:08x}") if member else (size, crc32c)
+    return KeptFile(path, size, crc32c, consumer, kept)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -201,9 +218,28 @@ def _intact_all(files: Sequence[KeptFile]) -> bool:
 
 def _intact(kept: KeptFile) -> bool:
     try:
-        return file_crc32c(kept.path, kept.bytes) == (kept.bytes, kept.crc32c)
+        size, crc = file_crc32c(kept.path, kept.bytes)
+        if (size, crc) == (kept.bytes, kept.crc32c):
+            return True
+        # Only local joins append in place (elsewhere they write a new file).
+        return (
+            kept.kept is not None
+            and is_local(kept.path)
+            and size >= kept.kept[0]
+            and (_prefix_crc32c(kept.path, kept.kept[0]) == kept.kept[1])
+        )
     except OSError:  # gone (Beam's file systems raise BeamIOError, an OSError, too)
         return False
+
+
+def _prefix_crc32c(path: str, size: int) -> str:
+    """The CRC32C of a local file's first `size` bytes."""
+    crc = 0
+    with open(path, "rb") as f:
+        while size > 0 and (chunk := f.read(min(_CHUNK, size))):
+            crc = google_crc32c.extend(crc, chunk)
+            size -= len(chunk)
+    return f"{crc:08x}"
 
 
 def file_crc32c(path: str, expected_bytes: int | None = None) -> tuple[int, str]:

@@ -110,7 +110,8 @@ def handed_on(
     if isinstance(writer, RunSink):  # read by the units, never consumed
         files = [commits.KeptFile(output.temp_path, writer.file_bytes, writer.crc32c)]
     else:
-        files = [commits.KeptFile(output.temp_path, writer.bytes, writer.crc32c, consumer)]
+        member = writer.member
+        files = [commits.part_file(output.temp_path, writer.bytes, writer.crc32c, consumer, member)]
     dead_letter = None
     if output.bad_rows:
         rows = [r.to_json() for r in output.bad_rows]

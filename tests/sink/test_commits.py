@@ -96,6 +96,33 @@ def test_a_part_consumed_by_a_good_join_needs_no_file_of_its_own(tmp_path):
     assert _reuse(folder, join) is None
 
 
+@pytest.mark.parametrize("flush", [None, 6], ids=["whole part kept", "gzip part kept to its flush"])
+def test_a_part_its_join_appended_to_when_cut_short_is_good_while_what_the_join_keeps_is(
+    tmp_path, flush
+):
+    folder = _folder(tmp_path)
+    part = folder / commits.attempt_name("train-00003-of-00004.tfrecord.5", A)
+    data = b"0123456789"
+    part.write_bytes(data)
+    crc = f"{google_crc32c.value(data):08x}"
+    # A GZIP part's member: its bytes up to the sync flush, their CRC32C, its CRC-32, length.
+    member = (flush, google_crc32c.value(data[:flush]), 1, 2) if flush else None
+    kept = (flush, f"{google_crc32c.value(data[:6]):08x}") if flush else (10, crc)
+    file = commits.part_file(str(part), 10, crc, "join-train-00003", member)
+    assert file == KeptFile(str(part), 10, crc, "join-train-00003", kept)
+    assert commits.part_file(str(part), 10, crc, "", member) == KeptFile(str(part), 10, crc)
+    commits.commit(str(folder), "write-00005", A, "part", [file])
+    with open(part, "r+b") as f:  # the join truncated to what it keeps and began to append
+        f.truncate(kept[0])
+        f.seek(kept[0])
+        f.write(b"q" * 7)
+    assert _reuse(folder, "write-00005") == "part"
+    part.write_bytes(b"x" + data[1:] + b"q" * 7)  # what the join keeps is damaged
+    assert _reuse(folder, "write-00005") is None
+    part.write_bytes(data[: kept[0] - 1])  # shorter than what the join keeps
+    assert _reuse(folder, "write-00005") is None
+
+
 def test_a_rerun_removes_the_files_of_attempts_that_never_committed_only(tmp_path):
     folder = _folder(tmp_path)
     kept = folder / commits.attempt_name("data-00000-of-00002.tfrecord.runs", A)

@@ -137,7 +137,7 @@ class WriteShuffledFn(beam.DoFn):
         # A shard of several units joins them: the join consumes each unit's file and dead
         # letter (`JoinParts`).
         consumer = commits.join_key(unit.split, unit.shard) if joinable else ""
-        files = [commits.KeptFile(path, writer.bytes, writer.crc32c, consumer)]
+        files = [commits.part_file(path, writer.bytes, writer.crc32c, consumer, writer.member)]
         own = [path]
         dead_letter = base.dead_letter_temp_path
         if dead_letter:
