@@ -35,7 +35,7 @@ from tfdata_reader.manifest import (
     ManifestError,
 )
 from tfdata_reader.options import DEFAULT_CYCLE_LENGTH, ReadOptions
-from tfdata_reader.order import Sharing, epoch_steps, stream_count
+from tfdata_reader.order import Sharing, epoch_steps, stream_count, window_steps
 from tfdata_reader.parsing import (
     fill_values,
     missing_label,
@@ -47,7 +47,7 @@ from tfdata_reader.parsing import (
 from tfdata_reader.position import ReadPosition
 from tfdata_reader.records import BlockReading, checked_blocks
 from tfdata_reader.sharding import BY_FILE, FileRange, plan_reads
-from tfdata_reader.streams import ShuffledReads, epoch_ordered
+from tfdata_reader.streams import ShuffledReads, epoch_ordered, record_bytes
 
 __all__ = [
     "ReadOptions",
@@ -311,12 +311,11 @@ def _shuffled_reads(
             "streams of %d shards, seed %d)",
             sharing.pipeline, sharing.num_pipelines, global_batch, streams, len(keep), seed,
         )  # fmt: skip
+    shards = tuple(manifest.shards[i] for i in keep)
+    steps = epoch_steps(sum(s.records for s in shards), global_batch, options.drop_remainder)
+    window = window_steps(global_batch, record_bytes(shards), options.reshuffle_bytes, steps)
     return ShuffledReads(
-        tuple(paths[i] for i in keep),
-        tuple(manifest.shards[i] for i in keep),
-        manifest.compression,
-        seed,
-        sharing,
+        tuple(paths[i] for i in keep), shards, manifest.compression, seed, sharing, window
     )
 
 

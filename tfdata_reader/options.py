@@ -15,6 +15,7 @@ DEFAULT_CYCLE_LENGTH = 16
 DEFAULT_SHUFFLE_BUFFER = 10_000
 DEFAULT_BLOCK_LENGTH = 64
 DEFAULT_SHUFFLE_WINDOW = 4096
+DEFAULT_RESHUFFLE_BYTES = 64 << 20
 _IMAGE_CHANNELS = (1, 3, 4)
 
 
@@ -75,6 +76,12 @@ class ReadOptions:
       streams: how many streams a global step draws from (default: `order.stream_count` of
         the global batch: 8 for 256, 32 for 1,024); a divisor of the global batch. Input
         pipelines that divide it read nothing twice.
+      reshuffle_bytes: memory an input pipeline gives to drawing each epoch's batches anew (a
+        shuffled dataset): each stream is read in windows of as many steps' records as all
+        streams' windows fit in it, each permuted. The more steps a window holds, the rarer
+        two records of one batch meet again in the next epoch (a window of the whole epoch:
+        as rarely as with a full reshuffle). It decides the order, like `seed`: resume with
+        the same. Peak memory is about twice it.
 
     Raises:
       ValueError: naming the bad option, its value and what is accepted.
@@ -104,6 +111,7 @@ class ReadOptions:
     start_epoch: int = 0
     start_step: int = 0
     streams: int | None = None
+    reshuffle_bytes: int = DEFAULT_RESHUFFLE_BYTES
 
     def __post_init__(self) -> None:
         if self.features is not None:
@@ -126,7 +134,7 @@ class ReadOptions:
             raise ValueError(
                 f"num_epochs must be at least 1 or None (forever), got {self.num_epochs}"
             )
-        for name in ("block_length", "shuffle_buffer_size", "shuffle_window"):
+        for name in ("block_length", "shuffle_buffer_size", "shuffle_window", "reshuffle_bytes"):
             if getattr(self, name) < 1:
                 raise ValueError(f"{name} must be at least 1, got {getattr(self, name)}")
         for name in ("start_epoch", "start_step"):

@@ -9,15 +9,23 @@ has to vary where batches cut that order, and share it among input pipelines:
    order drawn from the seed and the epoch, end to end, and the sequence is rotated by a
    number of records drawn the same way (so that even one shard is cut differently each
    epoch);
-2. the sequence is cut into `streams` equal contiguous streams; global step `s` takes the
-   records `[s*c, (s+1)*c)` of every stream (`c = global_batch / streams`), stream after
-   stream: a step is a fixed set of records whatever the number of pipelines;
-3. input pipeline `i` of `n` takes the part `[i*G/n, (i+1)*G/n)` of every step (in that stream
+2. the sequence is cut into `streams` equal contiguous streams, and each stream is rotated by
+   a number of records of its own (so that records at the same place of shards of one size
+   do not meet again each epoch);
+3. each stream is read in *windows* of `window_steps` steps' records (memory decides how
+   many: `window_steps`), and each window is permuted (seeded by the stream's key and the
+   window's index): records that sat side by side in a shard share a step with chance
+   about 1 / `window_steps`, so batches are drawn anew each epoch;
+4. global step `s` takes the records `[s*c, (s+1)*c)` of every stream's permuted windows
+   (`c = global_batch / streams`), stream after stream: a step is a fixed set of records
+   whatever the number of pipelines;
+5. input pipeline `i` of `n` takes the part `[i*G/n, (i+1)*G/n)` of every step (in that stream
    order), so with `n` dividing `streams` it reads whole streams and nothing else; the last,
    partial step is shared out evenly.
 
-Resuming from global step `s` of an epoch starts every stream `s*c` records in: a state of two
-numbers (epoch, step), valid on any number of pipelines. Draws use NumPy's Philox bit stream
+Resuming from global step `s` of an epoch reads every stream from the start of the window
+that holds step `s` and leaves out the steps before it: a state of two numbers (epoch, step),
+valid on any number of pipelines. Draws use NumPy's Philox bit stream
 (raw 64-bit words, stable across NumPy versions), keyed by the seed and the epoch.
 """
 
@@ -39,11 +47,13 @@ __all__ = [
     "epoch_steps",
     "rotated_shards",
     "stream_count",
+    "window_steps",
 ]
 
 MAX_STREAMS = 64
 MIN_CHUNK = 32  # records a stream gives a step, at least (tf.data moves them as one element)
 _ORDER_KEY = 0x6F72646572  # "order": the draws of epoch orders, apart from other uses of a seed
+_STREAM_KEY = 0x737472  # "str": each stream's rotation and window key
 
 
 def stream_count(global_batch: int, limit: int = MAX_STREAMS, min_chunk: int = MIN_CHUNK) -> int:
@@ -62,10 +72,27 @@ def stream_count(global_batch: int, limit: int = MAX_STREAMS, min_chunk: int = M
     return best
 
 
-def _draws(seed: int, epoch: int, count: int) -> np.ndarray:
-    """`count` raw 64-bit words of the Philox stream keyed by (seed, epoch)."""
-    key = np.array([seed & (2**64 - 1), (_ORDER_KEY << 24) ^ epoch], dtype=np.uint64)
+def window_steps(global_batch: int, record_bytes: float, budget_bytes: int, steps: int) -> int:
+    """The steps of a window (`budget_bytes`: what all streams' windows may hold at once, of
+    records of about `record_bytes`): as many as fit, at least 1, at most the epoch's
+    `steps` (a window of every step permutes each stream whole)."""
+    fit = int(budget_bytes // max(1.0, global_batch * record_bytes))
+    return max(1, min(fit, steps))
+
+
+def _draws(seed: int, epoch: int, count: int, purpose: int = _ORDER_KEY) -> np.ndarray:
+    """`count` raw 64-bit words of the Philox stream keyed by (seed, epoch, purpose)."""
+    key = np.array([seed & (2**64 - 1), (purpose << 24) ^ epoch], dtype=np.uint64)
     return np.random.Philox(key=key).random_raw(count).astype(np.uint64)
+
+
+def _stream_draws(seed: int, epoch: int, lengths: Sequence[int]) -> list[tuple[int, int]]:
+    """Each stream's (rotation in [0, its length), window key in [0, 2**63))."""
+    draws = _draws(seed, epoch, 2 * len(lengths), _STREAM_KEY)
+    return [
+        (int(draws[2 * j] % np.uint64(n)) if n else 0, int(draws[2 * j + 1] >> np.uint64(1)))
+        for j, n in enumerate(lengths)
+    ]
 
 
 def rotated_shards(shard_records: Sequence[int], seed: int, epoch: int) -> tuple[np.ndarray, int]:
@@ -112,6 +139,25 @@ def _pieces(
     return found
 
 
+def _stream_pieces(
+    shard_records: Sequence[int],
+    order: np.ndarray,
+    rotation: int,
+    stream: tuple[int, int, int],
+    lo: int,
+    hi: int,
+) -> list[Piece]:
+    """Records [lo, hi) of a stream (`stream`: its first position in the epoch's sequence, its
+    length, and its own rotation), as pieces of shards."""
+    base, length, shift = stream
+    found: list[Piece] = []
+    a, b = lo + shift, hi + shift
+    for u0, u1 in ((a, min(b, length)), (max(a, length) - length, b - length)):
+        if u1 > u0:
+            found += _pieces(shard_records, order, rotation, base + u0, base + u1)
+    return found
+
+
 @dataclasses.dataclass(frozen=True)
 class StreamRead:
     """What one input pipeline reads of one stream in an epoch.
@@ -121,10 +167,15 @@ class StreamRead:
       full_steps: the full steps read (from the start step), each a chunk of `chunk` records.
       full_slice: the part [lo, hi) of each full step's chunk this pipeline takes (lo == hi:
         none; the chunks are then not read, and count as empty).
-      full_pieces: the records of those chunks, in order (empty when none are taken).
+      full_pieces: the records of the windows that hold those steps, from the start of the
+        start step's window, in order (empty when none are taken).
       final_pieces: the records this pipeline takes of the final, partial step (may be none).
       has_final: whether the epoch has a final, partial step (each stream then gives one
         element more, empty when `final_pieces` is).
+      skip_steps: the steps of the first window before the start step (read, permuted with
+        the window, and left out).
+      first_window: the index of the first window read (the windows of an epoch count from 0).
+      window_key: the key of this stream's window permutations (with each window's index).
     """
 
     stream: int
@@ -133,6 +184,9 @@ class StreamRead:
     full_pieces: tuple[Piece, ...]
     final_pieces: tuple[Piece, ...]
     has_final: bool
+    skip_steps: int = 0
+    first_window: int = 0
+    window_key: int = 0
 
     @property
     def final_records(self) -> int:
@@ -148,10 +202,15 @@ class EpochPlan:
     full_steps: int  # full steps read
     share: int  # records this pipeline takes of each full step
     final_records: int  # records it takes of the final, partial step (0: none)
+    window_steps: int = 1  # steps a window of each stream holds (permuted together)
 
     @property
     def records(self) -> int:
         return self.full_steps * self.share + self.final_records
+
+    @property
+    def window_records(self) -> int:
+        return self.window_steps * self.chunk
 
 
 def epoch_steps(total: int, global_batch: int, drop_remainder: bool = False) -> int:
@@ -194,62 +253,65 @@ def epoch_plan(
     seed: int,
     epoch: int,
     start_step: int = 0,
+    window: int = 1,
 ) -> EpochPlan:
     """What one input pipeline reads of `epoch`, from global step `start_step` on.
 
     Args:
       shard_records: every shard's record count, in manifest order.
       sharing: the global batch, streams and pipelines.
-      seed: the order's seed; with `epoch`, all that decides it.
+      seed: the order's seed; with `epoch` and `window`, all that decides it.
       start_step: the first global step to read (resuming).
+      window: the steps of a window of each stream, permuted together (`window_steps`).
 
     Raises:
       ValueError: for a start step past the epoch's end.
     """
     global_batch, streams = sharing.global_batch, sharing.streams
     num_pipelines, pipeline = sharing.num_pipelines, sharing.pipeline
-    drop_remainder = sharing.drop_remainder
     total = int(sum(shard_records))
     chunk = global_batch // streams
     full = total // global_batch
-    partial = not drop_remainder and total % global_batch > 0
+    partial = not sharing.drop_remainder and total % global_batch > 0
     if start_step < 0 or start_step > full + partial:
         raise ValueError(
             f"start_step {start_step} is past the epoch's {full + partial} steps "
             f"({total} records, global batch {global_batch})"
         )
+    window = max(1, window)
     order, rotation = rotated_shards(shard_records, seed, epoch)
     bounds = [total * j // streams for j in range(streams + 1)]
+    lengths = [bounds[j + 1] - bounds[j] for j in range(streams)]
+    drawn = _stream_draws(seed, epoch, lengths)
     share = global_batch // num_pipelines
     lo, hi = pipeline * share, (pipeline + 1) * share
     # The final step's records of each stream, and this pipeline's part of them.
-    tails = [max(0, bounds[j + 1] - bounds[j] - full * chunk) for j in range(streams)]
+    tails = [lengths[j] - full * chunk for j in range(streams)]
     tail_before = np.concatenate([[0], np.cumsum(tails)]).astype(int).tolist()
     partial = partial and start_step <= full  # not when resuming past it
     tail_total = tail_before[-1] if partial else 0
     t_lo = tail_total * pipeline // num_pipelines
     t_hi = tail_total * (pipeline + 1) // num_pipelines
     full_steps = max(0, full - start_step)
+    first_window = start_step // window
+    begin = first_window * window  # the first full step read: its window's first
     reads = []
     for j in range(streams):
+        place = (bounds[j], lengths[j], drawn[j][0])
         s_lo = min(max(lo - j * chunk, 0), chunk)
         s_hi = min(max(hi - j * chunk, 0), chunk)
         taken = s_lo < s_hi and full_steps > 0
         full_pieces = (
-            _pieces(
-                shard_records,
-                order,
-                rotation,
-                bounds[j] + start_step * chunk,
-                bounds[j] + full * chunk,
-            )
+            _stream_pieces(shard_records, order, rotation, place, begin * chunk, full * chunk)
             if taken
             else []
         )
         f_lo = min(max(t_lo - tail_before[j], 0), tails[j]) if partial else 0
         f_hi = min(max(t_hi - tail_before[j], 0), tails[j]) if partial else 0
-        base = bounds[j] + full * chunk
-        final_pieces = _pieces(shard_records, order, rotation, base + f_lo, base + f_hi)
+        base = full * chunk
+        final_pieces = _stream_pieces(
+            shard_records, order, rotation, place, base + f_lo, base + f_hi
+        )
         if taken or final_pieces:
             reads.append(
                 StreamRead(
@@ -259,6 +321,10 @@ def epoch_plan(
                     tuple(full_pieces),
                     tuple(final_pieces),
                     partial,
+                    start_step - begin if taken else 0,
+                    first_window,
+                    drawn[j][1],
                 )
             )
-    return EpochPlan(chunk, tuple(reads), full_steps, share, (t_hi - t_lo) if partial else 0)
+    partial_share = (t_hi - t_lo) if partial else 0
+    return EpochPlan(chunk, tuple(reads), full_steps, share, partial_share, window)

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 import numpy as np
 import tensorflow as tf
@@ -29,12 +29,16 @@ __all__ = [
     "ShuffledReads",
     "epoch_ordered",
     "epochs_from",
+    "record_bytes",
     "records_per_pipeline_epoch",
     "shuffled_records",
 ]
 
-_STREAM_COLUMNS = 9  # full steps read, empty steps, lo, hi, has final, 4 piece table bounds
+# full steps read, empty steps, lo, hi, has final, 4 piece table bounds, steps to skip, first
+# window, window key
+_STREAM_COLUMNS = 12
 _PIECE_COLUMNS = 6  # shard, start, stop, seek record, seek offset, shard records
+_BLOCK = 1024  # records a stream's reader hands on at once (fewer elements: faster)
 
 
 class EpochCounter(tf.Module):
@@ -57,6 +61,7 @@ class ShuffledReads:
       compression: the shards'.
       seed: the order's seed.
       sharing: the global batch, streams and pipelines.
+      window: the steps of each stream permuted together (`order.window_steps`).
     """
 
     paths: tuple[str, ...]
@@ -64,6 +69,7 @@ class ShuffledReads:
     compression: Compression
     seed: int
     sharing: Sharing
+    window: int = 1
 
     @functools.cached_property
     def units(self) -> list[tuple[int, int, int]]:
@@ -86,6 +92,7 @@ class ShuffledReads:
             seed=self.seed,
             epoch=epoch,
             start_step=start_step,
+            window=self.window,
         )
 
     def tables(self, epoch: int, start_step: int) -> tuple[np.ndarray, np.ndarray]:
@@ -110,6 +117,9 @@ class ShuffledReads:
                 middle,
                 middle,
                 len(rows),
+                read.skip_steps,
+                read.first_window,
+                read.window_key,
             )
         pieces = np.array(rows, np.int64).reshape(len(rows), _PIECE_COLUMNS)
         return streams, pieces
@@ -130,6 +140,15 @@ def records_per_pipeline_epoch(reads: ShuffledReads, start_step: int) -> tuple[i
     return plan.full_steps, plan.share, plan.final_records
 
 
+def record_bytes(shards: Sequence[ShardInfo]) -> float:
+    """About how many bytes a record takes in memory: the framed bytes before the shards' last
+    seek points (a GZIP shard's after decompression), else the stored bytes."""
+    framed = [s.seek[-1] for s in shards if s.seek]
+    if framed:
+        return sum(offset for _, offset in framed) / sum(record for record, _ in framed)
+    return sum(s.bytes for s in shards) / max(1, sum(s.records for s in shards))
+
+
 def shuffled_records(
     reads: ShuffledReads,
     epochs: tf.data.Dataset,
@@ -141,9 +160,10 @@ def shuffled_records(
     batched apart, so that an epoch's final, partial step is its own batch."""
     paths = tf.constant(list(reads.paths), tf.string)
     chunk = reads.sharing.global_batch // reads.sharing.streams
+    window = reads.window * chunk
     # A read buffer per stream open at once: 64 MiB in all, at most 8 MiB each.
     buffer = max(256 << 10, min(8 << 20, (64 << 20) // reads.sharing.streams))
-    reading = BlockReading(reads.compression.tf_name, chunk, buffer)
+    reading = BlockReading(reads.compression.tf_name, max(chunk, min(window, _BLOCK)), buffer)
     empty = tf.zeros([0], tf.string)
 
     def tables(epoch: np.int64, step: np.int64) -> tuple[np.ndarray, np.ndarray]:
@@ -170,7 +190,12 @@ def shuffled_records(
             # reader's speed. Only a pipeline that takes part of a stream's chunks (a count of
             # pipelines that does not divide the streams) cuts them.
             whole = tf.logical_and(tf.equal(row[2], 0), tf.equal(row[3], chunk))
-            chunks = pieces_of(pieces, row[5], row[6]).rebatch(chunk)
+            windows = pieces_of(pieces, row[5], row[6]).rebatch(window).enumerate()
+            chunks = (
+                windows.map(_permuter(row[11], row[10]))
+                .rebatch(chunk)
+                .skip(row[9])  # the steps of the first window before the start step
+            )
             none = tf.constant(0, tf.int64)
             full = chunks.take(tf.where(whole, row[0], none)).concatenate(
                 chunks.take(tf.where(whole, none, row[0])).map(_slicer(row[2], row[3]))
@@ -194,6 +219,17 @@ def shuffled_records(
         return steps.rebatch(batch_size, drop_remainder=reads.sharing.drop_remainder)
 
     return epochs.flat_map(epoch_records)
+
+
+def _permuter(key: tf.Tensor, first: tf.Tensor) -> Callable[[tf.Tensor, tf.Tensor], tf.Tensor]:
+    """A stream's windows (enumerated from its first read) permuted, each by the stream's key
+    and its index in the epoch: the same on every pipeline, and on resuming."""
+
+    def permute(index: tf.Tensor, records: tf.Tensor) -> tf.Tensor:
+        seed = tf.stack([key, first + index])
+        return tf.random.experimental.stateless_shuffle(records, seed=seed)
+
+    return permute
 
 
 def _slicer(lo: tf.Tensor, hi: tf.Tensor) -> Callable[[tf.Tensor], tf.Tensor]:

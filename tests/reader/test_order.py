@@ -17,6 +17,7 @@ from tfdata_reader.order import (
     epoch_steps,
     rotated_shards,
     stream_count,
+    window_steps,
 )
 
 
@@ -44,12 +45,25 @@ def _expand(pieces):
     return [(p.shard, r) for p in pieces for r in range(p.start, p.stop)]
 
 
+def _permuted(records: list, key: int, window: int) -> list:
+    """A window's records permuted by a function of the stream's key and the window's index
+    (the reader uses TensorFlow's stateless shuffle; any such function gives the same steps
+    on every pipeline count)."""
+    return [records[i] for i in np.random.default_rng([key, window]).permutation(len(records))]
+
+
 def pipeline_steps(plan: EpochPlan) -> list[list[tuple[int, int]]]:
     """The records of each step as the reader assembles them: step by step, stream by stream,
-    each stream's chunk sliced."""
+    each stream's windows permuted, the steps before the start step left out, each chunk
+    sliced."""
     steps: list[list[tuple[int, int]]] = [[] for _ in range(plan.full_steps)]
+    size = plan.window_records
     for read in plan.streams:
         records = _expand(read.full_pieces)
+        windows = [records[k : k + size] for k in range(0, len(records), size)]
+        records = [r for w, window in enumerate(windows)
+                   for r in _permuted(window, read.window_key, read.first_window + w)]  # fmt: skip
+        records = records[read.skip_steps * plan.chunk :]
         lo, hi = read.full_slice
         for s in range(plan.full_steps):
             if hi > lo:
@@ -132,16 +146,76 @@ def test_each_epoch_and_seed_has_its_own_order_and_the_same_arguments_the_same()
     assert len(orders) > 10  # the shard order is drawn per epoch too
 
 
+@pytest.mark.parametrize("window", [1, 3, 100])
 @pytest.mark.parametrize("pipelines_before, pipelines_after", [(2, 4), (4, 1), (1, 8), (8, 2)])
 def test_resuming_at_a_step_on_another_pipeline_count_continues_the_epoch(
-    pipelines_before, pipelines_after
+    pipelines_before, pipelines_after, window
 ):
     records = [3, 0, 517, 1, 1, 77, 900]
-    reference, _ = _global_steps(records, 96, 1, seed=4, epoch=2)
+    kw = {"seed": 4, "epoch": 2, "window": window}
+    reference, _ = _global_steps(records, 96, 1, **kw)
     for step in (0, 1, 7, len(reference) - 1, len(reference)):
-        before, _ = _global_steps(records, 96, pipelines_before, seed=4, epoch=2)
-        after, _ = _global_steps(records, 96, pipelines_after, seed=4, epoch=2, start_step=step)
+        before, _ = _global_steps(records, 96, pipelines_before, **kw)
+        after, _ = _global_steps(records, 96, pipelines_after, start_step=step, **kw)
         assert before[:step] + after == reference
+
+
+@pytest.mark.parametrize("records", CASES)
+@pytest.mark.parametrize("window", [2, 5, 1000])
+def test_windows_keep_every_record_once_and_the_steps_of_every_pipeline_count(records, window):
+    total, global_batch = sum(records), 64
+    kw = {"seed": 7, "epoch": 1, "window": window}
+    reference, _ = _global_steps(records, global_batch, 1, **kw)
+    every = sorted(r for step in reference for r in step)
+    assert every == sorted((s, r) for s, n in enumerate(records) for r in range(n))
+    assert all(len(step) == global_batch for step in reference[: total // global_batch])
+    for pipelines in (2, 4, 8):
+        assert _global_steps(records, global_batch, pipelines, **kw)[0] == reference
+
+
+def _meet_again(first: list[list], second: list[list]) -> float:
+    """Of the pairs of records in one step of `first`, the share in one step of `second`."""
+    step_of = {r: s for s, step in enumerate(second) for r in step}
+    pairs = met = 0
+    for step in first:
+        later = [step_of[r] for r in step]
+        pairs += len(later) * (len(later) - 1) // 2
+        met += sum(n * (n - 1) // 2 for n in np.unique(later, return_counts=True)[1])
+    return met / pairs
+
+
+@pytest.mark.parametrize(
+    "records, window, most",
+    [([5000] * 8, 1000, 1.1), ([5000] * 8, 32, 1.5), ([5000] * 8, 8, 3.0),
+     ([40_000], 1000, 1.1), ([40_000], 1, 15.0)],
+    ids=["8 shards of one size, whole streams", "8 shards, windows of 32 steps",
+         "8 shards, windows of 8 steps", "one shard, whole streams", "one shard, no window"],
+)  # fmt: skip
+def test_batch_mates_of_one_epoch_meet_in_the_next_about_as_often_as_a_full_reshuffle_gives(
+    records, window, most
+):
+    """A full reshuffle each epoch puts two batch-mates in one step again with chance
+    (G - 1) / (N - 1); whole streams permuted come within 2x of it (8 shards of one size,
+    with records at the same places, included), windows of `w` steps about 1 + steps / (8 w)
+    times it, and no window (chunks read as they lie) far more."""
+    total, global_batch = sum(records), 256
+    full = (global_batch - 1) / (total - 1)
+    epochs = [_global_steps(records, global_batch, 1, seed=3, epoch=e, window=window)[0]
+              for e in range(3)]  # fmt: skip
+    ratio = max(_meet_again(epochs[e], epochs[e + 1]) for e in range(2)) / full
+    assert ratio <= most, ratio
+    assert window > 1 or ratio > 10  # what windows are for
+
+
+@pytest.mark.parametrize(
+    "global_batch, record_bytes, budget, steps, expected",
+    [(256, 100, 64 << 20, 10_000, 2621), (256, 100, 64 << 20, 500, 500),
+     (256, 1_000_000, 64 << 20, 500, 1), (1, 0, 10, 5, 5)],
+)  # fmt: skip
+def test_a_window_holds_the_steps_that_fit_the_memory_at_most_the_epoch(
+    global_batch, record_bytes, budget, steps, expected
+):
+    assert window_steps(global_batch, record_bytes, budget, steps) == expected
 
 
 def test_a_start_step_past_the_epoch_is_refused():
