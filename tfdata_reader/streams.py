@@ -2,12 +2,15 @@
 each global step.
 
 Per epoch, a NumPy function plans the reads (`order.epoch_plan`: which records of which shards
-each stream gives this pipeline); each stream is read as a chain of count-checked record ranges
-(seeking to the shard's nearest seek point, then skipping) cut into chunks of a step, and the
-streams are interleaved one chunk each in turn, deterministically, so that the pipeline yields
-its part of step 0, then of step 1, ... Streams whose chunks this pipeline does not take give
-empty chunks, read nothing, and keep the turns in step. `rebatch` then makes the replicas'
-batches. No shuffle buffer is needed: the records were shuffled when written.
+each stream gives this pipeline). Each stream this pipeline takes a part of is read as a chain
+of count-checked record ranges (seeking to the shard's nearest seek point, then skipping), in
+windows of whole steps, each permuted in one op (`stateless_shuffle`, keyed by the stream and
+the window's index, so that every pipeline and a resumed reader permute alike). The streams'
+records then move in groups of whole steps, one group of each stream side by side, and one
+reshape lays them out step by step, each step's chunks in stream order, cut to this pipeline's
+part: tf.data moves about a thousand records an element, never a chunk or a record. The final,
+partial step follows, and `rebatch` makes the replicas' batches. No shuffle buffer is needed:
+the records were shuffled when written.
 """
 
 from __future__ import annotations
@@ -34,11 +37,10 @@ __all__ = [
     "shuffled_records",
 ]
 
-# full steps read, empty steps, lo, hi, has final, 4 piece table bounds, steps to skip, first
-# window, window key
-_STREAM_COLUMNS = 12
+_STREAM_COLUMNS = 5  # first and end piece, steps to skip, first window, window key
 _PIECE_COLUMNS = 6  # shard, start, stop, seek record, seek offset, shard records
 _BLOCK = 1024  # records a stream's reader hands on at once (fewer elements: faster)
+_GROUP = 1024  # records of a stream moved as one element between reading and steps
 
 
 class EpochCounter(tf.Module):
@@ -95,34 +97,24 @@ class ShuffledReads:
             window=self.window,
         )
 
-    def tables(self, epoch: int, start_step: int) -> tuple[np.ndarray, np.ndarray]:
-        """The epoch's plan as two int64 tables: one row a stream, one row a piece."""
+    def tables(self, epoch: int, start_step: int) -> tuple[np.ndarray, ...]:
+        """The epoch's plan as int64 tables: one row a stream whose full steps this pipeline
+        takes (`_STREAM_COLUMNS`), one row a piece (theirs, then every final piece), and where
+        this pipeline's part of a step starts in their chunks side by side, and where the
+        final pieces start."""
         plan = self.plan(epoch, start_step)
-        streams = np.zeros((len(plan.streams), _STREAM_COLUMNS), np.int64)
+        taken = [read for read in plan.streams if read.full_slice[1] > read.full_slice[0]]
+        streams = np.zeros((len(taken), _STREAM_COLUMNS), np.int64)
         rows: list[tuple[int, ...]] = []
-        for k, read in enumerate(plan.streams):
-            lo, hi = read.full_slice
-            taken = hi > lo
+        for k, read in enumerate(taken):
             first = len(rows)
             rows += [self._piece_row(p) for p in read.full_pieces]
-            middle = len(rows)
-            rows += [self._piece_row(p) for p in read.final_pieces]
-            streams[k] = (
-                read.full_steps if taken else 0,
-                0 if taken else read.full_steps,
-                lo,
-                hi,
-                int(read.has_final),
-                first,
-                middle,
-                middle,
-                len(rows),
-                read.skip_steps,
-                read.first_window,
-                read.window_key,
-            )
+            streams[k] = (first, len(rows), read.skip_steps, read.first_window, read.window_key)
+        finals = len(rows)
+        rows += [self._piece_row(p) for read in plan.streams for p in read.final_pieces]
         pieces = np.array(rows, np.int64).reshape(len(rows), _PIECE_COLUMNS)
-        return streams, pieces
+        offset = taken[0].full_slice[0] if taken else 0
+        return streams, pieces, np.array([offset, finals], np.int64)
 
     def _piece_row(self, piece: Piece) -> tuple[int, ...]:
         """A piece of a unit as the records of its shard to read, and where from."""
@@ -164,9 +156,10 @@ def shuffled_records(
     # A read buffer per stream open at once: 64 MiB in all, at most 8 MiB each.
     buffer = max(256 << 10, min(8 << 20, (64 << 20) // reads.sharing.streams))
     reading = BlockReading(reads.compression.tf_name, max(chunk, min(window, _BLOCK)), buffer)
-    empty = tf.zeros([0], tf.string)
+    share = reads.sharing.global_batch // reads.sharing.num_pipelines
+    group = max(1, _GROUP // chunk) * chunk  # whole steps of a stream
 
-    def tables(epoch: np.int64, step: np.int64) -> tuple[np.ndarray, np.ndarray]:
+    def tables(epoch: np.int64, step: np.int64) -> tuple[np.ndarray, ...]:
         return reads.tables(int(epoch), int(step))
 
     def read_piece(row: tf.Tensor) -> tf.data.Dataset:
@@ -178,65 +171,62 @@ def shuffled_records(
         return tf.data.Dataset.from_tensor_slices(table[first:end]).flat_map(read_piece)
 
     def epoch_records(position: tf.Tensor) -> tf.data.Dataset:
-        streams, pieces = tf.numpy_function(
-            tables, [position[0], position[1]], [tf.int64, tf.int64], stateful=False
+        streams, pieces, where = tf.numpy_function(
+            tables, [position[0], position[1]], [tf.int64, tf.int64, tf.int64], stateful=False
         )
         streams = tf.reshape(streams, [-1, _STREAM_COLUMNS])
         pieces = tf.reshape(pieces, [-1, _PIECE_COLUMNS])
+        taken = tf.shape(streams, out_type=tf.int64)[0]
 
         def stream(k: tf.Tensor) -> tf.data.Dataset:
+            """A stream's records from its start step on, its windows permuted, in groups of
+            whole steps."""
             row = streams[k]
-            # A chunk taken whole is passed on as it is: a map over every chunk cost half the
-            # reader's speed. Only a pipeline that takes part of a stream's chunks (a count of
-            # pipelines that does not divide the streams) cuts them.
-            whole = tf.logical_and(tf.equal(row[2], 0), tf.equal(row[3], chunk))
-            windows = pieces_of(pieces, row[5], row[6]).rebatch(window).enumerate()
-            chunks = (
-                windows.map(_permuter(row[11], row[10]))
-                .rebatch(chunk)
-                .skip(row[9])  # the steps of the first window before the start step
-            )
-            none = tf.constant(0, tf.int64)
-            full = chunks.take(tf.where(whole, row[0], none)).concatenate(
-                chunks.take(tf.where(whole, none, row[0])).map(_slicer(row[2], row[3]))
-            )
-            blanks = tf.data.Dataset.from_tensors(empty).repeat(row[1])
-            final = (
-                pieces_of(pieces, row[7], row[8])
-                .rebatch(chunk)
-                .concatenate(tf.data.Dataset.from_tensors(empty))
-                .take(row[4])
-            )
-            return blanks.concatenate(full).concatenate(final)
+            windows = pieces_of(pieces, row[0], row[1]).rebatch(window).enumerate()
+            return windows.map(_permuter(row[4], row[3], row[2] * chunk)).rebatch(group)
 
-        steps = tf.data.Dataset.range(tf.shape(streams, out_type=tf.int64)[0]).interleave(
-            stream,
-            cycle_length=reads.sharing.streams,
-            block_length=1,
-            num_parallel_calls=num_parallel_calls,
-            deterministic=True,
+        def steps_of(groups: tf.Tensor) -> tf.Tensor:
+            """The streams' groups side by side -> one row a step: the streams' chunks of it
+            in stream order, cut to this pipeline's part (one slice for all streams: the
+            part is contiguous in stream order)."""
+            chunks = tf.reshape(groups, [taken, -1, chunk])
+            rows = tf.reshape(tf.transpose(chunks, [1, 0, 2]), [-1, taken * chunk])
+            return rows[:, where[0] : where[0] + share]
+
+        full = (
+            tf.data.Dataset.range(taken)
+            .interleave(
+                stream,
+                cycle_length=reads.sharing.streams,
+                block_length=1,
+                num_parallel_calls=num_parallel_calls,
+                deterministic=True,
+            )
+            .batch(tf.maximum(taken, 1))
+            .map(steps_of)
+            .unbatch()
         )
-        return steps.rebatch(batch_size, drop_remainder=reads.sharing.drop_remainder)
+        final = pieces_of(pieces, where[1], tf.shape(pieces, out_type=tf.int64)[0])
+        return full.concatenate(final.rebatch(share)).rebatch(
+            batch_size, drop_remainder=reads.sharing.drop_remainder
+        )
 
     return epochs.flat_map(epoch_records)
 
 
-def _permuter(key: tf.Tensor, first: tf.Tensor) -> Callable[[tf.Tensor, tf.Tensor], tf.Tensor]:
+def _permuter(
+    key: tf.Tensor, first: tf.Tensor, skip: tf.Tensor
+) -> Callable[[tf.Tensor, tf.Tensor], tf.Tensor]:
     """A stream's windows (enumerated from its first read) permuted, each by the stream's key
-    and its index in the epoch: the same on every pipeline, and on resuming."""
+    and its index in the epoch (the same on every pipeline, and on resuming), the first less
+    its `skip` records (the steps before the start step)."""
 
     def permute(index: tf.Tensor, records: tf.Tensor) -> tf.Tensor:
         seed = tf.stack([key, first + index])
-        return tf.random.experimental.stateless_shuffle(records, seed=seed)
+        permuted = tf.random.experimental.stateless_shuffle(records, seed=seed)
+        return permuted[tf.where(tf.equal(index, 0), skip, 0) :]
 
     return permute
-
-
-def _slicer(lo: tf.Tensor, hi: tf.Tensor) -> Callable[[tf.Tensor], tf.Tensor]:
-    def cut(chunk: tf.Tensor) -> tf.Tensor:
-        return chunk[lo:hi]
-
-    return cut
 
 
 def epochs_from(counter: EpochCounter, num_epochs: int | None, advance: bool) -> tf.data.Dataset:
