@@ -26,7 +26,7 @@ import time
 import numpy as np
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
-from data import write_csv  # noqa: E402
+from data import write_csv
 
 GLOBAL_BATCH = 256
 ROUNDS = 3
