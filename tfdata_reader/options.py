@@ -6,6 +6,7 @@ Pure Python: no TensorFlow import, so options can be built and checked anywhere.
 from __future__ import annotations
 
 import dataclasses
+import numbers
 from collections.abc import Mapping, Sequence
 
 __all__ = ["AUTOTUNE", "ReadOptions"]
@@ -16,6 +17,7 @@ DEFAULT_SHUFFLE_BUFFER = 10_000
 DEFAULT_BLOCK_LENGTH = 64
 DEFAULT_SHUFFLE_WINDOW = 4096
 DEFAULT_RESHUFFLE_BYTES = 64 << 20
+MAX_SEED = 2**63 - 1  # an int64, as TensorFlow's seeds and the converter's --shuffle_seed
 _IMAGE_CHANNELS = (1, 3, 4)
 
 
@@ -29,8 +31,8 @@ class ReadOptions:
         input pipelines, resumable); one in input order has its shard order, blocks (through
         a buffer of about `shuffle_buffer_size` records) and windows of `shuffle_window`
         records shuffled.
-      seed: seed of the order (a shuffled dataset: default 0, so that every worker agrees);
-        each epoch still gets its own order derived from it.
+      seed: seed of the order, 0 to 2**63-1 (a shuffled dataset: default 0, so that every
+        worker agrees); each epoch still gets its own order derived from it.
       num_epochs: passes over the data; None repeats forever.
       cycle_length: shards read in parallel (default min(16, shards read)).
       block_length: consecutive records taken from one shard before moving to the next
@@ -140,6 +142,14 @@ class ReadOptions:
         for name in ("start_epoch", "start_step"):
             if getattr(self, name) < 0:
                 raise ValueError(f"{name} must be 0 or more, got {getattr(self, name)}")
+        if self.seed is not None and (
+            isinstance(self.seed, bool)
+            or not isinstance(self.seed, numbers.Integral)
+            or not 0 <= self.seed <= MAX_SEED
+        ):
+            raise ValueError(f"seed must be None or a whole number 0 to 2**63-1, got {self.seed!r}")
+        if self.seed is not None:
+            object.__setattr__(self, "seed", int(self.seed))  # a NumPy integer too
         if self.streams is not None and self.streams < 1:
             raise ValueError(f"streams must be at least 1 or None, got {self.streams}")
         if self.cycle_length is not None and self.cycle_length < 1:
@@ -169,6 +179,6 @@ class ReadOptions:
 
     def parsed_features(self) -> Sequence[str] | None:
         """The features to parse: `features` plus the label (None: all of them)."""
-        if self.features is None or self.label_key is None or self.label_key in self.features:
+        if self.features is None or not self.label_key or self.label_key in self.features:
             return self.features
         return (*self.features, self.label_key)

@@ -40,6 +40,10 @@ class ReadPosition(EpochCounter):
     """
 
     def __init__(self, epoch: int = 0, step: int = 0) -> None:
+        if epoch < 0 or step < 0:
+            raise ValueError(
+                f"a ReadPosition's epoch and step count from 0, got (epoch {epoch}, step {step})"
+            )
         super().__init__(epoch, step, name="read_position")
         self.steps_per_epoch: int | None = None
 
@@ -53,6 +57,8 @@ class ReadPosition(EpochCounter):
             )
         step = int(self.step.numpy()) + steps
         epochs, step = divmod(step, self.steps_per_epoch)
+        if int(self.epoch.numpy()) + epochs < 0:
+            raise ValueError(f"ReadPosition.advance({steps}) would move before epoch 0")
         self.epoch.assign_add(epochs)
         self.step.assign(step)
 

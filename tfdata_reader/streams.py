@@ -229,16 +229,46 @@ def _permuter(
     return permute
 
 
-def epochs_from(counter: EpochCounter, num_epochs: int | None, advance: bool) -> tf.data.Dataset:
+def _check_position(epoch: int, step: int, steps: int, of_epoch: str) -> None:
+    if epoch < 0 or not 0 <= step < steps:
+        raise ValueError(
+            f"the position (epoch {epoch}, step {step}) is outside the dataset: an epoch has "
+            f"steps 0..{steps - 1} {of_epoch}, and epochs count from 0"
+        )
+
+
+def epochs_from(
+    counter: EpochCounter,
+    num_epochs: int | None,
+    advance: bool,
+    steps: tuple[int, str] | None = None,
+) -> tf.data.Dataset:
     """(epoch, start step) pairs of one iteration: from the counter's epoch and step, read when
     the iteration starts, then the next epochs from step 0. With `advance` (a counter of the
     reader's own) each iteration moves the counter past the epochs it reads, so that iterating
     again (Keras, each epoch) reads the next ones; otherwise the training loop moves it
-    (`ReadPosition`)."""
+    (`ReadPosition`). `steps`: an epoch's steps and what they are of, to check a counter that
+    was moved after the dataset was made (a one-line error, not one from deep in the plan)."""
     count = np.iinfo(np.int64).max if num_epochs is None else num_epochs
+
+    def checked(epoch: tf.Tensor, step: tf.Tensor) -> list[tf.Operation]:
+        if steps is None:
+            return []
+        inside = tf.logical_and(
+            tf.greater_equal(epoch, 0),
+            tf.logical_and(tf.greater_equal(step, 0), tf.less(step, steps[0])),
+        )
+        text = tf.strings.format(
+            "the position (epoch {}, step {}) is outside the dataset: an epoch has steps "
+            f"0..{steps[0] - 1} {steps[1]}, and epochs count from 0",
+            [epoch, step],
+        )
+        return [tf.raw_ops.Assert(condition=inside, data=[text], summarize=1)]
 
     def start(_: tf.Tensor) -> tf.Tensor:
         epoch, step = counter.epoch.read_value(), counter.step.read_value()
+        with tf.control_dependencies(checked(epoch, step)):
+            epoch, step = tf.identity(epoch), tf.identity(step)
         if not (advance and num_epochs is not None):
             return tf.stack([epoch, step])
         with tf.control_dependencies([epoch, step]):  # the next iteration: the next epochs
@@ -275,23 +305,24 @@ def epoch_ordered(
             f"an epoch has no step: {total} records are fewer than a global batch {of_epoch[1:-1]}"
             " and drop_remainder drops them; use a smaller batch or drop_remainder=False"
         )
-    if options.start_step > steps:
+    if position is not None and (options.start_epoch or options.start_step):
         raise ValueError(
-            f"start_step {options.start_step} is past the epoch's {steps} steps {of_epoch}"
+            "give a position= or start_epoch/start_step, not both: the position says where "
+            "each iteration starts"
+        )
+    if options.start_step >= steps:
+        raise ValueError(
+            f"start_step {options.start_step} is past the epoch's last step: its steps are "
+            f"0..{steps - 1} {of_epoch}; start the next epoch at step 0 instead"
         )
     if position is not None:
-        epoch, step = int(position.epoch.numpy()), int(position.step.numpy())
-        if epoch < 0 or not 0 <= step <= steps:
-            raise ValueError(
-                f"the position (epoch {epoch}, step {step}) is not in the dataset's order: an "
-                f"epoch is 0..{steps} steps {of_epoch}, epochs count from 0"
-            )
+        _check_position(int(position.epoch.numpy()), int(position.step.numpy()), steps, of_epoch)
         if hasattr(position, "steps_per_epoch"):
             position.steps_per_epoch = steps
         counter, advance = position, False
     else:
         counter, advance = EpochCounter(options.start_epoch, options.start_step), True
-    epochs = epochs_from(counter, options.num_epochs, advance)
+    epochs = epochs_from(counter, options.num_epochs, advance, (steps, of_epoch))
     ds = shuffled_records(reads, epochs, options.num_parallel_calls, batch_size).prefetch(
         tf.data.AUTOTUNE
     )

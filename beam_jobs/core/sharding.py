@@ -97,7 +97,8 @@ class ShardingOptions:
         accept=flags.whole_number,
         metavar="N",
         help="Seed of the shuffled order, 0 to 2**63-1 (default 0): the same inputs, options "
-        "and seed give byte-identical shards; recorded in the manifest.",
+        "and seed give byte-identical shards; recorded in the manifest. Refused with --order "
+        "input, where it would do nothing.",
     )
     max_bad_fraction: float = flags.option(
         DEFAULT_MAX_BAD_FRACTION,
@@ -141,5 +142,10 @@ class ShardingOptions:
             )
         if not 0 <= self.shuffle_seed <= MAX_SEED:
             raise UsageError(f"--shuffle_seed must be 0 to 2**63-1, got {self.shuffle_seed}")
+        if self.shuffle_seed and self.order is RecordOrder.INPUT:
+            raise UsageError(
+                f"--shuffle_seed {self.shuffle_seed} seeds the shuffled order, and --order input "
+                "keeps the inputs' order: the seed would do nothing; leave one of them out"
+            )
         if not is_valid_name(self.shard_prefix):
             raise UsageError(f"--shard_prefix may hold only {NAME_RULE}, got {self.shard_prefix!r}")

@@ -53,3 +53,14 @@ def test_a_gzip_level_without_gzip_is_a_usage_error_and_gzip_records_its_level()
     assert ShardingOptions(compression=Compression.GZIP, compression_level=6).gzip_level == 6
     with pytest.raises(UsageError, match="--compression_level must be 1 .fastest. to 9"):
         ShardingOptions(compression=Compression.GZIP, compression_level=0)
+
+
+def test_a_shuffle_seed_with_input_order_is_a_usage_error_it_would_do_nothing():
+    from beam_jobs.core.sharding import RecordOrder, ShardingOptions
+
+    with pytest.raises(UsageError, match=r"^--shuffle_seed 5 seeds the shuffled order, and "
+                       r"--order input keeps the inputs' order: the seed would do nothing; "
+                       r"leave one of them out$"):  # fmt: skip
+        ShardingOptions(order=RecordOrder.INPUT, shuffle_seed=5)
+    assert ShardingOptions(order=RecordOrder.INPUT, shuffle_seed=0).shuffle_seed == 0
+    assert ShardingOptions(shuffle_seed=5).shuffle_seed == 5

@@ -5,6 +5,9 @@ global steps on any number of input pipelines, every record once an epoch, resum
 from __future__ import annotations
 
 import logging
+import os
+import subprocess
+import sys
 
 import numpy as np
 import pytest
@@ -171,11 +174,78 @@ def test_options_of_the_order_are_checked(datasets):
             make_dataset(where, 256, **options)
     # A position outside the order, or an epoch of no step, is refused when the dataset is made.
     steps = steps_per_epoch(path, 256)
-    for epoch, step in ((-1, 0), (0, -1), (0, steps + 1)):
-        with pytest.raises(ValueError, match=rf"position \(epoch {epoch}, step {step}\) is not"):
-            make_dataset(path, 256, position=ReadPosition(epoch, step))
+    assert steps == 47
+    for epoch, step in ((-1, 0), (0, -1), (0, steps), (0, steps + 1)):
+        with pytest.raises(ValueError, match=rf"position \(epoch {epoch}, step {step}\) is outside"):
+            make_dataset(path, 256, position=_moved(ReadPosition(), epoch, step))
     with pytest.raises(ValueError, match="an epoch has no step: 12000 records are fewer"):
         make_dataset(path, 20_000, drop_remainder=True, num_epochs=None)
+
+
+def _moved(position: ReadPosition, epoch: int, step: int) -> ReadPosition:
+    position.epoch.assign(epoch)
+    position.step.assign(step)
+    return position
+
+
+def test_the_reader_s_edges_are_clear_errors_when_the_dataset_or_position_is_made(datasets):
+    path = str(datasets["seven"])
+    # The epoch's last step is 46: a start step of 47 (the epoch's end) is past it.
+    with pytest.raises(ValueError, match=r"start_step 47 is past the epoch's last step: its "
+                       r"steps are 0..46 \(12000 records, global batch 256\)"):  # fmt: skip
+        make_dataset(path, 256, start_step=47)
+    with pytest.raises(ValueError, match="give a position= or start_epoch/start_step, not both"):
+        make_dataset(path, 256, position=ReadPosition(), start_step=3)
+    for epoch, step in ((-1, 0), (0, -2)):
+        with pytest.raises(ValueError, match=r"a ReadPosition's epoch and step count from 0"):
+            ReadPosition(epoch, step)
+    for seed in (-1, 2**63, 2**64, 1.5, True):
+        with pytest.raises(ValueError, match=r"seed must be None or a whole number 0 to 2\*\*63-1"):
+            make_dataset(path, 256, seed=seed)
+    assert _batches(make_dataset(path, 256, features=["id"], seed=np.int64(3))) == _batches(
+        make_dataset(path, 256, features=["id"], seed=3)
+    )
+    # A position moved out of the order after the dataset was made: one clear line, naming it.
+    position = ReadPosition()
+    ds = make_dataset(path, 256, features=["id"], position=position)
+    for epoch, step in ((-1, 0), (0, 47), (0, -3)):
+        _moved(position, epoch, step)
+        with pytest.raises(tf.errors.InvalidArgumentError) as raised:
+            next(iter(ds))
+        assert (
+            f"the position (epoch {epoch}, step {step}) is outside the dataset: an epoch has "
+            "steps 0..46 (12000 records, global batch 256), and epochs count from 0"
+        ) in str(raised.value)
+    # label_key="" (no label) with several datasets and a feature list.
+    both = [path, str(datasets["gzip"])]
+    with pytest.raises(ValueError, match="compression"):  # these two differ in compression
+        make_dataset(both, 256, features=["id"], label_key="")
+    one = [path, path + "/"]
+    first = next(iter(make_dataset(one, 256, features=["id"], label_key="")))
+    assert list(first) == ["id"]
+
+
+def test_pipelines_that_do_not_divide_the_streams_log_nothing(datasets, tmp_path):
+    """Two pipelines of a global batch of 96 (3 streams): each cuts a stream's chunks (the
+    reader once logged about 1,000 TensorFlow "RefCount" error lines an epoch here)."""
+    script = tmp_path / "read.py"
+    script.write_text(
+        "import tensorflow as tf\n"
+        "from tfdata_reader import make_dataset\n"
+        "n = 0\n"
+        "for i in range(2):\n"
+        "    ctx = tf.distribute.InputContext(2, i, 2)\n"
+        f"    ds = make_dataset({str(datasets['seven'])!r}, 48, features=['id'], "
+        "input_context=ctx, num_epochs=2)\n"
+        "    n += sum(int(b['id'].shape[0]) for b in ds)\n"
+        "print(n)\n"
+    )
+    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="0")
+    done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True,
+                          env=env, timeout=300)  # fmt: skip
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.split() == ["24000"]
+    assert [line for line in done.stderr.splitlines() if "RefCount" in line] == []
 
 
 def test_the_default_seed_is_seed_0_in_every_step_and_on_resuming(datasets):
