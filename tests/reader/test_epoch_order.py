@@ -118,6 +118,34 @@ def test_each_epoch_has_its_own_order_a_function_of_seed_and_epoch(datasets):
     assert _batches(ds) == first and _batches(ds) == second
 
 
+def _meet_again(first: list[list[int]], second: list[list[int]]) -> float:
+    """Of the pairs of records in one batch of `first`, the share in one batch of `second`."""
+    batch_of = {r: b for b, batch in enumerate(second) for r in batch}
+    pairs = met = 0
+    for batch in first:
+        later = [batch_of[r] for r in batch]
+        pairs += len(later) * (len(later) - 1) // 2
+        met += sum(n * (n - 1) // 2 for n in np.unique(later, return_counts=True)[1])
+    return met / pairs
+
+
+@pytest.mark.parametrize("name, most", [("one", 1.2), ("seven", 1.2), ("gzip", 1.2)])
+def test_batches_are_drawn_anew_each_epoch(datasets, name, most):
+    """Batch-mates of one epoch share a batch in the next about as often as with a full
+    reshuffle ((G - 1) / (N - 1)); a window of a few steps (4 KiB for 256 records of about
+    28 bytes: 1 step, as chunks read as they lie) meets again more than 3x as often."""
+    path = str(datasets[name])
+    epochs = _batches(make_dataset(path, 256, features=["id"], seed=2, num_epochs=3))
+    steps = steps_per_epoch(path, 256)
+    one, two, three = (epochs[k * steps : (k + 1) * steps] for k in range(3))
+    full = 255 / (ROWS - 1)
+    ratios = [_meet_again(one, two) / full, _meet_again(two, three) / full]
+    assert max(ratios) <= most, ratios
+    small = _batches(make_dataset(path, 256, features=["id"], seed=2, num_epochs=2,
+                                  reshuffle_bytes=4096))  # fmt: skip
+    assert _meet_again(small[:steps], small[steps:]) / full > 3
+
+
 @pytest.mark.parametrize("before, after", [(2, 4), (4, 1), (1, 8)])
 def test_resuming_from_a_position_on_another_pipeline_count_continues_the_epoch(
     datasets, before, after
@@ -176,7 +204,9 @@ def test_options_of_the_order_are_checked(datasets):
     steps = steps_per_epoch(path, 256)
     assert steps == 47
     for epoch, step in ((-1, 0), (0, -1), (0, steps), (0, steps + 1)):
-        with pytest.raises(ValueError, match=rf"position \(epoch {epoch}, step {step}\) is outside"):
+        with pytest.raises(
+            ValueError, match=rf"position \(epoch {epoch}, step {step}\) is outside"
+        ):
             make_dataset(path, 256, position=_moved(ReadPosition(), epoch, step))
     with pytest.raises(ValueError, match="an epoch has no step: 12000 records are fewer"):
         make_dataset(path, 20_000, drop_remainder=True, num_epochs=None)
