@@ -6,7 +6,7 @@ STAMP := $(VENV)/.installed
 DEMO_DIR ?= demo_data
 export TF_CPP_MIN_LOG_LEVEL ?= 2
 
-.PHONY: venv browser test test-fast demo bench bench-shapes bench-compare bench-scale bench-resume lint format docs realdata clean
+.PHONY: venv browser test test-fast demo bench bench-shapes bench-compare bench-scale bench-resume bench-epochs lint format docs realdata clean
 
 venv: $(STAMP)
 
@@ -85,3 +85,8 @@ bench-scale: $(STAMP)
 # and a rerun with a larger --max_bad_fraction after a run failed on it (docs/performance.md)
 bench-resume: $(STAMP)
 	$(BIN)/python benchmarks/resume.py --workdir bench_data/resume
+
+# Fresh batches each epoch and the reader's records/s, against the reader at BASE (optional):
+# make bench-epochs BASE=<git revision>
+bench-epochs: $(STAMP)
+	$(BIN)/python benchmarks/epoch_mix.py $(if $(BASE),--base $(BASE)) --work bench_data/epoch_mix

@@ -134,7 +134,8 @@ RATIOS = [
 THROUGHPUT = [("1,000 columns", "columns1000"), ("5,000 columns", "columns5000")]
 
 
-def _checkout(base: str, work: pathlib.Path) -> pathlib.Path:
+def checkout(base: str, work: pathlib.Path) -> pathlib.Path:
+    """A git worktree of `base` under `work` (made once, kept)."""
     # Named by the commit, not by what was typed: HEAD~1 names another commit tomorrow.
     commit = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "--short", base],
                             check=True, capture_output=True, text=True).stdout.strip()  # fmt: skip
@@ -178,7 +179,7 @@ def main() -> None:
     work = args.workdir.resolve()
     work.mkdir(parents=True, exist_ok=True)
     cases = _inputs(work)
-    trees = {"this": ROOT} | ({"base": _checkout(args.base, work)} if args.base else {})
+    trees = {"this": ROOT} | ({"base": checkout(args.base, work)} if args.base else {})
     best: dict[str, dict[str, float]] = {side: {} for side in trees}
     if args.base:
         print(f"| case | {args.base}, best s | this checkout, best s | ratio | same shards |")

@@ -1,23 +1,26 @@
-"""How fresh each epoch's batches are, and what reading them costs.
+"""How fresh each epoch's batches are, and what reading them costs, against the reader before.
 
-Converts one mixed CSV (11 columns) into a shuffled dataset of one plain shard and one of 8
-GZIP shards, then, for each:
+Converts one mixed CSV (11 columns) into three datasets of the same records: shuffled into one
+plain shard and into 8 GZIP shards, and one plain shard in input order. Then, for this
+checkout and (with `--base REV`) an earlier one, each in processes of its own taken in turn:
 
-- *batch-mates that meet again*: of the pairs of records that share a global step in epoch e,
-  the share that share one in epoch e + 1 (epochs 0 -> 1 and 1 -> 2), against a full reshuffle
-  each epoch, which gives (G - 1) / (N - 1) for a global batch G of N records;
-- *records/s*: `make_dataset` (shuffled epoch order, seed 1) against the same records read in
-  order (`shuffle=False`), over the first million records, best of three rounds taken in turn.
+- *batch-mates that meet again*: of the pairs of records that share a global step (256) in
+  epoch e, the share that share one in epoch e + 1 (epochs 0 -> 1 and 1 -> 2, the larger),
+  against a full reshuffle each epoch, which gives (G - 1) / (N - 1) for N records;
+- *records/s*: `make_dataset` (seed 1, every feature parsed) over the first million records,
+  best of three rounds: the shuffled datasets in their epoch order, and the input-order
+  dataset through its block shuffle (the reader of datasets in input order).
 
-    python benchmarks/epoch_mix.py [ROWS] [--work DIR]
+    python benchmarks/epoch_mix.py [ROWS] [--base REV] [--work DIR]
 
-Prints one JSON line per dataset.
+Prints one JSON line per tree and dataset, then a table.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import pathlib
 import subprocess
 import sys
@@ -25,11 +28,19 @@ import time
 
 import numpy as np
 
-sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
-from data import write_csv
+HERE = pathlib.Path(__file__).resolve().parent
+ROOT = HERE.parent
+sys.path.insert(0, str(HERE))
+from compare import checkout  # noqa: E402
+from data import write_csv  # noqa: E402
 
 GLOBAL_BATCH = 256
 ROUNDS = 3
+DATASETS = {
+    "one plain shard": ["--num_shards=1"],
+    "8 GZIP shards": ["--num_shards=8", "--compression=gzip"],
+    "input order, one plain shard": ["--num_shards=1", "--order=input"],
+}
 
 
 def meet_again(first: np.ndarray, second: np.ndarray, global_batch: int) -> float:
@@ -40,73 +51,93 @@ def meet_again(first: np.ndarray, second: np.ndarray, global_batch: int) -> floa
     pairs = met = 0
     for start in range(0, len(first), global_batch):
         later = step_of[first[start : start + global_batch]]
-        n = len(later)
-        pairs += n * (n - 1) // 2
+        pairs += len(later) * (len(later) - 1) // 2
         _, counts = np.unique(later, return_counts=True)
         met += int((counts * (counts - 1) // 2).sum())
     return met / pairs
 
 
-def epochs(path: str, count: int) -> list[np.ndarray]:
+def measure(path: str, rows: int, mixing: bool) -> dict:
+    """Run in the tree under test: records/s, and with `mixing` the batch-mates' meetings."""
     from tfdata_reader import make_dataset
 
-    ds = make_dataset(path, GLOBAL_BATCH, features=["id"], label_key="", seed=1, num_epochs=count)
-    ids = np.concatenate([b["id"].numpy() for b in ds])
-    return np.split(ids, count)
-
-
-def rate(ds, limit: int) -> float:
+    found: dict = {}
+    if mixing:
+        ds = make_dataset(path, GLOBAL_BATCH, features=["id"], label_key="", seed=1, num_epochs=3)
+        epochs = np.split(np.concatenate([b["id"].numpy() for b in ds]), 3)
+        assert all(np.array_equal(np.sort(e), np.arange(rows)) for e in epochs), "not once"
+        met = max(meet_again(epochs[e], epochs[e + 1], GLOBAL_BATCH) for e in range(2))
+        found["vs_full_reshuffle"] = met / ((GLOBAL_BATCH - 1) / (rows - 1))
+    ds = make_dataset(path, GLOBAL_BATCH, label_key="", seed=1, num_epochs=None)
     batches = iter(ds)
+    limit = min(rows, 1_000_000) // GLOBAL_BATCH
     start = time.perf_counter()
     records = sum(int(next(batches)["id"].shape[0]) for _ in range(limit))
-    elapsed = time.perf_counter() - start
-    del batches
-    return records / elapsed
-
-
-def measure(path: str, rows: int) -> dict:
-    from tfdata_reader import make_dataset
-
-    found: dict = {"dataset": pathlib.Path(path).name, "records": rows}
-    e0, e1, e2 = epochs(path, 3)
-    assert all(sorted(e.tolist()) == list(range(rows)) for e in (e0, e1, e2)), "not exactly once"
-    full = (GLOBAL_BATCH - 1) / (rows - 1)
-    found["meet_again_0_1"] = meet_again(e0, e1, GLOBAL_BATCH)
-    found["meet_again_1_2"] = meet_again(e1, e2, GLOBAL_BATCH)
-    found["full_reshuffle"] = full
-    found["vs_full_reshuffle"] = max(found["meet_again_0_1"], found["meet_again_1_2"]) / full
-    limit = min(rows, 1_000_000) // GLOBAL_BATCH
-    speeds: dict[str, float] = {}
-    for _ in range(ROUNDS):
-        for name, overrides in (("shuffled", {"seed": 1}), ("in_order", {"shuffle": False})):
-            ds = make_dataset(path, GLOBAL_BATCH, label_key="", num_epochs=None, **overrides)
-            speeds[name] = max(speeds.get(name, 0.0), rate(ds, limit))
-    found["records_per_s"] = {k: round(v) for k, v in speeds.items()}
-    found["shuffled_vs_in_order"] = speeds["shuffled"] / speeds["in_order"]
+    found["records_per_s"] = records / (time.perf_counter() - start)
     return found
+
+
+def _run(tree: pathlib.Path, path: pathlib.Path, rows: int, mixing: bool) -> dict:
+    env = dict(os.environ, PYTHONPATH=str(tree), TF_CPP_MIN_LOG_LEVEL="2")
+    done = subprocess.run(
+        [sys.executable, str(HERE / "epoch_mix.py"), "--measure", str(path), str(rows),
+         *(["--mixing"] if mixing else [])],
+        env=env, cwd=tree, capture_output=True, text=True, check=False,
+    )  # fmt: skip
+    if done.returncode:
+        raise SystemExit(f"{tree}: {path.name}: exit {done.returncode}\n{done.stderr[-3000:]}")
+    return json.loads(done.stdout.splitlines()[-1])
 
 
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("rows", type=int, nargs="?", default=1_000_000)
+    parser.add_argument("--base", help="an earlier revision to measure side by side")
     parser.add_argument("--work", default="bench_data/epoch_mix")
+    parser.add_argument("--measure", help=argparse.SUPPRESS)
+    parser.add_argument("--mixing", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
-    work = pathlib.Path(args.work)
+    if args.measure:
+        print(json.dumps(measure(args.measure, args.rows, args.mixing)))
+        return
+    work = pathlib.Path(args.work).resolve()
     source = work / f"mixed_{args.rows}.csv"
     if not source.exists():
         write_csv(source, args.rows)
-    for name, flags in (
-        ("one_plain_shard", ["--num_shards=1"]),
-        ("eight_gzip_shards", ["--num_shards=8", "--compression=gzip"]),
-    ):
-        out = work / f"{name}_{args.rows}"
+    paths = {}
+    for name, flags in DATASETS.items():
+        out = work / f"{name.replace(' ', '_').replace(',', '')}_{args.rows}"
         if not (out / "manifest.json").exists():
             subprocess.run(
                 [sys.executable, "-m", "beam_jobs", "convert", "--input", str(source),
                  "--output", str(out), *flags],
-                check=True, capture_output=True,
+                check=True, capture_output=True, cwd=ROOT,
             )  # fmt: skip
-        print(json.dumps(measure(str(out), args.rows)), flush=True)
+        paths[name] = out
+    trees = {"this": ROOT} | ({"base": checkout(args.base, work)} if args.base else {})
+    results: dict[tuple[str, str], dict] = {}
+    for round_ in range(ROUNDS):
+        for name, path in paths.items():
+            for label, tree in trees.items():
+                mixing = round_ == 0 and not name.startswith("input order")
+                found = _run(tree, path, args.rows, mixing)
+                best = results.setdefault((label, name), found)
+                best["records_per_s"] = max(best["records_per_s"], found["records_per_s"])
+    for (label, name), found in results.items():
+        print(json.dumps({"tree": label, "dataset": name, **found}))
+    blocks = {label: results[(label, "input order, one plain shard")]["records_per_s"]
+              for label in trees}  # fmt: skip
+    print(f"\n{args.rows:,} records, global batch {GLOBAL_BATCH}, best of {ROUNDS}:\n")
+    print(
+        "| dataset | tree | records/s | vs input order (blocks) | vs base | meet again "
+        "(x full reshuffle) |\n|---|---|---|---|---|---|"
+    )
+    for (label, name), found in results.items():
+        rate = found["records_per_s"]
+        base = results.get(("base", name)) if "base" in trees else None
+        print(f"| {name} | {label} | {rate:,.0f} | {rate / blocks[label]:.2f}x | "
+              f"{rate / base['records_per_s'] if base else 1:.2f}x | "
+              f"{found.get('vs_full_reshuffle', float('nan')):.2f} |")  # fmt: skip
 
 
 if __name__ == "__main__":
