@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import errno
 import json
 import logging
 import os
@@ -24,7 +25,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from beam_jobs.core.version import __version__
-from beam_jobs.job.interrupt import Interrupted, deferred_while, interruptible
+from beam_jobs.job.interrupt import Interrupted, deferred_while, interruptible, raised
 from beam_jobs.job.quiet import beam_errors_quiet
 
 if TYPE_CHECKING:
@@ -82,12 +83,23 @@ def _convert(argv: list[str]) -> int:
             with deferred_while(lambda: True):
                 return _converted(result, time.monotonic() - started)
     except Interrupted as e:
-        kept = getattr(e, "kept_work", None)
-        again = kept.describe() if kept else "run the same command again to convert"
-        print(f"error: interrupted by {e.name}: nothing was published; {again}", file=sys.stderr)
-        _summary_line("interrupted", e.exit_code, signal=e.name, **_kept_fields(e))
-        sys.stderr.flush()
-        os._exit(e.exit_code)  # beam_jobs.job.interrupt: no shutdown around the runner's threads
+        _interrupted(e, e)
+    except Exception as e:
+        signum = raised()
+        if signum is None:
+            raise
+        _interrupted(Interrupted(signum), e)  # the signal's, wrapped by code it went through
+    return EXIT_OTHER  # not reached: `_interrupted` ends the process
+
+
+def _interrupted(e: Interrupted, carrier: BaseException) -> None:
+    """Says that a signal ended the run (`carrier`: what reached here, with the kept work)."""
+    kept = getattr(carrier, "kept_work", None)
+    again = kept.describe() if kept else "run the same command again to convert"
+    print(f"error: interrupted by {e.name}: nothing was published; {again}", file=sys.stderr)
+    _summary_line("interrupted", e.exit_code, signal=e.name, **_kept_fields(carrier))
+    sys.stderr.flush()
+    os._exit(e.exit_code)  # beam_jobs.job.interrupt: no shutdown around the runner's threads
 
 
 def _converted(result: ConvertResult, elapsed: float) -> int:
@@ -373,6 +385,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except Stalled as e:
         return _fail(argv[0], EXIT_OTHER, e)
     except Exception as e:
+        full = _full_disk(e)
+        if full is not None:
+            return _fail(argv[0], EXIT_OTHER, full, status="error")
         if verbose:
             logging.getLogger("beam_jobs.cli").exception("%s failed", argv[0])
             return _fail(argv[0], EXIT_OTHER, e)
@@ -380,6 +395,22 @@ def main(argv: Sequence[str] | None = None) -> int:
         return _fail(
             argv[0], EXIT_OTHER, e, ["(run again with --verbose for the traceback)"], short=True
         )
+
+
+def _full_disk(error: BaseException) -> BaseException | None:
+    """A full disk (ENOSPC, here or in what caused it) as an error that says what to do,
+    carrying what the run kept; None for any other error."""
+    cause: BaseException | None = error
+    while cause is not None and not (isinstance(cause, OSError) and cause.errno == errno.ENOSPC):
+        cause = cause.__cause__ or cause.__context__
+    if cause is None:
+        return None
+    where = f" writing {cause.filename}" if getattr(cause, "filename", None) else ""
+    said = RuntimeError(
+        f"no space left on the device{where}: free space there and run the same command again"
+    )
+    said.kept_work = getattr(error, "kept_work", None)  # type: ignore[attr-defined]
+    return said
 
 
 def _fail(

@@ -63,13 +63,18 @@ def _size(value: Any) -> int:
     return parse_size(flags.whole_number(value))
 
 
-def _seconds(flag: str, default: float, **more: Any) -> Any:
-    """A flag of a positive number of seconds."""
+MIN_STALL_SECONDS = 10.0
+
+
+def _seconds(flag: str, default: float, least: float = 0.0, **more: Any) -> Any:
+    """A flag of a positive number of seconds (at least `least`)."""
 
     def accept(value: Any) -> float:
         seconds = flags.number(value)
         if not seconds > 0:
             raise UsageError(f"--{flag} must be a positive number of seconds, not {value}")
+        if seconds < least:
+            raise UsageError(f"--{flag} must be at least {least:g} seconds, not {value}")
         return seconds
 
     return flags.option(
@@ -217,9 +222,11 @@ class ConvertConfig:
     stall_seconds: float = _seconds(
         "stall_seconds",
         1800.0,
+        least=MIN_STALL_SECONDS,
         help="End a run whose progress (tasks started or finished, records read, publishing "
         "steps) stands still this long, with an error naming the stage and what it waited "
-        "for; its finished work is kept for a rerun (default 1800).",
+        f"for; its finished work is kept for a rerun (default 1800, at least "
+        f"{MIN_STALL_SECONDS:g}: workers take seconds to start).",
     )
     plan_only: bool = False  # `inspect --input`: no output folder to check or write
 

@@ -61,6 +61,7 @@ def call_on_signal(callback: Callable[[], None]) -> None:
 _GUARDS: list[Callable[[], bool]] = []  # `deferred_while`'s, innermost last
 _DEFERRED: list[int] = []  # the signals put off
 _PENDING: list[BaseException] = []  # what `stop_main` raises in the main thread
+_RAISED: list[int] = []  # the signals that raised `Interrupted`
 
 
 def _raise(signum: int, frame: object) -> None:
@@ -74,7 +75,15 @@ def _raise(signum: int, frame: object) -> None:
         signal.signal(each, signal.SIG_IGN)
     for callback in _ON_SIGNAL:
         callback()
+    _RAISED.append(signum)
     raise Interrupted(signum)
+
+
+def raised() -> int | None:
+    """The signal that interrupted this process (None: none did). Code the interruption
+    passed through may have wrapped it in an error of its own (Python does, raised inside a
+    class body's `__set_name__`; so do some C extensions): that error is still this signal's."""
+    return _RAISED[0] if _RAISED else None
 
 
 @contextlib.contextmanager

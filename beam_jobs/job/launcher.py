@@ -224,7 +224,7 @@ def _keep_quietly(folder: str, planned: int) -> resume.KeptWork | None:
         return resume.keep_on_failure(folder, planned)
     except Exception as e:
         _log.warning("could not tidy the work folder %s: %s", folder, e)
-        return None
+        return resume.kept_as_is(folder, planned)
 
 
 def _publishing_begun(folder: str) -> bool:

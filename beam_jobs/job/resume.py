@@ -55,6 +55,7 @@ __all__ = [
     "discard_all",
     "finish_publishing",
     "keep_on_failure",
+    "kept_as_is",
     "kept_counts",
     "open_work",
     "why_not",
@@ -257,6 +258,24 @@ def finish_publishing(output: str, key: WorkKey) -> Manifest | None:
     begun = journal.load_journal(folder)
     if begun is None:
         return None
+    try:
+        published = load_manifest(output).fingerprint == begun.fingerprint
+    except ManifestError:
+        published = False
+    # Until its manifest is in place, what it moves is checked (a file damaged while no run
+    # held it); after, the dataset is published and only its tidying is left.
+    bad = [] if published else journal.damaged(output, folder, begun)
+    if bad:
+        _log.warning(
+            "the publishing a stopped run of this conversion began in %s is not finished: %s "
+            "%s not as its manifest lists (size, CRC32C); its files go back to the work folder "
+            "and the tasks whose files are damaged run again",
+            folder,
+            ", ".join(bad[:3]) + (f" and {len(bad) - 3} more" if len(bad) > 3 else ""),
+            "is" if len(bad) == 1 else "are",
+        )
+        journal.put_back(output, folder, begun)
+        return None
     _log.info(
         "finishing the publishing a stopped run of this conversion began in %s (%s)",
         folder,
@@ -267,9 +286,14 @@ def finish_publishing(output: str, key: WorkKey) -> Manifest | None:
 
 
 def discard_all(output: str) -> None:
-    """Removes every work folder of ours (the output holds this very conversion already)."""
+    """Removes every work folder of ours (the output holds this very conversion already),
+    undoing what another conversion's publishing left half done."""
     for name in _our_folders(output):
-        remove_folder(FileSystems.join(output, name))
+        folder = FileSystems.join(output, name)
+        if journal.load_journal(folder) is not None:
+            _discard(output, folder, "the output holds this conversion already")
+        else:
+            remove_folder(folder)
 
 
 def open_work(output: str, key: WorkKey, run_id: str, fresh: bool = False) -> Work:
@@ -294,7 +318,7 @@ def open_work(output: str, key: WorkKey, run_id: str, fresh: bool = False) -> Wo
     notes = FileSystems.join(adopted, NOTES_DIR) + "/"
     stale = [path for path in files if path.startswith(notes)]  # the old run's progress
     if stale:
-        FileSystems.delete(stale)
+        commits.delete_present(stale)
     gone = set(commits.remove_uncommitted(adopted, list(files)))
     kept = {path: size for path, size in files.items() if path not in gone and path not in stale}
     work = Work(adopted, True, sum(kept.values()), _records(kept))
@@ -355,3 +379,14 @@ def keep_on_failure(folder: str, planned: int) -> KeptWork | None:
         remove_folder(folder)
         return None
     return KeptWork(folder, sum(kept.values()), tasks, planned)
+
+
+def kept_as_is(folder: str, planned: int) -> KeptWork | None:
+    """What a failed run's folder holds for a rerun, read without changing anything (when
+    tidying it failed: a full disk refuses even the marker's rewrite). None: nothing."""
+    try:
+        files = _files(folder)
+    except Exception:  # a store that cannot list now: nothing to say
+        return None
+    tasks = _records(files)
+    return KeptWork(folder, sum(files.values()), tasks, planned) if tasks else None

@@ -16,6 +16,8 @@ from __future__ import annotations
 
 import dataclasses
 import datetime
+import os
+import socket
 import threading
 import time
 from collections.abc import Callable, Sequence
@@ -85,11 +87,29 @@ def _waiting(names: Sequence[str], notes: dict[str, dict[str, Any]]) -> str:
     shown = []
     for name in names[:_SHOWN]:
         note = notes.get(name)
-        shown.append(
-            f"{name} (running on {note.get('worker')})" if note else f"{name} (no note yet)"
-        )
+        if not note:
+            shown.append(f"{name} (no note yet)")
+            continue
+        worker = str(note.get("worker"))
+        gone = ", a process that has ended" if _ended_here(worker) else ""
+        shown.append(f"{name} (running on {worker}{gone})")
     more = f" and {len(names) - _SHOWN:,} more" if len(names) > _SHOWN else ""
     return ", ".join(shown) + more
+
+
+def _ended_here(worker: str) -> bool:
+    """Whether a worker named `host:pid` ran on this machine and its process has ended (a
+    worker process killed: the local runner waits for it forever)."""
+    host, _, pid = worker.rpartition(":")
+    if host != socket.gethostname() or not pid.isdigit():
+        return False
+    try:
+        os.kill(int(pid), 0)
+    except ProcessLookupError:
+        return True
+    except OSError:  # alive, and another user's
+        return False
+    return False
 
 
 class Watchdog:

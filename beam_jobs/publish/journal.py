@@ -35,6 +35,7 @@ from beam_jobs.core.paths import is_local, is_missing
 from beam_jobs.publish.companions import COMPANION_NAMES
 from beam_jobs.publish.lease import release
 from beam_jobs.publish.output_dir import ours_to_remove
+from beam_jobs.sink.commits import file_crc32c
 from beam_jobs.sink.run_files import create_run_file, write_at_once
 from beam_jobs.sink.temp_folder import RUN_MARKER, remove_folder, stop_if_abandoned
 from tfdata_reader.manifest import MANIFEST_NAME, Manifest
@@ -43,9 +44,11 @@ __all__ = [
     "JOURNAL_NAME",
     "Journal",
     "claim",
+    "damaged",
     "finish",
     "is_begun",
     "load_journal",
+    "put_back",
     "roll_back",
     "write",
 ]
@@ -213,6 +216,51 @@ def _put_in_place(
             f"publishing {output} cannot finish: {source} is gone and {target} is not the "
             "file it staged; convert again with --fresh"
         )
+
+
+def damaged(output: str, work: str, journal: Journal) -> list[str]:
+    """The shards a journal moves that are not as its staged manifest lists them (size and
+    CRC32C, wherever each is: still in the work folder or moved), or every one when the staged
+    manifest cannot be read. A rerun checks them before it finishes another run's publishing:
+    a file may have been damaged while no run held it."""
+    try:
+        with FileSystems.open(
+            _staged(work, MANIFEST_NAME), compression_type=CompressionTypes.UNCOMPRESSED
+        ) as f:
+            listed = {s.path: (s.bytes, s.crc32c) for s in Manifest.from_json(f.read()).shards}
+    except Exception:  # unreadable or gone: nothing can be trusted
+        return [name for _, name, _ in journal.moves]
+    present = _files_below(work) | _files_below(output)
+    found = []
+    for source, name, _ in journal.moves:
+        if name not in listed:
+            continue  # a dead letter: the manifest keeps no CRC32C of it
+        path = source if source in present else FileSystems.join(output, name)
+        try:
+            intact = file_crc32c(path, listed[name][0]) == listed[name]
+        except OSError:
+            intact = False
+        if not intact:
+            found.append(name)
+    return found
+
+
+def put_back(output: str, work: str, journal: Journal) -> None:
+    """Undoes a journal's moves into the work folder it came from (each file moved back to the
+    name its task recorded, so the tasks' records hold again), then withdraws the journal and
+    the staged files: the run's work is as a run that stopped before publishing left it."""
+    present = _files_below(work) | _files_below(output)
+    sources, targets = [], []
+    for source, name, _ in journal.moves:
+        target = FileSystems.join(output, name)
+        if source not in present and target in present:
+            sources.append(target)
+            targets.append(source)
+    if sources:
+        FileSystems.rename(sources, targets)
+    staged = [_staged(work, name) for name, _, _ in journal.files]
+    FileSystems.delete([p for p in staged if p in present] + [_journal_path(work)])
+    _remove_if_empty(FileSystems.join(output, DEAD_LETTER_DIR))
 
 
 def roll_back(output: str, work: str, journal: Journal, current: Manifest | None) -> list[str]:

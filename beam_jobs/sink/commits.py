@@ -5,11 +5,12 @@ the same conversion reuses it after checking its files.
 A task runs as an *attempt* with an id of its own, which every file it writes carries in its
 name (`attempt_name`: `<stem>~<attempt><suffix>`). It commits by writing one record last,
 `done/<task>~<attempt>.commit`: what it hands on (its `WrittenShard`s or `WrittenRuns`) and
-each of its files with its size and CRC32C. A record cut short (a crash while it was written)
-does not load, and counts as none. A record is good only while every
-file it lists is as recorded, or was consumed by a later task (a part joined into its shard)
-whose own record is good. The files of attempts that never committed (a task cut short by a
-signal, a crash or a full disk) are the only ones a rerun removes (`remove_uncommitted`).
+each of its files with its size and CRC32C, sealed by the record's own CRC32C. A record cut
+short (a crash while it was written) or damaged does not load, and counts as none. A record
+is good only while every file it lists is as recorded, or was consumed by a later task (a
+part joined into its shard) whose own record is good. The files of attempts that never
+committed (a task cut short by a signal, a crash or a full disk) are the only ones a rerun
+removes (`remove_uncommitted`).
 
 Records are pickled (what Beam pickles to send the same values between stages); they are ours,
 in the run's own folder, and read only by the same version of this tool (the folder's name is
@@ -33,7 +34,7 @@ from apache_beam.io.filesystem import CompressionTypes
 from apache_beam.io.filesystems import FileSystems
 
 from beam_jobs.core.paths import is_local
-from beam_jobs.sink.run_files import create_run_file
+from beam_jobs.sink.run_files import write_at_once
 
 __all__ = [
     "COUNTS_NAME",
@@ -44,6 +45,7 @@ __all__ = [
     "attempt_of",
     "commit",
     "committed_attempts",
+    "delete_present",
     "file_crc32c",
     "is_task_record",
     "join_key",
@@ -145,13 +147,25 @@ def _done(folder: str, name: str = "") -> str:
     return FileSystems.join(folder, DONE_DIR, name) if name else FileSystems.join(folder, DONE_DIR)
 
 
+def _sealed(value: Any) -> bytes:
+    """A value pickled behind its CRC32C (4 bytes, big endian), so that damage is seen."""
+    data = pickle.dumps(value, protocol=pickle.HIGHEST_PROTOCOL)
+    return google_crc32c.value(data).to_bytes(4, "big") + data
+
+
+def _unsealed(data: bytes) -> Any:
+    """What `_sealed` sealed. Raises ValueError when it is not as sealed (cut short, or
+    damaged: a pickle with a changed byte may still load, into a wrong value)."""
+    if len(data) < 4 or google_crc32c.value(data[4:]).to_bytes(4, "big") != data[:4]:
+        raise ValueError("not as sealed")
+    return pickle.loads(data[4:])
+
+
 def commit(folder: str, task: str, attempt: str, value: Any, files: Iterable[KeptFile]) -> None:
-    """Records that `task`'s `attempt` is complete (one file; a pickle cut short never
-    loads, so a record is whole or none)."""
+    """Records that `task`'s `attempt` is complete (one file, written at once and sealed by
+    its CRC32C: a record is whole or not there, and a damaged one is as none)."""
     record = Record(task, attempt, value, tuple(files))
-    data = pickle.dumps(record, protocol=pickle.HIGHEST_PROTOCOL)
-    with create_run_file(_done(folder, attempt_name(task, attempt, _SUFFIX))) as f:
-        f.write(data)
+    write_at_once(_done(folder, attempt_name(task, attempt, _SUFFIX)), _sealed(record))
 
 
 @functools.lru_cache(maxsize=8)
@@ -177,8 +191,8 @@ def _records(folder: str, task: str, run: str) -> tuple[str, ...]:
 def _load(path: str) -> Record | None:
     try:
         with FileSystems.open(path, compression_type=CompressionTypes.UNCOMPRESSED) as f:
-            record = pickle.loads(f.read())
-    except Exception:  # unreadable: as good as none (the task runs again)
+            record = _unsealed(f.read())
+    except Exception:  # unreadable or damaged: as good as none (the task runs again)
         return None
     return record if isinstance(record, Record) else None
 
@@ -286,18 +300,17 @@ COUNTS_NAME = "cut_counts.pickle"  # the counts before each cut: a function of t
 def keep_value(folder: str, name: str, value: Any) -> Any:
     """Keeps a value the run made once for all its tasks (the counts before each cut) in the
     work folder, for a rerun; returns it."""
-    with create_run_file(FileSystems.join(folder, name)) as f:
-        f.write(pickle.dumps(value, protocol=pickle.HIGHEST_PROTOCOL))
+    write_at_once(FileSystems.join(folder, name), _sealed(value))
     return value
 
 
 def kept_value(folder: str, name: str) -> Any | None:
-    """A value `keep_value` kept (None: none, or cut short as it was written)."""
+    """A value `keep_value` kept (None: none, or cut short or damaged)."""
     try:
         with FileSystems.open(
             FileSystems.join(folder, name), compression_type=CompressionTypes.UNCOMPRESSED
         ) as f:
-            return pickle.loads(f.read())
+            return _unsealed(f.read())
     except Exception:  # none, or unreadable: made again
         return None
 
@@ -321,5 +334,16 @@ def remove_uncommitted(folder: str, listing: Iterable[str]) -> list[str]:
         if attempt is not None and attempt not in done:
             gone.append(path)
     if gone:
-        FileSystems.delete(gone)
+        delete_present(gone)
     return gone
+
+
+def delete_present(paths: Sequence[str]) -> None:
+    """Deletes the files; one already gone is no error (a task of a stopping run may delete
+    its own file between a listing and this)."""
+    try:
+        FileSystems.delete(list(paths))
+    except Exception:
+        left = [path for path in paths if FileSystems.exists(path)]
+        if left:
+            FileSystems.delete(left)

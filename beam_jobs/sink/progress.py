@@ -44,6 +44,7 @@ __all__ = [
 _log = logging.getLogger(__name__)
 NOTES_DIR = "progress"
 SHUFFLE_NOTES = "shuffle"  # the second pass's notes, in a folder of their own
+SHUFFLE_RUNNING = f"{SHUFFLE_NOTES}/running"  # the notes of its units at work
 STAGE_NOTES = "stages"  # what a one-worker stage (publishing) is doing, a note a stage
 NOTE_SECONDS = 5.0  # a running task's note is rewritten at most this often
 
@@ -65,6 +66,12 @@ def task_note_name(task: WriteTask, sharding: ShardingOptions) -> str:
 def unit_note_name(shard: str, part: int) -> str:
     """The note of the shuffle's unit that writes part `part` of shard `shard`."""
     return f"{SHUFFLE_NOTES}/{shard}.part{part}"
+
+
+def unit_running_name(shard: str, part: int) -> str:
+    """The note a unit of the shuffle rewrites while it works (a folder of its own: a note in
+    `SHUFFLE_NOTES` says the unit is done)."""
+    return f"{SHUFFLE_RUNNING}/{shard}.part{part}"
 
 
 def write_note(
@@ -158,6 +165,8 @@ class ProgressReporter:
         self._stage_pattern = FileSystems.join(temp_dir, NOTES_DIR, STAGE_NOTES, "*.json")
         self._shuffle_units = shuffle_units
         self._shuffled: set[str] = set()  # the second pass's units done, by note name
+        self._running_pattern = FileSystems.join(temp_dir, NOTES_DIR, SHUFFLE_RUNNING, "*.json")
+        self._at_work: set[tuple[str, int, float]] = set()  # units' running notes, as listed
         self.stages: dict[str, dict[str, Any]] = {}  # one-worker stages' notes, by stage
         self.last_change = time.monotonic()  # when a note last changed (the stall check's)
         self._num_shards = num_shards
@@ -216,6 +225,12 @@ class ProgressReporter:
             return False
         done = {m.path.rsplit("/", 1)[-1].removesuffix(".json") for m in found}
         moved, self._shuffled = done != self._shuffled, done
+        try:  # units at work: a note rewritten is progress too
+            running = FileSystems.match([self._running_pattern])[0].metadata_list
+        except Exception:
+            running = []
+        at_work = {(m.path, m.size_in_bytes, m.last_updated_in_seconds) for m in running}
+        moved, self._at_work = moved or at_work != self._at_work, at_work
         return moved
 
     def _poll_stages(self) -> bool:

@@ -75,6 +75,9 @@ class WriteSpec:
       shuffle: in a shuffled conversion, the buckets each split's records go to: a task
         writes runs (`sink.shuffle.runs`) instead of shards, and `sink.shuffle` writes the
         shards.
+      note_seconds: how often a running task rewrites its progress note (a quarter of the
+        stall limit when that is less than `progress.NOTE_SECONDS`, so that a task at work
+        is never taken for a stalled one).
     """
 
     input_format: InputFormat
@@ -90,6 +93,7 @@ class WriteSpec:
     run_id: str = ""
     input_bytes_per_row: float = 0.0
     shuffle: ShufflePlan | None = None
+    note_seconds: float = progress.NOTE_SECONDS
 
     @property
     def resumable(self) -> bool:
@@ -189,7 +193,7 @@ class WriteShardFn(beam.DoFn):
         tally = RowTally()
         reports: list[PieceReport] = []
         coalescer = Coalescer()
-        note = progress.RunningNote(spec.temp_dir, self._task_name(task))
+        note = progress.RunningNote(spec.temp_dir, self._task_name(task), spec.note_seconds)
         # Input bytes of the pieces before each one (read to their end when it is read).
         sizes = [p.end - p.start for p in task.pieces]
         before = dict(zip(task.pieces, _running_sums(sizes), strict=True))

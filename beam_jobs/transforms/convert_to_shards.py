@@ -24,6 +24,7 @@ from beam_jobs.plan.shards import cut_points
 from beam_jobs.publish.publish import PublishShards, PublishSpec
 from beam_jobs.sink import commits
 from beam_jobs.sink.join_parts import JoinParts, tasks_by_shard
+from beam_jobs.sink.progress import NOTE_SECONDS
 from beam_jobs.sink.shard_writer import WriteShardFn, WriteSpec
 from beam_jobs.sink.shuffle.shards import ShuffleShards
 from beam_jobs.sink.temp_folder import RUN_MARKER, TEMP_DIR_PREFIX
@@ -91,7 +92,13 @@ class ConvertToShards(beam.PTransform[Any, Any]):
         if plan.shuffle is not None:
             tasks = tasks_by_shard(plan.tasks)
             return ShuffleShards(
-                self.temp_dir, plan.shuffle, tasks, plan.sharding, marker, self._run_id
+                self.temp_dir,
+                plan.shuffle,
+                tasks,
+                plan.sharding,
+                marker,
+                self._run_id,
+                self._note_seconds(),
             )
         if plan.writes_parts:
             return JoinParts(self.temp_dir, tasks_by_shard(plan.tasks), self._run_id)
@@ -114,7 +121,13 @@ class ConvertToShards(beam.PTransform[Any, Any]):
             run_id=self._run_id,
             input_bytes_per_row=per_row,
             shuffle=plan.shuffle,
+            note_seconds=self._note_seconds(),
         )
+
+    def _note_seconds(self) -> float:
+        """How often a task at work says so: often enough for the stall check (a quarter of
+        its limit), at most `NOTE_SECONDS`."""
+        return min(NOTE_SECONDS, self._config.stall_seconds / 4)
 
     def _marker(self) -> str | None:
         """The work folder's marker, naming the run that holds it (runs with a lease: their

@@ -196,7 +196,7 @@ def test_a_failed_run_keeps_its_work_on_gs_and_the_same_command_resumes_it(gcs, 
     from support.runs import hooked_env, status
 
     emulator, _, client = gcs
-    flags = ["--input", sample_csv[0], "--target_shard_bytes=64KiB", "--stall_seconds=4"]
+    flags = ["--input", sample_csv[0], "--target_shard_bytes=64KiB", "--stall_seconds=10"]
     here = cli(emulator, *convert_flags(*flags, "--output", str(tmp_path / "local")))
     assert here.returncode == 0, here.stderr[-3000:]
     out = f"gs://{BUCKET}/resumed"

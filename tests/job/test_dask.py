@@ -378,9 +378,9 @@ def test_a_dask_run_whose_task_hangs_ends_naming_it_not_waited_on_forever(sample
     with dask_cluster(tmp_path, workers=2, env=hooked_env(TFRECORD_ETL_TEST_HANG="1")) as address:
         run = _convert(tmp_path, "--input", f"{sample}/*.csv", "--output", "out",
                        "--target_shard_bytes", TARGET, "--runner", "DaskRunner",
-                       "--dask_client_address", address, "--stall_seconds", "4")  # fmt: skip
+                       "--dask_client_address", address, "--stall_seconds", "10")  # fmt: skip
     assert run.returncode == 3, run.stderr[-3000:]
     line = next(x for x in run.stderr.splitlines() if x.startswith("error: "))
-    assert " (--stall_seconds 4) in stage WriteShards (the write tasks): " in line
+    assert " (--stall_seconds 10) in stage WriteShards (the write tasks): " in line
     assert "waiting for data-00001-of-000" in line
     assert _status(run.stdout)["status"] == "error"

@@ -90,6 +90,22 @@ def test_a_signal_while_beam_and_tensorflow_are_imported_ends_the_run_cleanly(
     assert json.loads(stdout.splitlines()[-1])["status"] == "interrupted"
 
 
+def test_a_signal_that_code_it_went_through_wrapped_still_ends_the_run_as_interrupted(tmp_path):
+    """A signal inside a dataclass field's `__set_name__` (as an import meets one) comes out
+    wrapped in Python's RuntimeError: still an interruption, 143, not an error (exit 3)."""
+    from support.runs import hooked_env
+
+    path = tmp_path / "a.csv"
+    path.write_text("id\n1\n")
+    argv = [sys.executable, "-m", "beam_jobs", "convert", "--input", str(path),
+            "--output", str(tmp_path / "out")]  # fmt: skip
+    env = hooked_env(TFRECORD_ETL_TEST_SIGNAL_IN_SET_NAME=str(int(signal.SIGTERM)))
+    done = subprocess.run(argv, capture_output=True, text=True, env=env, timeout=120)
+    assert done.returncode == 143, done.stderr[-2000:]
+    assert "error: interrupted by SIGTERM: nothing was published" in done.stderr
+    assert json.loads(done.stdout.splitlines()[-1])["status"] == "interrupted"
+
+
 @pytest.mark.parametrize("signum, code", [(signal.SIGTERM, 143), (signal.SIGINT, 130)])
 def test_a_signal_while_worker_processes_start_ends_the_run_and_them(
     big_csv, tmp_path, signum, code

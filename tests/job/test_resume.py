@@ -8,11 +8,13 @@ or leaves the previous dataset with no stray shard."""
 from __future__ import annotations
 
 import json
+import os
 import pathlib
 import shutil
 import signal
 import subprocess
 
+import google_crc32c
 import pytest
 from support.runs import convert_argv, hooked_env, kill_when, records, start, status
 
@@ -150,7 +152,7 @@ def test_the_key_is_the_same_for_the_same_command_and_names_what_changes_the_byt
     first = key("--num_shards=3")
     assert key("--num_shards=3").digest == first.digest and len(first.work) == 16
     # The bad-row budget, progress and stall limit do not change a byte: the same work.
-    same = key("--num_shards=3", "--max_bad_fraction=0.2", "--stall_seconds=9")
+    same = key("--num_shards=3", "--max_bad_fraction=0.2", "--stall_seconds=90")
     assert same.digest == first.digest
     seeded = key("--num_shards=3", "--shuffle_seed=5")
     assert seeded.digest != first.digest
@@ -166,7 +168,7 @@ def test_another_input_or_option_starts_fresh_and_says_why(tmp_path):
     path = tmp_path / "in.csv"
     path.write_text("id,x\n" + "".join(f"{i},{i / 7}\n" for i in range(30_000)))
     out = tmp_path / "out"
-    flags = ("--target_shard_bytes=64KiB", "--stall_seconds=3")
+    flags = ("--target_shard_bytes=64KiB", "--stall_seconds=10")
     hang = hooked_env(TFRECORD_ETL_TEST_HANG="2")  # write task 2 never ends: a failed run
     stalled = subprocess.run(convert_argv(path, out, *flags), env=hang, capture_output=True,
                              text=True, timeout=300)  # fmt: skip
@@ -198,13 +200,13 @@ def test_another_input_or_option_starts_fresh_and_says_why(tmp_path):
 def test_a_run_whose_progress_stands_still_ends_naming_what_it_waited_for(source, whole, tmp_path,
                                                                           mode):  # fmt: skip
     out = tmp_path / "out"
-    argv = convert_argv(source, out, *PLAIN, "--stall_seconds=4", *mode)
+    argv = convert_argv(source, out, *PLAIN, "--stall_seconds=10", *mode)
     stalled = subprocess.run(argv, env=hooked_env(TFRECORD_ETL_TEST_HANG="1"),
                              capture_output=True, text=True, timeout=300)  # fmt: skip
     assert stalled.returncode == 3, stalled.stderr[-3000:]
     line = next(x for x in stalled.stderr.splitlines() if x.startswith("error: "))
     assert line.startswith("error: no progress for ")
-    assert " (--stall_seconds 4) in stage WriteShards (the write tasks): " in line
+    assert " (--stall_seconds 10) in stage WriteShards (the write tasks): " in line
     assert "waiting for data-00001-of-000" in line
     kept = status(stalled)
     assert kept["status"] == "error" and kept["kept_tasks"] >= 1
@@ -266,6 +268,61 @@ def test_a_signal_while_publishing_finishes_it_or_leaves_the_previous_dataset_al
     assert proc.returncode == 0, stderr[-3000:]
     assert f"{name} came while publishing: publishing finished first" in stdout
     assert manifest["fingerprint"] == whole[PLAIN] == status(stdout)["fingerprint"]
+    assert sorted(p.name for p in out.iterdir() if p.name.startswith(".")) == []
+
+
+def _strays(out: pathlib.Path) -> set[str]:
+    """Shards and dead letters in the output that its manifest does not list."""
+    manifest = json.loads((out / "manifest.json").read_text())
+    listed = {s["path"] for s in manifest["shards"]} | set(manifest["dead_letter"])
+    found = {p.name for p in out.glob("*-of-*.tfrecord*")}
+    found |= {p.relative_to(out).as_posix() for p in out.glob("dead_letter/*")}
+    return found - listed
+
+
+@pytest.mark.slow
+def test_a_killed_publishing_is_checked_before_a_rerun_finishes_it(source, whole, tmp_path):
+    """A shard damaged after its run was killed while publishing: the rerun does not move it
+    into place; it puts the files back, runs the damaged task again, and publishes the
+    uninterrupted run's bytes."""
+    out = tmp_path / "out"
+    argv = convert_argv(source, out, *PLAIN)
+    env = hooked_env(TFRECORD_ETL_TEST_SIGNAL_AT="moved", TFRECORD_ETL_TEST_SIGNAL="0")
+    assert kill_when(start(argv, env), lambda: POINTS["publishing"](out))
+    shard = sorted(out.glob("*-of-*.tfrecord"))[0]
+    data = bytearray(shard.read_bytes())
+    data[len(data) // 2] ^= 0xFF
+    shard.write_bytes(bytes(data))
+    again = subprocess.run(argv, capture_output=True, text=True, timeout=300)
+    assert again.returncode == 0, again.stderr[-3000:]
+    assert f"is not finished: {shard.name} is not as its manifest lists" in again.stderr
+    assert status(again)["fingerprint"] == whole[PLAIN]
+    manifest = json.loads((out / "manifest.json").read_text())
+    for entry in manifest["shards"]:
+        stored = (out / entry["path"]).read_bytes()
+        assert f"{google_crc32c.value(stored):08x}" == entry["crc32c"], entry["path"]
+    assert _strays(out) == set()
+    assert sorted(p.name for p in out.iterdir() if p.name.startswith(".")) == []
+
+
+@pytest.mark.slow
+def test_rerunning_the_published_command_undoes_another_conversions_half_publishing(
+    source, tmp_path
+):
+    out = tmp_path / "out"
+    done = subprocess.run(convert_argv(source, out, *PLAIN, "--shuffle_seed=9"),
+                          capture_output=True, text=True, timeout=300)  # fmt: skip
+    assert done.returncode == 0, done.stderr[-2000:]
+    before = json.loads((out / "manifest.json").read_text())["fingerprint"]
+    other = convert_argv(source, out, *PLAIN, "--shuffle_seed=5")
+    env = hooked_env(TFRECORD_ETL_TEST_SIGNAL_AT="moved", TFRECORD_ETL_TEST_SIGNAL="0")
+    assert kill_when(start(other, env), lambda: _journal(out) and bool(_strays(out)))
+    again = subprocess.run(convert_argv(source, out, *PLAIN, "--shuffle_seed=9"),
+                           capture_output=True, text=True, timeout=300)  # fmt: skip
+    assert again.returncode == 0, again.stderr[-3000:]
+    assert status(again)["status"] == "already_converted"
+    assert json.loads((out / "manifest.json").read_text())["fingerprint"] == before
+    assert _strays(out) == set()
     assert sorted(p.name for p in out.iterdir() if p.name.startswith(".")) == []
 
 
@@ -334,3 +391,63 @@ def test_a_stall_names_the_stage_and_what_it_waited_for(notes, units, stages, sa
     expected = Expected(("a", "b", "c", "d"), ("u1", "u2"))
     message = stall_message(_Notes(notes, units, stages), expected, 60)
     assert message == "no progress for 1 min 15 s (--stall_seconds 60)" + said
+
+
+def test_a_stalled_task_whose_worker_process_ended_here_is_said_so_and_the_limit_has_a_floor():
+    import socket
+
+    from beam_jobs.core.errors import UsageError
+    from beam_jobs.job.watchdog import Expected, stall_message
+
+    host = socket.gethostname()
+    dead, alive = f"{host}:{_ended_pid()}", f"{host}:{os.getpid()}"
+    notes = {"a": {"done": False, "worker": dead}, "b": {"done": False, "worker": alive}}
+    message = stall_message(_Notes(notes), Expected(("a", "b")), 60)
+    assert message.endswith(
+        f"waiting for a (running on {dead}, a process that has ended), b (running on {alive})"
+    )
+    with pytest.raises(UsageError, match="^--stall_seconds must be at least 10 seconds, not 9"):
+        ConvertConfig.from_flags(
+            split_argv(["--input=x.csv", "--output=o", "--stall_seconds=9"])[0]
+        )
+
+
+def _ended_pid() -> int:
+    """The id of a process that has ended (and was reaped)."""
+    proc = subprocess.Popen(["true"])
+    proc.wait()
+    return proc.pid
+
+
+def test_a_full_disk_is_said_plainly_and_the_work_kept_is_still_counted(tmp_path, monkeypatch):
+    import errno
+
+    from beam_jobs.cli import _full_disk
+    from beam_jobs.job import launcher
+    from beam_jobs.sink import commits
+
+    full = OSError(errno.ENOSPC, "No space left on device", "/o/.tfrecord-etl-tmp-1/run.json")
+    wrapped = RuntimeError("a worker failed")
+    wrapped.__cause__ = full
+    wrapped.kept_work = "kept"  # type: ignore[attr-defined]
+    said = _full_disk(wrapped)
+    assert str(said) == (
+        "no space left on the device writing /o/.tfrecord-etl-tmp-1/run.json: free space "
+        "there and run the same command again"
+    )
+    assert said.kept_work == "kept"  # type: ignore[union-attr]
+    assert _full_disk(ValueError("other")) is None
+    # Tidying fails on the full disk (the marker's rewrite): what is kept is still counted.
+    folder = tmp_path / ".tfrecord-etl-tmp-1"
+    (folder / "done").mkdir(parents=True)
+    part = folder / commits.attempt_name("data-00000-of-00002.tfrecord.runs", "0" * 16)
+    part.write_bytes(b"r" * 1000)
+    commits.commit(str(folder), "write-00000", "0" * 16, 0, [])
+
+    def refused(*args):
+        raise full
+
+    monkeypatch.setattr(resume, "keep_on_failure", refused)
+    kept = launcher._keep_quietly(str(folder), 4)
+    record = next((folder / "done").iterdir()).stat().st_size
+    assert kept == resume.KeptWork(str(folder), 1000 + record, 1, 4)

@@ -4,6 +4,7 @@ join), and the files of attempts that never committed are the only ones a rerun 
 from __future__ import annotations
 
 import pathlib
+import pickle
 import uuid
 
 import google_crc32c
@@ -143,3 +144,29 @@ def test_a_rerun_removes_the_files_of_attempts_that_never_committed_only(tmp_pat
         [kept.name, f"write-00000~{A}.commit", partial.name, "run.json"]
     )
     assert _reuse(folder, "write-00002") is None
+
+
+def test_a_record_or_kept_value_with_a_changed_byte_is_as_none_though_it_would_unpickle(tmp_path):
+    folder = _folder(tmp_path)
+    part = folder / commits.attempt_name("data-00000-of-00001.tfrecord.0", A)
+    commits.commit(str(folder), "write-00000", A, {"note": 30000}, [_kept(part, b"r" * 10)])
+    record = folder / "done" / f"write-00000~{A}.commit"
+    assert _reuse(folder, "write-00000") == {"note": 30000}
+    data = record.read_bytes()
+    at = data.index((30000).to_bytes(2, "little"))  # the int in the pickle
+    record.write_bytes(data[:at] + (30002).to_bytes(2, "little") + data[at + 2 :])
+    assert pickle.loads(record.read_bytes()[4:]).value == {"note": 30002}  # it would load, wrong
+    assert _reuse(folder, "write-00000") is None
+    assert commits.keep_value(str(folder), "counts.pickle", [1, 2, 3]) == [1, 2, 3]
+    assert commits.kept_value(str(folder), "counts.pickle") == [1, 2, 3]
+    kept = folder / "counts.pickle"
+    kept.write_bytes(kept.read_bytes().replace(b"K\x03", b"K\x04"))  # 3 -> 4
+    assert pickle.loads(kept.read_bytes()[4:]) == [1, 2, 4]
+    assert commits.kept_value(str(folder), "counts.pickle") is None
+
+
+def test_deleting_files_one_of_which_another_process_deleted_first_is_no_error(tmp_path):
+    here, gone = tmp_path / "a", tmp_path / "b"
+    here.write_bytes(b"x")
+    commits.delete_present([str(here), str(gone)])
+    assert list(tmp_path.iterdir()) == []

@@ -47,16 +47,19 @@ class WriteShuffledFn(beam.DoFn):
         tasks: dict[tuple[str, int], tuple[int, ...]],
         run_marker: str | None = None,
         run_id: str = "",
+        note_seconds: float = progress.NOTE_SECONDS,
     ) -> None:
         """`tasks`: (split or "", planned shard) -> the write tasks of its input, whose
         tallies part 0 merges. `run_marker`: the work folder's marker, which must name
-        `run_id` (None: a run without a launcher, which neither checks nor commits)."""
+        `run_id` (None: a run without a launcher, which neither checks nor commits).
+        `note_seconds`: how often a unit at work says so (`WriteSpec.note_seconds`)."""
         self._temp_dir = temp_dir
         self._sharding = sharding
         self._seed = seed
         self._tasks = tasks
         self._run_marker = run_marker
         self._run_id = run_id
+        self._note_seconds = note_seconds
         self._records = counter("records_shuffled")
 
     def process(self, work: ShuffleWork) -> Iterator[WrittenShard]:
@@ -114,8 +117,12 @@ class WriteShuffledFn(beam.DoFn):
             joinable,
             seek_every=seek_stride(framed * unit.num_parts),
         )
+        running = progress.RunningNote(
+            self._temp_dir, progress.unit_running_name(name, unit.part), self._note_seconds
+        )
         try:
             for bucket in unit.buckets:
+                running.update(writer.records, writer.bytes, 0)
                 data, lengths = read_bucket(work.paths, work.bucket(bucket))
                 order = permutation(self._seed, work.split_index, bucket, len(lengths))
                 for taken, sizes in gather(data, lengths, order):
@@ -208,10 +215,12 @@ class ShuffleShards(beam.PTransform[Any, Any]):
         sharding: ShardingOptions,
         run_marker: str | None = None,
         run_id: str = "",
+        note_seconds: float = progress.NOTE_SECONDS,
     ) -> None:
         super().__init__()
         self._temp_dir, self._plan, self._tasks, self._sharding = temp_dir, plan, tasks, sharding
         self._run_marker, self._run_id = run_marker, run_id
+        self._note_seconds = note_seconds
 
     def expand(self, written: beam.PCollection[Any]) -> beam.PCollection[Any]:
         plan, temp_dir = self._plan, self._temp_dir
@@ -232,7 +241,13 @@ class ShuffleShards(beam.PTransform[Any, Any]):
     def _writer(self) -> WriteShuffledFn:
         plan = self._plan
         return WriteShuffledFn(
-            self._temp_dir, self._sharding, plan.seed, self._tasks, self._run_marker, self._run_id
+            self._temp_dir,
+            self._sharding,
+            plan.seed,
+            self._tasks,
+            self._run_marker,
+            self._run_id,
+            self._note_seconds,
         )
 
     def _join(self) -> beam.PTransform[Any, Any]:

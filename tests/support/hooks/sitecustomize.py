@@ -10,6 +10,10 @@ companion put in place), or right after the manifest is written (`manifest`). Si
 nothing: publishing only waits there.
 
 TFRECORD_ETL_TEST_HANG=<write task index>: that write task never ends (a hung worker).
+
+TFRECORD_ETL_TEST_SIGNAL_IN_SET_NAME=<number>: the launcher sends itself that signal while a
+dataclass field's `__set_name__` runs, once its own handlers are in place (Python then wraps
+the handler's exception in a RuntimeError of its own, as a signal during imports can meet).
 """
 
 from __future__ import annotations
@@ -62,6 +66,26 @@ def _patch_writer(module) -> None:
 
     module.WriteShardFn._write_task = hung
 
+
+_SET_NAME = os.environ.pop("TFRECORD_ETL_TEST_SIGNAL_IN_SET_NAME", "")
+
+
+def _signal_in_set_name(frame, event, arg) -> None:
+    import signal
+
+    code = frame.f_code
+    if (
+        event == "call"
+        and code.co_name == "__set_name__"
+        and code.co_filename.endswith("dataclasses.py")
+        and signal.getsignal(signal.SIGTERM) not in (signal.SIG_DFL, signal.SIG_IGN, None)
+    ):
+        sys.setprofile(None)
+        os.kill(os.getpid(), int(_SET_NAME))
+
+
+if _SET_NAME:  # popped: worker processes do not inherit it
+    sys.setprofile(_signal_in_set_name)
 
 _PATCHES = {}
 if _SIGNAL_AT:
