@@ -76,6 +76,8 @@ def _convert(argv: list[str]) -> int:
 
             with long_lived_imports():
                 from beam_jobs.job.launcher import run
+            if raised() is not None:  # raised where Python only prints it (an import's lock)
+                raise Interrupted(raised() or 0)
 
             result = run(argv)
             # The run is over (published, or nothing to do): a signal now changes nothing,

@@ -25,6 +25,7 @@ __all__ = [
     "deferred_while",
     "forget_deferred",
     "interruptible",
+    "raised",
     "stop_main",
     "stoppable",
 ]

@@ -20,6 +20,7 @@ import dataclasses
 import hashlib
 import json
 import logging
+import time
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -38,6 +39,7 @@ from beam_jobs.sink import commits
 from beam_jobs.sink.progress import NOTES_DIR
 from beam_jobs.sink.run_files import create_run_file
 from beam_jobs.sink.temp_folder import (
+    HELD_SECONDS,
     RUN_MARKER,
     TEMP_DIR_PREFIX,
     is_temp_folder_name,
@@ -371,6 +373,10 @@ def keep_on_failure(folder: str, planned: int) -> KeptWork | None:
     folder is removed)."""
     if not mark_stopped(folder):
         return None  # gone: published, or never made
+    # A task checks the marker before it commits, at most `HELD_SECONDS` old: one that
+    # checked just before the stop may still commit. Its record is then counted, not left
+    # behind the count (or behind a folder removed as empty).
+    time.sleep(HELD_SECONDS + 0.25)
     files = _files(folder)
     gone = set(commits.remove_uncommitted(folder, list(files)))
     kept = {path: size for path, size in files.items() if path not in gone}

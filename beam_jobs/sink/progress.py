@@ -31,12 +31,14 @@ from tfdata_reader.manifest import shard_name
 
 __all__ = [
     "NOTE_SECONDS",
+    "SHUFFLE_RUNNING",
     "ProgressReporter",
     "RunningNote",
     "format_duration",
     "note_path",
     "task_note_name",
     "unit_note_name",
+    "unit_running_name",
     "write_note",
     "write_stage_note",
 ]

@@ -93,7 +93,7 @@ class WriteSpec:
     run_id: str = ""
     input_bytes_per_row: float = 0.0
     shuffle: ShufflePlan | None = None
-    note_seconds: float = progress.NOTE_SECONDS
+    note_seconds: float | None = None  # None: `progress.NOTE_SECONDS`
 
     @property
     def resumable(self) -> bool:

@@ -22,9 +22,8 @@ from beam_jobs.formats.lines.cut_counts import (
 from beam_jobs.plan.conversion import ConversionPlan
 from beam_jobs.plan.shards import cut_points
 from beam_jobs.publish.publish import PublishShards, PublishSpec
-from beam_jobs.sink import commits
+from beam_jobs.sink import commits, progress
 from beam_jobs.sink.join_parts import JoinParts, tasks_by_shard
-from beam_jobs.sink.progress import NOTE_SECONDS
 from beam_jobs.sink.shard_writer import WriteShardFn, WriteSpec
 from beam_jobs.sink.shuffle.shards import ShuffleShards
 from beam_jobs.sink.temp_folder import RUN_MARKER, TEMP_DIR_PREFIX
@@ -126,8 +125,8 @@ class ConvertToShards(beam.PTransform[Any, Any]):
 
     def _note_seconds(self) -> float:
         """How often a task at work says so: often enough for the stall check (a quarter of
-        its limit), at most `NOTE_SECONDS`."""
-        return min(NOTE_SECONDS, self._config.stall_seconds / 4)
+        its limit), at most `progress.NOTE_SECONDS`."""
+        return min(progress.NOTE_SECONDS, self._config.stall_seconds / 4)
 
     def _marker(self) -> str | None:
         """The work folder's marker, naming the run that holds it (runs with a lease: their

@@ -236,7 +236,8 @@ def test_a_full_disk_is_said_in_a_few_lines(tmp_path, capsys, monkeypatch, mode)
     assert main([*argv, f"--direct_running_mode={mode}", "--direct_num_workers=1"]) == 3
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) <= 3, err
-    assert "No space left on device" in err[0] and err[0].startswith("error: ")
+    assert err[0].startswith("error: no space left on the device"), err
+    assert err[0].endswith(": free space there and run the same command again"), err
     assert not (tmp_path / "out" / "manifest.json").exists()
 
 

@@ -47,7 +47,7 @@ class WriteShuffledFn(beam.DoFn):
         tasks: dict[tuple[str, int], tuple[int, ...]],
         run_marker: str | None = None,
         run_id: str = "",
-        note_seconds: float = progress.NOTE_SECONDS,
+        note_seconds: float | None = None,
     ) -> None:
         """`tasks`: (split or "", planned shard) -> the write tasks of its input, whose
         tallies part 0 merges. `run_marker`: the work folder's marker, which must name
@@ -215,7 +215,7 @@ class ShuffleShards(beam.PTransform[Any, Any]):
         sharding: ShardingOptions,
         run_marker: str | None = None,
         run_id: str = "",
-        note_seconds: float = progress.NOTE_SECONDS,
+        note_seconds: float | None = None,
     ) -> None:
         super().__init__()
         self._temp_dir, self._plan, self._tasks, self._sharding = temp_dir, plan, tasks, sharding
