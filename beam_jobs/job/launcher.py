@@ -16,7 +16,7 @@ import apache_beam as beam
 from apache_beam.options.pipeline_options import PipelineOptions
 
 from beam_jobs.config.convert import ConvertConfig
-from beam_jobs.core.errors import Stalled, recover
+from beam_jobs.core.errors import Stalled, TooManyBadRecords, recover
 from beam_jobs.core.units import count_of, format_size
 from beam_jobs.core.version import __version__
 from beam_jobs.formats.lines.cut_counts import CutCounts, count_segment
@@ -205,7 +205,10 @@ def _failures_reported(folder: str, planned: int) -> Iterator[None]:
     try:
         yield
     except BaseException as e:  # also an interruption (Ctrl-C, SIGTERM)
-        kept = _keep_quietly(folder, planned)
+        # The bad-row budget is checked once every task has ended; other failures may leave
+        # tasks at work for a moment.
+        budget = isinstance(e, Exception) and isinstance(recover(e) or e, TooManyBadRecords)
+        kept = _keep_quietly(folder, planned, not budget)
         ours = recover(e) if isinstance(e, Exception) else None
         signum = interrupt.deferred()
         raised: BaseException = ours if ours is not None else e
@@ -218,10 +221,10 @@ def _failures_reported(folder: str, planned: int) -> Iterator[None]:
         raise raised from e
 
 
-def _keep_quietly(folder: str, planned: int) -> resume.KeptWork | None:
+def _keep_quietly(folder: str, planned: int, running: bool = True) -> resume.KeptWork | None:
     """What the failed run leaves for a rerun; a failure to tidy it is only logged."""
     try:
-        return resume.keep_on_failure(folder, planned)
+        return resume.keep_on_failure(folder, planned, running)
     except Exception as e:
         _log.warning("could not tidy the work folder %s: %s", folder, e)
         return resume.kept_as_is(folder, planned)

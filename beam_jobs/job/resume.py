@@ -367,16 +367,17 @@ def _discard(output: str, folder: str, reason: str) -> None:
     )
 
 
-def keep_on_failure(folder: str, planned: int) -> KeptWork | None:
+def keep_on_failure(folder: str, planned: int, running: bool = True) -> KeptWork | None:
     """After a run that did not publish: its tasks told to stop, the files of those that
     never finished removed; what is left for a rerun (None: nothing was finished, and the
-    folder is removed)."""
+    folder is removed). `running`: tasks may still be at work (a signal, a stall)."""
     if not mark_stopped(folder):
         return None  # gone: published, or never made
-    # A task checks the marker before it commits, at most `HELD_SECONDS` old: one that
-    # checked just before the stop may still commit. Its record is then counted, not left
-    # behind the count (or behind a folder removed as empty).
-    time.sleep(HELD_SECONDS + 0.25)
+    if running:
+        # A task checks the marker before it commits, at most `HELD_SECONDS` old: one that
+        # checked just before the stop may still commit. Its record is then counted, not
+        # left behind the count (or behind a folder removed as empty).
+        time.sleep(HELD_SECONDS + 0.25)
     files = _files(folder)
     gone = set(commits.remove_uncommitted(folder, list(files)))
     kept = {path: size for path, size in files.items() if path not in gone}
