@@ -59,9 +59,10 @@ def names(client, prefix: str) -> list[str]:
     return sorted(b.name[len(prefix) :] for b in client.list_blobs(BUCKET, prefix=prefix))
 
 
-def read_ids(proxy: TlsProxy, path: str, *split: str) -> list[int]:
+def read_ids(proxy: TlsProxy, path: str, *args: str) -> dict[str, list[int]]:
+    """{split or "": ids} read by TensorFlow's gs:// file system (`support/read_gs_ids.py`)."""
     result = subprocess.run(
-        [sys.executable, str(SUPPORT / "read_gs_ids.py"), path, *split],
+        [sys.executable, str(SUPPORT / "read_gs_ids.py"), path, *args],
         env=tensorflow_env(proxy),
         capture_output=True,
         text=True,
@@ -75,7 +76,7 @@ def test_gs_to_gs_convert_verify_inspect_rerun_and_read(gcs, tmp_path):
     emulator, proxy, client = gcs
     out = f"gs://{BUCKET}/ds/{{date}}"
     flags = ["--input", f"gs://{BUCKET}/raw/*.csv", "--output", out, "--run_date=2026-12-01"]
-    flags += ["--target_shard_bytes=64KiB"]
+    flags += ["--target_shard_bytes=256KiB"]
     first = cli(emulator, *convert_flags(*flags))
     assert first.returncode == 0, first.stderr[-3000:]
     summary = json.loads(first.stdout.splitlines()[-1])
@@ -107,7 +108,7 @@ def test_gs_to_gs_convert_verify_inspect_rerun_and_read(gcs, tmp_path):
     again = cli(emulator, *convert_flags(*flags))
     assert json.loads(again.stdout.splitlines()[-1])["status"] == "already_converted"
 
-    ids = read_ids(proxy, f"gs://{BUCKET}/ds/2026-12-01")
+    ids = read_ids(proxy, f"gs://{BUCKET}/ds/2026-12-01")[""]
     assert sorted(ids) == list(range(12000))
 
 
@@ -118,8 +119,8 @@ def test_local_to_gs_with_splits_and_a_corrupted_shard(gcs, sample_csv):
     flags += ["--splits=train=75,eval=25", "--split_key=id", "--compression=gzip"]
     result = cli(emulator, *convert_flags(*flags))
     assert result.returncode == 0, result.stderr[-3000:]
-    train = read_ids(proxy, out, "train")
-    evaluation = read_ids(proxy, out, "eval")
+    read = read_ids(proxy, out, "--input_order", "train", "eval")
+    train, evaluation = read["train"], read["eval"]
     assert sorted(train + evaluation) == list(range(12000))
     assert not set(train) & set(evaluation)
 
@@ -152,7 +153,7 @@ def test_two_conversions_into_one_gs_output_give_one_dataset_and_one_clear_error
     assert json.loads(won.splitlines()[-1])["status"] == "ok"
     verified = cli(emulator, "verify", out)
     assert verified.returncode == 0, verified.stdout + verified.stderr[-2000:]
-    assert sorted(read_ids(proxy, out)) == list(range(12000))
+    assert sorted(read_ids(proxy, out, "--input_order")[""]) == list(range(12000))
     assert ".tfrecord-etl-lease.json" not in names(client, "contended/")
 
 

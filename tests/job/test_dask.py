@@ -74,6 +74,22 @@ def _status(stdout: str) -> dict:
     return json.loads(stdout.strip().splitlines()[-1])
 
 
+def _wait_until_idle(address: str, timeout: float = 60) -> None:
+    """Until no worker of the cluster runs a task (what an interrupted run left running has
+    ended)."""
+    from distributed import Client
+
+    # Threads still running a task, those the scheduler let go of included (a task of a client
+    # that left runs on: a thread cannot be stopped). A lambda: pickled by value, as the
+    # workers cannot import this module.
+    running = lambda dask_worker: len(dask_worker.active_threads)  # noqa: E731
+    deadline = time.monotonic() + timeout
+    with Client(address, timeout=30) as client:
+        while any(client.run(running).values()):
+            assert time.monotonic() < deadline, client.run(running)
+            time.sleep(0.1)
+
+
 @pytest.mark.slow
 def test_dask_cluster_writes_the_same_shards_as_the_local_runner(cluster, sample, tmp_path):
     from distributed import Client
@@ -328,7 +344,7 @@ def test_an_interrupted_dask_run_publishes_nothing_later_and_the_same_command_re
     stdout, stderr = proc.communicate(timeout=60)
     assert proc.returncode == 143, stderr[-2000:]
     assert _status(stdout)["status"] == "interrupted"
-    time.sleep(15)  # what the cluster still runs of it ends meanwhile
+    _wait_until_idle(cluster)  # what the cluster still runs of it ends meanwhile
     left = [p.name for p in out.iterdir()]
     assert all(name.startswith(".tfrecord-etl-tmp-") for name in left), left  # no shard
     for folder in out.iterdir():  # every file of a kept folder is a finished task's

@@ -1,4 +1,9 @@
-"""Prints, as JSON, the `id`s `make_dataset` reads from a dataset (run with the TLS proxy env)."""
+"""Prints, as JSON, the `id`s `make_dataset` reads from a dataset, split by split (run with the
+TLS proxy env): `read_gs_ids.py PATH [--input_order] [SPLIT ...]` -> {split or "": [ids]}.
+
+`--input_order` reads each shard once from its start (`shuffle=False`): the shuffled order reads
+a shard in as many ranges as streams cross it, each a request through the proxy.
+"""
 
 import json
 import sys
@@ -6,8 +11,13 @@ import sys
 from tfdata_reader import make_dataset
 
 if __name__ == "__main__":
-    path, split = sys.argv[1], (sys.argv[2] if len(sys.argv) > 2 else None)
-    ids = []
-    for batch in make_dataset(path, 4096, shuffle=True, seed=3, split=split, features=["id"]):
-        ids.extend(int(i) for i in batch["id"].numpy())
-    print(json.dumps(ids))
+    path, *rest = sys.argv[1:]
+    shuffle = "--input_order" not in rest
+    splits = [s for s in rest if s != "--input_order"] or [None]
+    found = {}
+    for split in splits:
+        ids = found[split or ""] = []
+        batches = make_dataset(path, 4096, shuffle=shuffle, seed=3, split=split, features=["id"])
+        for batch in batches:
+            ids.extend(int(i) for i in batch["id"].numpy())
+    print(json.dumps(found))
