@@ -13,7 +13,7 @@ import dataclasses
 import logging
 import os
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 
 from tfdata_reader.manifest import MANIFEST_NAME, FeatureSpec, Manifest, ManifestError, Order
 
@@ -56,8 +56,14 @@ def partition_paths(path: str | Sequence[str], glob: Callable[[str], list[str]])
     `location`: one dataset named two ways is read once).
 
     Raises:
-      ValueError: when a glob matches nothing, or there is no path at all.
+      ValueError: when a glob matches nothing, or there is no path at all; for a mapping
+        (datasets with weights), which is not read yet rather than read without its weights.
     """
+    if isinstance(path, Mapping):
+        raise ValueError(
+            f"datasets with weights ({dict(path)!r}) are not supported yet; a list of them reads "
+            "them as one, every record of each once an epoch"
+        )
     patterns = [path] if isinstance(path, str) else list(path)
     if not patterns:
         raise ValueError("no dataset paths given")
