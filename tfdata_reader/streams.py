@@ -37,8 +37,10 @@ __all__ = [
     "shuffled_records",
 ]
 
-_STREAM_COLUMNS = 5  # first and end piece, steps to skip, first window, window key
-_PIECE_COLUMNS = 6  # shard, start, stop, seek record, seek offset, shard records
+# The plan's tables as tf.data reads them, column by column: a row a stream this pipeline takes
+# full steps of, and a row a piece of a shard to read.
+_STREAM_COLUMNS = ("first_piece", "end_piece", "skip_steps", "first_window", "window_key")
+_PIECE_COLUMNS = ("shard", "start", "stop", "seek_record", "seek_offset", "shard_records")
 _BLOCK = 1024  # records a stream's reader hands on at once (fewer elements: faster)
 _GROUP = 1024  # records of a stream moved as one element between reading and steps
 
@@ -104,7 +106,7 @@ class ShuffledReads:
         final pieces start."""
         plan = self.plan(epoch, start_step)
         taken = [read for read in plan.streams if read.full_slice[1] > read.full_slice[0]]
-        streams = np.zeros((len(taken), _STREAM_COLUMNS), np.int64)
+        streams = np.zeros((len(taken), len(_STREAM_COLUMNS)), np.int64)
         rows: list[tuple[int, ...]] = []
         for k, read in enumerate(taken):
             first = len(rows)
@@ -112,7 +114,7 @@ class ShuffledReads:
             streams[k] = (first, len(rows), read.skip_steps, read.first_window, read.window_key)
         finals = len(rows)
         rows += [self._piece_row(p) for read in plan.streams for p in read.final_pieces]
-        pieces = np.array(rows, np.int64).reshape(len(rows), _PIECE_COLUMNS)
+        pieces = np.array(rows, np.int64).reshape(len(rows), len(_PIECE_COLUMNS))
         offset = taken[0].full_slice[0] if taken else 0
         return streams, pieces, np.array([offset, finals], np.int64)
 
@@ -162,28 +164,36 @@ def shuffled_records(
     def tables(epoch: np.int64, step: np.int64) -> tuple[np.ndarray, ...]:
         return reads.tables(int(epoch), int(step))
 
-    def read_piece(row: tf.Tensor) -> tf.data.Dataset:
+    def read_piece(row: dict[str, tf.Tensor]) -> tf.data.Dataset:
         return checked_blocks(
-            tf.gather(paths, row[0]), row[1], row[2], row[5], reading, seek=(row[3], row[4])
+            tf.gather(paths, row["shard"]),
+            row["start"],
+            row["stop"],
+            row["shard_records"],
+            reading,
+            seek=(row["seek_record"], row["seek_offset"]),
         )
 
     def pieces_of(table: tf.Tensor, first: tf.Tensor, end: tf.Tensor) -> tf.data.Dataset:
-        return tf.data.Dataset.from_tensor_slices(table[first:end]).flat_map(read_piece)
+        return tf.data.Dataset.from_tensor_slices(
+            _named(table[first:end], _PIECE_COLUMNS)
+        ).flat_map(read_piece)
 
     def epoch_records(position: tf.Tensor) -> tf.data.Dataset:
         streams, pieces, where = tf.numpy_function(
             tables, [position[0], position[1]], [tf.int64, tf.int64, tf.int64], stateful=False
         )
-        streams = tf.reshape(streams, [-1, _STREAM_COLUMNS])
-        pieces = tf.reshape(pieces, [-1, _PIECE_COLUMNS])
+        streams = tf.reshape(streams, [-1, len(_STREAM_COLUMNS)])
+        pieces = tf.reshape(pieces, [-1, len(_PIECE_COLUMNS)])
         taken = tf.shape(streams, out_type=tf.int64)[0]
 
         def stream(k: tf.Tensor) -> tf.data.Dataset:
             """A stream's records from its start step on, its windows permuted, in groups of
             whole steps."""
-            row = streams[k]
-            windows = pieces_of(pieces, row[0], row[1]).rebatch(window).enumerate()
-            return windows.map(_permuter(row[4], row[3], row[2] * chunk)).rebatch(group)
+            row = _named(streams[k], _STREAM_COLUMNS)
+            windows = pieces_of(pieces, row["first_piece"], row["end_piece"]).rebatch(window)
+            permute = _permuter(row["window_key"], row["first_window"], row["skip_steps"] * chunk)
+            return windows.enumerate().map(permute).rebatch(group)
 
         def steps_of(groups: tf.Tensor) -> tf.Tensor:
             """The streams' groups side by side -> one row a step: the streams' chunks of it
@@ -212,6 +222,11 @@ def shuffled_records(
         )
 
     return epochs.flat_map(epoch_records)
+
+
+def _named(table: tf.Tensor, columns: Sequence[str]) -> dict[str, tf.Tensor]:
+    """A plan table's (or row's) columns by name: its last axis unstacked."""
+    return dict(zip(columns, tf.unstack(table, num=len(columns), axis=-1), strict=True))
 
 
 def _permuter(
