@@ -78,6 +78,6 @@ def _share(q: np.ndarray, lo: int, hi: int, t: np.ndarray, out: np.ndarray) -> N
     elif whole < _EXACT_BELOW:  # t x first < 2**62: exact in int64
         head = t * first // whole
     else:  # past 2**31 records: Python's integers (a plan asks for thousands of t, not more)
-        head = np.array([int(x) * first // whole for x in t.ravel()], np.int64).reshape(t.shape)
+        head = np.asarray(t.astype(object) * first // whole, dtype=np.int64)
     _share(q, lo, mid, head, out)
     _share(q, mid, hi, t - head, out)

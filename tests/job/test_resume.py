@@ -56,8 +56,7 @@ def whole(source, tmp_path_factory) -> dict[tuple[str, ...], pathlib.Path]:
     return found
 
 
-def _shards(out: pathlib.Path) -> list[tuple]:
-    manifest = json.loads((out / "manifest.json").read_text())
+def _shards(manifest: dict) -> list[tuple]:
     return [(s["path"], s["records"], s["bytes"], s["crc32c"]) for s in manifest["shards"]]
 
 
@@ -65,7 +64,7 @@ def assert_same_dataset(out: pathlib.Path, expected: pathlib.Path) -> None:
     """The same fingerprint; else the shards that differ (what a failure needs to be read)."""
     got, want = (json.loads((o / "manifest.json").read_text()) for o in (out, expected))
     if got["fingerprint"] != want["fingerprint"]:
-        mine, theirs = _shards(out), _shards(expected)
+        mine, theirs = _shards(got), _shards(want)
         pairs = [(a, b) for a, b in zip(mine, theirs, strict=False) if a != b]
         features = got["features"] == want["features"]
         raise AssertionError(

@@ -56,6 +56,7 @@ def test_counts_add_up_grow_by_one_at_most_and_end_at_the_quotas(q):
     assert counts[:, 0].tolist() == [0] * len(q) and counts[:, -1].tolist() == q
     steps = np.diff(counts, axis=1)
     assert (steps >= 0).all() and (steps <= np.diff(t)).all()
+    assert taken(q, int(t[len(t) // 2])).tolist() == counts[:, len(t) // 2].tolist()  # a scalar t
 
 
 def test_any_stretch_holds_each_sources_share_to_within_a_record_a_level():
