@@ -23,6 +23,7 @@ import random
 from collections.abc import Sequence
 from typing import Any
 
+import numpy as np
 import tensorflow as tf
 
 from tfdata_reader import partitions
@@ -44,6 +45,7 @@ from tfdata_reader.parsing import (
     text_label_vocabulary,
     with_manifest_label,
 )
+from tfdata_reader.partitions import DatasetPath, Sources
 from tfdata_reader.position import ReadPosition
 from tfdata_reader.records import BlockReading, checked_blocks
 from tfdata_reader.sharding import BY_FILE, FileRange, plan_reads
@@ -138,7 +140,7 @@ def _without_corrupt_shards(
 
 
 def make_dataset(
-    path: str | Sequence[str],
+    path: DatasetPath,
     batch_size: int,
     options: ReadOptions | None = None,
     *,
@@ -182,7 +184,7 @@ def make_dataset(
     """
     check_batch_size("batch_size", batch_size)
     options = dataclasses.replace(options or ReadOptions(), **overrides)
-    manifest, paths = _shards_to_read(path, options)
+    manifest, paths, parts = _shards_to_read(path, options)
     options = with_manifest_label(options, manifest)
     names = [f.name for f in manifest.features]
     if options.label_key is not None and options.label_key not in names:
@@ -194,8 +196,11 @@ def make_dataset(
     fills = fill_values(selected, options)
     batches: int | None
     deterministic = options.element_order_deterministic
-    if manifest.order.shuffled and options.shuffle and not options.cache:
-        reads = _shuffled_reads(path, manifest, paths, batch_size, input_context, options)
+    epoch_order = manifest.order.shuffled and options.shuffle and not options.cache
+    if parts is not None and parts.named.weights is not None and not epoch_order:
+        raise ValueError(_NO_WEIGHTS)
+    if epoch_order:
+        reads = _shuffled_reads(path, manifest, paths, parts, batch_size, input_context, options)
         ds, batches = epoch_ordered(reads, batch_size, options, position)
         # Batches leave in the epoch order (a step is the same records on every pipeline, a
         # position resumes it) unless `deterministic=False` is asked for.
@@ -229,10 +234,14 @@ _NO_POSITION = (
     "position=, start_epoch and start_step resume the epoch order of a dataset converted in "
     "shuffled order, read with shuffle=True and without cache"
 )
+_NO_WEIGHTS = (
+    "datasets with weights are mixed in the epoch order: every one converted in shuffled "
+    "order (not --order input), read with shuffle=True and without cache"
+)
 _noted: set[str] = set()
 
 
-def _note_input_order(path: str | Sequence[str], manifest: Manifest, options: ReadOptions) -> None:
+def _note_input_order(path: DatasetPath, manifest: Manifest, options: ReadOptions) -> None:
     """Says once per dataset that its batches follow the input's order although `shuffle`
     asks for random ones (a dataset in input order: `--order input`, or an older one)."""
     key = str(path)
@@ -267,9 +276,10 @@ def _in_blocks(
 
 
 def _shuffled_reads(
-    path: str | Sequence[str],
+    path: DatasetPath,
     manifest: Manifest,
     paths: list[str],
+    parts: _Parts | None,
     batch_size: int,
     input_context: tf.distribute.InputContext | None,
     options: ReadOptions,
@@ -314,20 +324,39 @@ def _shuffled_reads(
     shards = tuple(manifest.shards[i] for i in keep)
     steps = epoch_steps(sum(s.records for s in shards), global_batch, options.drop_remainder)
     window = window_steps(global_batch, record_bytes(shards), options.reshuffle_bytes, steps)
+    found = None if parts is None else _sources(parts, manifest, keep, streams)
     return ShuffledReads(
-        tuple(paths[i] for i in keep), shards, manifest.compression, seed, sharing, window
+        tuple(paths[i] for i in keep),
+        shards,
+        manifest.compression,
+        seed,
+        sharing,
+        window,
+        None if found is None else found.shards,
+        None if found is None else found.weights,
     )
 
 
+def _sources(parts: _Parts, manifest: Manifest, keep: list[int], streams: int) -> Sources:
+    """The epoch's sources of several datasets (`partitions.sources`), of the shards kept."""
+    ends = np.cumsum(parts.shards).tolist()
+    records: list[list[int]] = [[] for _ in parts.shards]
+    for index in keep:
+        records[int(np.searchsorted(ends, index, side="right"))].append(
+            manifest.shards[index].records
+        )
+    return partitions.sources(parts.named, records, streams)
+
+
 def steps_per_epoch(
-    path: str | Sequence[str],
+    path: DatasetPath,
     global_batch_size: int,
     split: str | None = None,
     drop_remainder: bool = False,
 ) -> int:
     """Global steps of one epoch of a dataset (for `ReadPosition`, or Keras' steps_per_epoch)."""
     check_batch_size("global_batch_size", global_batch_size)
-    manifest, _ = _shards_to_read(path, ReadOptions(split=split))
+    manifest, _, _ = _shards_to_read(path, ReadOptions(split=split))
     return epoch_steps(manifest.total_records, global_batch_size, drop_remainder)
 
 
@@ -351,17 +380,40 @@ def _cache_file(options: ReadOptions, manifest: Manifest, ranges: Sequence[FileR
     return f"{options.cache}.{digest[:16]}"
 
 
-def _shards_to_read(path: str | Sequence[str], options: ReadOptions) -> tuple[Manifest, list[str]]:
+@dataclasses.dataclass(frozen=True)
+class _Parts:
+    """Several datasets read as one: the sources as named (each with the partitions that hold
+    a manifest) and each partition's shards in the merged manifest."""
+
+    named: partitions.Named
+    shards: tuple[int, ...]
+
+
+def _shards_to_read(
+    path: DatasetPath, options: ReadOptions
+) -> tuple[Manifest, list[str], _Parts | None]:
     """The manifest (of one split, with `split`; the union of several datasets when `path`
-    names several) and its shards' full paths."""
+    names several), its shards' full paths, and how several divide (None for one)."""
     if partitions.is_several(path):
-        folders = partitions.partition_paths(path, tf.io.gfile.glob)
-        found = partitions.read_partitions(
-            folders,
-            read_manifest,
-            lambda folder: tf.io.gfile.exists(_manifest_path(folder)),
-            options.strict,
-        )
+        named = partitions.named_datasets(path, tf.io.gfile.glob)
+        groups = [named.folders] if named.weights is None else [[f] for f in named.folders]
+        found: list[tuple[str, Manifest]] = []
+        kept: list[tuple[str, ...]] = []
+        for group in groups:  # a list's partitions together: those without a manifest left out
+            read = partitions.read_partitions(
+                [f for folders in group for f in folders],
+                read_manifest,
+                lambda folder: tf.io.gfile.exists(_manifest_path(folder)),
+                options.strict,
+            )
+            found += read
+            kept += (
+                [(folder,) for folder, _ in read]
+                if named.weights is None
+                else [tuple(folder for folder, _ in read)]
+            )
+        names = tuple(k[0] for k in kept) if named.weights is None else named.names
+        named = partitions.Named(names, tuple(kept), named.weights)
         narrowed = []
         for folder, manifest in found:
             try:
@@ -370,17 +422,19 @@ def _shards_to_read(path: str | Sequence[str], options: ReadOptions) -> tuple[Ma
                 raise ValueError(f"{folder}: {e}") from None
         manifest = partitions.merge(narrowed, options.parsed_features())
         paths = [p for folder, part in narrowed for p in shard_paths(folder, part)]
+        parts = _Parts(named, tuple(len(part.shards) for _, part in narrowed))
     else:
-        assert isinstance(path, str)  # is_several: a list, or a glob
+        assert isinstance(path, str)  # is_several: a list, a glob or a mapping
         manifest = read_manifest(path).split(options.split)
         paths = shard_paths(path, manifest)
+        parts = None
     if options.decode_images and "image" not in {f.name for f in manifest.features}:
         raise ValueError("decode_images=True needs an 'image' feature (a --format images dataset)")
-    return manifest, paths
+    return manifest, paths, parts
 
 
 def _this_pipelines_ranges(
-    path: str | Sequence[str],
+    path: DatasetPath,
     manifest: Manifest,
     paths: list[str],
     input_context: tf.distribute.InputContext | None,

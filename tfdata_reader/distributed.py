@@ -2,19 +2,19 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from typing import Any
 
 import tensorflow as tf
 
 from tfdata_reader.dataset import check_batch_size, make_dataset
+from tfdata_reader.partitions import DatasetPath
 
 __all__ = ["distribute"]
 
 
 def distribute(
     strategy: tf.distribute.Strategy,
-    path: str | Sequence[str],
+    path: DatasetPath,
     global_batch_size: int,
     **options: Any,
 ) -> tf.distribute.DistributedDataset:
@@ -31,7 +31,8 @@ def distribute(
     Args:
       strategy: e.g. `MirroredStrategy` or `MultiWorkerMirroredStrategy`.
       path: the dataset directory or its manifest.json; or several datasets read as one (a
-        list, or a glob over dataset folders), as `make_dataset` takes them.
+        list, or a glob over dataset folders), or a mapping of datasets to weights, as
+        `make_dataset` takes them.
       global_batch_size: records per step over all replicas; must divide evenly among them.
       **options: any other `make_dataset` argument (seed, num_epochs, label_key, position,
         ...).

@@ -25,7 +25,9 @@ __all__ = ["quotas", "taken"]
 _EXACT_BELOW = 1 << 31  # sequences shorter than this share positions in int64 arithmetic
 
 
-def quotas(records: Sequence[int], weights: Sequence[float] | None = None) -> np.ndarray:
+def quotas(
+    records: Sequence[int] | np.ndarray, weights: Sequence[float] | None = None
+) -> np.ndarray:
     """Each source's records in an epoch: `records` without weights; with them, the sum of
     `records` apportioned by weight (largest remainders, ties to the earlier source), so that
     the quotas add up to it exactly.
@@ -54,7 +56,7 @@ def quotas(records: Sequence[int], weights: Sequence[float] | None = None) -> np
     return base
 
 
-def taken(quotas: Sequence[int], t: int | np.ndarray) -> np.ndarray:
+def taken(quotas: Sequence[int] | np.ndarray, t: int | np.ndarray) -> np.ndarray:
     """Each source's positions among the first `t` of the epoch's sequence (`t` from 0 to the
     quotas' sum; an array of them gives a column each): shape `[sources]` or
     `[sources, len(t)]`."""

@@ -36,23 +36,22 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from tfdata_reader.sequence import EpochSequence, Piece, draws
+
 __all__ = [
     "MAX_STREAMS",
     "MIN_CHUNK",
     "EpochPlan",
-    "Piece",
     "Sharing",
     "StreamRead",
     "epoch_plan",
     "epoch_steps",
-    "rotated_shards",
     "stream_count",
     "window_steps",
 ]
 
 MAX_STREAMS = 64
 MIN_CHUNK = 32  # records a stream gives a step, at least (tf.data moves them as one element)
-_ORDER_KEY = 0x6F72646572  # "order": the draws of epoch orders, apart from other uses of a seed
 _STREAM_KEY = 0x737472  # "str": each stream's rotation and window key
 
 
@@ -80,82 +79,51 @@ def window_steps(global_batch: int, record_bytes: float, budget_bytes: int, step
     return max(1, min(fit, steps))
 
 
-def _draws(seed: int, epoch: int, count: int, purpose: int = _ORDER_KEY) -> np.ndarray:
-    """`count` raw 64-bit words of the Philox stream keyed by (seed, epoch, purpose)."""
-    key = np.array([seed & (2**64 - 1), (purpose << 24) ^ epoch], dtype=np.uint64)
-    return np.random.Philox(key=key).random_raw(count).astype(np.uint64)
-
-
 def _stream_draws(seed: int, epoch: int, lengths: Sequence[int]) -> list[tuple[int, int]]:
     """Each stream's (rotation in [0, its length), window key in [0, 2**63))."""
-    draws = _draws(seed, epoch, 2 * len(lengths), _STREAM_KEY)
+    words = draws(seed, epoch, 2 * len(lengths), _STREAM_KEY)
     return [
-        (int(draws[2 * j] % np.uint64(n)) if n else 0, int(draws[2 * j + 1] >> np.uint64(1)))
+        (int(words[2 * j] % np.uint64(n)) if n else 0, int(words[2 * j + 1] >> np.uint64(1)))
         for j, n in enumerate(lengths)
     ]
 
 
-def rotated_shards(shard_records: Sequence[int], seed: int, epoch: int) -> tuple[np.ndarray, int]:
-    """The epoch's order of the shards (indices) and its rotation (records, in [0, N))."""
-    n = len(shard_records)
-    draws = _draws(seed, epoch, n + 1)
-    order = np.argsort(draws[:n], kind="stable")
-    total = int(sum(shard_records))
-    rotation = int(draws[n] % np.uint64(total)) if total else 0
-    return order, rotation
-
-
 @dataclasses.dataclass(frozen=True)
-class Piece:
-    """Records [start, stop) of shard `shard`."""
+class _Stream:
+    """A stream: its first position in the epoch's sequence, its length, its own rotation."""
 
-    shard: int
-    start: int
-    stop: int
+    base: int
+    length: int
+    shift: int
 
+    def ranges(self, lo: int, hi: int) -> list[tuple[int, int]]:
+        """Its positions [lo, hi) (rotated) as ranges of the epoch's sequence: one, or two."""
+        a, b, n = lo + self.shift, hi + self.shift, self.length
+        found = [(a, min(b, n)), (max(a, n) - n, b - n)]
+        return [(self.base + u0, self.base + u1) for u0, u1 in found if u1 > u0]
 
-def _pieces(
-    shard_records: Sequence[int], order: np.ndarray, rotation: int, lo: int, hi: int
-) -> list[Piece]:
-    """The shards' records at positions [lo, hi) of the epoch's sequence (`order` rotated)."""
-    total = int(sum(shard_records))
-    if hi <= lo or not total:
-        return []
-    counts = np.asarray(shard_records, dtype=np.int64)[order]
-    starts = np.concatenate([[0], np.cumsum(counts)])
-    found: list[Piece] = []
-    a, b = lo + rotation, hi + rotation
-    # The rotated range, in positions of the unrotated sequence: one stretch, or two (wrapped).
-    for u0, u1 in ((a, min(b, total)), (max(a, total) - total, b - total)):
-        if u1 <= u0:
-            continue
-        k = int(np.searchsorted(starts, u0, side="right")) - 1
-        while u0 < u1:
-            end = min(u1, int(starts[k + 1]))
-            if end > u0:
-                found.append(Piece(int(order[k]), u0 - int(starts[k]), end - int(starts[k])))
-            u0 = end
-            k += 1
-    return found
+    def taken(self, sequence: EpochSequence, lo: int, ends: np.ndarray) -> np.ndarray:
+        """Each source's records among its positions [lo, end) for each of `ends` (at most a
+        length past `lo`): `[sources, len(ends)]`."""
 
+        def unrolled(u: np.ndarray) -> np.ndarray:  # among its rotated positions [0, u), u <= 2n
+            n = self.length
+            points = np.concatenate([[0], np.minimum(u, n), np.maximum(u - n, 0)]) + self.base
+            c = sequence.counts(points)
+            return c[:, 1 : 1 + len(u)] + c[:, 1 + len(u) :] - 2 * c[:, :1]
 
-def _stream_pieces(
-    shard_records: Sequence[int],
-    order: np.ndarray,
-    rotation: int,
-    stream: tuple[int, int, int],
-    lo: int,
-    hi: int,
-) -> list[Piece]:
-    """Records [lo, hi) of a stream (`stream`: its first position in the epoch's sequence, its
-    length, and its own rotation), as pieces of shards."""
-    base, length, shift = stream
-    found: list[Piece] = []
-    a, b = lo + shift, hi + shift
-    for u0, u1 in ((a, min(b, length)), (max(a, length) - length, b - length)):
-        if u1 > u0:
-            found += _pieces(shard_records, order, rotation, base + u0, base + u1)
-    return found
+        u = np.concatenate([[lo], ends]).astype(np.int64) + self.shift
+        at = unrolled(u)
+        return at[:, 1:] - at[:, :1]
+
+    def pieces(self, sequence: EpochSequence, lo: int, hi: int) -> list[list[Piece]]:
+        """Each source's records among its positions [lo, hi), as pieces of units."""
+        found: list[list[Piece]] = [[] for _ in sequence.units]
+        for v0, v1 in self.ranges(lo, hi):
+            own = sequence.counts(np.array([v0, v1]))
+            for source, (a, b) in enumerate(own.tolist()):
+                found[source] += sequence.pieces(source, a, b)
+        return found
 
 
 @dataclasses.dataclass(frozen=True)
@@ -167,9 +135,12 @@ class StreamRead:
       full_steps: the full steps read (from the start step), each a chunk of `chunk` records.
       full_slice: the part [lo, hi) of each full step's chunk this pipeline takes (lo == hi:
         none; the chunks are then not read, and count as empty).
-      full_pieces: the records of the windows that hold those steps, from the start of the
-        start step's window, in order (empty when none are taken).
-      final_pieces: the records this pipeline takes of the final, partial step (may be none).
+      full_pieces: each source's records of the windows that hold those steps, from the start
+        of the start step's window, in order (empty when none are taken).
+      window_counts: each source's records in each of those windows (a window holds them
+        source after source, then is permuted).
+      final_pieces: the records this pipeline takes of the final, partial step (may be none),
+        source after source.
       has_final: whether the epoch has a final, partial step (each stream then gives one
         element more, empty when `final_pieces` is).
       skip_steps: the steps of the first window before the start step (read, permuted with
@@ -181,7 +152,8 @@ class StreamRead:
     stream: int
     full_steps: int
     full_slice: tuple[int, int]
-    full_pieces: tuple[Piece, ...]
+    full_pieces: tuple[tuple[Piece, ...], ...]
+    window_counts: tuple[tuple[int, ...], ...]
     final_pieces: tuple[Piece, ...]
     has_final: bool
     skip_steps: int = 0
@@ -247,20 +219,18 @@ class Sharing:
 
 
 def epoch_plan(
-    shard_records: Sequence[int],
+    sequence: EpochSequence,
     sharing: Sharing,
     *,
-    seed: int,
-    epoch: int,
     start_step: int = 0,
     window: int = 1,
 ) -> EpochPlan:
-    """What one input pipeline reads of `epoch`, from global step `start_step` on.
+    """What one input pipeline reads of an epoch's `sequence`, from global step `start_step` on.
 
     Args:
-      shard_records: every shard's record count, in manifest order.
+      sequence: the epoch's sequence of the sources' records (its seed and epoch also key the
+        streams' rotations and windows).
       sharing: the global batch, streams and pipelines.
-      seed: the order's seed; with `epoch` and `window`, all that decides it.
       start_step: the first global step to read (resuming).
       window: the steps of a window of each stream, permuted together (`window_steps`).
 
@@ -269,7 +239,7 @@ def epoch_plan(
     """
     global_batch, streams = sharing.global_batch, sharing.streams
     num_pipelines, pipeline = sharing.num_pipelines, sharing.pipeline
-    total = int(sum(shard_records))
+    total = sequence.length
     chunk = global_batch // streams
     full = total // global_batch
     partial = not sharing.drop_remainder and total % global_batch > 0
@@ -279,10 +249,9 @@ def epoch_plan(
             f"({total} records, global batch {global_batch})"
         )
     window = max(1, window)
-    order, rotation = rotated_shards(shard_records, seed, epoch)
     bounds = [total * j // streams for j in range(streams + 1)]
     lengths = [bounds[j + 1] - bounds[j] for j in range(streams)]
-    drawn = _stream_draws(seed, epoch, lengths)
+    drawn = _stream_draws(sequence.seed, sequence.epoch, lengths)
     share = global_batch // num_pipelines
     lo, hi = pipeline * share, (pipeline + 1) * share
     # The final step's records of each stream, and this pipeline's part of them.
@@ -295,30 +264,31 @@ def epoch_plan(
     full_steps = max(0, full - start_step)
     first_window = start_step // window
     begin = first_window * window  # the first full step read: its window's first
+    # Where the windows read end, in records of each stream.
+    ends = np.minimum(np.arange(begin + window, full + window, window), full) * chunk
     reads = []
     for j in range(streams):
-        place = (bounds[j], lengths[j], drawn[j][0])
+        place = _Stream(bounds[j], lengths[j], drawn[j][0])
         s_lo = min(max(lo - j * chunk, 0), chunk)
         s_hi = min(max(hi - j * chunk, 0), chunk)
         taken = s_lo < s_hi and full_steps > 0
-        full_pieces = (
-            _stream_pieces(shard_records, order, rotation, place, begin * chunk, full * chunk)
-            if taken
-            else []
+        nothing: list[list[Piece]] = [[] for _ in sequence.units]
+        full_pieces = place.pieces(sequence, begin * chunk, full * chunk) if taken else nothing
+        counts = (
+            place.taken(sequence, begin * chunk, ends) if taken else np.zeros((len(nothing), 0))
         )
         f_lo = min(max(t_lo - tail_before[j], 0), tails[j]) if partial else 0
         f_hi = min(max(t_hi - tail_before[j], 0), tails[j]) if partial else 0
         base = full * chunk
-        final_pieces = _stream_pieces(
-            shard_records, order, rotation, place, base + f_lo, base + f_hi
-        )
+        final_pieces = [p for own in place.pieces(sequence, base + f_lo, base + f_hi) for p in own]
         if taken or final_pieces:
             reads.append(
                 StreamRead(
                     j,
                     full_steps,
                     (s_lo, s_hi) if taken else (0, 0),
-                    tuple(full_pieces),
+                    tuple(tuple(own) for own in full_pieces),
+                    tuple(tuple(int(n) for n in np.diff(c, prepend=0)) for c in counts),
                     tuple(final_pieces),
                     partial,
                     start_step - begin if taken else 0,

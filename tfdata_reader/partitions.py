@@ -1,16 +1,21 @@
-"""Several datasets read as one: daily partitions (`gs://b/ds/2026-11-*`, or a list of paths).
+"""Several datasets read as one: daily partitions (`gs://b/ds/2026-11-*`, or a list of paths),
+or datasets with weights (`{"gs://b/a": 0.7, "gs://b/b-*": 0.3}`).
 
-The union keeps each partition's shards (so sharding over input pipelines stays exactly-once
-over all of them) and needs one feature spec: a feature's dtype and date unit must agree
-everywhere; a feature that may be missing in one partition may be missing in the union, and
-one whose value count differs becomes variable length. A partition without a manifest (its
-conversion still running, or failed) is left out with a warning, or refused with `strict`.
+Each partition is a *source* of the epoch's sequence (`tfdata_reader.sequence`), so every step
+holds each one in its share: without weights every record of each once an epoch, with them
+each source's quota (`mixing.quotas`; a weight spread over its partitions by their records).
+The union keeps each partition's shards and needs one feature spec: a feature's dtype and date
+unit must agree everywhere; a feature that may be missing in one partition may be missing in the
+union, and one whose value count differs becomes variable length. A partition without a
+manifest (its conversion still running, or failed) is left out with a warning, or refused with
+`strict`.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import logging
+import math
 import os
 import re
 from collections.abc import Callable, Mapping, Sequence
@@ -19,20 +24,151 @@ from tfdata_reader.manifest import MANIFEST_NAME, FeatureSpec, Manifest, Manifes
 
 __all__ = [
     "GLOB_CHARACTERS",
+    "MAX_READERS",
+    "DatasetPath",
+    "Named",
+    "Sources",
     "is_several",
     "location",
     "merge",
+    "named_datasets",
     "partition_paths",
     "read_partitions",
+    "sources",
 ]
 
 _log = logging.getLogger(__name__)
 GLOB_CHARACTERS = "*?["
+# What a reader is given to read: a dataset, several read as one, or several with weights.
+DatasetPath = str | Sequence[str] | Mapping[str, float]
+# Sources x streams an input pipeline reads side by side, at most (each one open file).
+MAX_READERS = 512
 
 
-def is_several(path: str | Sequence[str]) -> bool:
-    """Whether `path` names several datasets: a list of paths, or a glob."""
+def is_several(path: DatasetPath) -> bool:
+    """Whether `path` names several datasets: a list of paths, a glob, or a mapping."""
     return not isinstance(path, str) or any(c in path for c in GLOB_CHARACTERS)
+
+
+@dataclasses.dataclass(frozen=True)
+class Named:
+    """The datasets a path names, as the sources they were named as.
+
+    Attributes:
+      names: each source as named (a mapping's key; else each dataset folder).
+      folders: each source's dataset folders (a key's glob may match several).
+      weights: each source's weight (None: a list or a glob, every record once).
+    """
+
+    names: tuple[str, ...]
+    folders: tuple[tuple[str, ...], ...]
+    weights: tuple[float, ...] | None
+
+
+def named_datasets(path: DatasetPath, glob: Callable[[str], list[str]]) -> Named:
+    """The sources `path` names: a mapping's keys with their weights (each key's folders by
+    `partition_paths`), else each folder of `partition_paths` alone, without weights.
+
+    Raises:
+      ValueError: for a weight that is not a finite number at least 0 (or all 0), a key that
+        is not a path, a folder named by two keys, and what `partition_paths` refuses.
+    """
+    if not isinstance(path, Mapping):
+        folders = partition_paths(path, glob)
+        return Named(tuple(folders), tuple((f,) for f in folders), None)
+    if not path:
+        raise ValueError("no dataset paths given (an empty mapping of datasets to weights)")
+    for key, weight in path.items():
+        if not isinstance(key, str):
+            raise ValueError(f"a dataset with a weight is named by its path, got {key!r}")
+        if (
+            isinstance(weight, bool)
+            or not isinstance(weight, (int, float))
+            or not math.isfinite(weight)
+            or weight < 0
+        ):
+            raise ValueError(
+                f"the weight of {key} must be a finite number at least 0, got {weight!r}"
+            )
+    if not any(path.values()):
+        raise ValueError(f"every weight is 0 ({dict(path)!r}): nothing would be read")
+    named = [partition_paths(key, glob) for key in path]
+    owner: dict[str, str] = {}
+    for key, found in zip(path, named, strict=True):
+        for folder in found:
+            other = owner.setdefault(location(folder), key)
+            if other != key:
+                raise ValueError(
+                    f"{folder} is named by both {other!r} and {key!r}: give each dataset one weight"
+                )
+    weights = tuple(float(w) for w in path.values())
+    return Named(tuple(path), tuple(tuple(f) for f in named), weights)
+
+
+@dataclasses.dataclass(frozen=True)
+class Sources:
+    """How the shards of datasets read as one divide into the epoch's sources.
+
+    Attributes:
+      shards: each source's shards (the merged manifest's, in order).
+      weights: each source's weight (None: every record once).
+    """
+
+    shards: tuple[int, ...]
+    weights: tuple[float, ...] | None
+
+
+def sources(named: Named, partition_records: Sequence[Sequence[int]], streams: int) -> Sources:
+    """The epoch's sources: each partition one (with weights, its name's weight spread over
+    the name's partitions by their records); more partitions than `MAX_READERS / streams`
+    (each source is read side by side on every stream) make runs of consecutive partitions
+    (of one name, with weights) one source each. Pure.
+
+    Args:
+      named: the sources as named.
+      partition_records: each partition's shards' records, name after name, folder after
+        folder (as `named.folders` lists them).
+      streams: the streams each source is read on.
+
+    Raises:
+      ValueError: for more weighted names than can be read side by side, or a name with a
+        weight above 0 and no records.
+    """
+    limit = max(1, MAX_READERS // streams)
+    counts = [len(f) for f in named.folders]
+    if sum(counts) != len(partition_records):
+        raise ValueError(f"{len(partition_records)} partitions' records for {sum(counts)}")
+    records = [sum(r) for r in partition_records]
+    firsts = [sum(counts[:name]) for name in range(len(counts))]
+    if named.weights is None:
+        runs = _runs(0, len(records), min(limit, len(records)))
+        return Sources(tuple(sum(len(partition_records[p]) for p in run) for run in runs), None)
+    if len(counts) > limit:
+        raise ValueError(
+            f"{len(counts)} datasets with weights are read side by side on {streams} streams "
+            f"each, more than {MAX_READERS} readers: give at most {limit} (a glob as one key "
+            "reads its datasets as one source), or a smaller global batch"
+        )
+    shares = [max(1, limit * n // max(1, len(records))) for n in counts]
+    while sum(shares) > limit:  # the names' runs, at most the limit in all
+        shares[shares.index(max(shares))] -= 1
+    shards: list[int] = []
+    weights: list[float] = []
+    for name, (first, n, share) in enumerate(zip(firsts, counts, shares, strict=True)):
+        of_name = sum(records[first : first + n])
+        weight = named.weights[name]
+        if weight > 0 and not of_name:
+            raise ValueError(f"{named.names[name]} has a weight of {weight} but no records")
+        for run in _runs(first, first + n, min(share, n)):
+            shards.append(sum(len(partition_records[p]) for p in run))
+            weights.append(weight * sum(records[p] for p in run) / of_name if of_name else 0.0)
+    return Sources(tuple(shards), tuple(weights))
+
+
+def _runs(lo: int, hi: int, count: int) -> list[list[int]]:
+    """[lo, hi) cut into `count` runs as even as can be."""
+    n = hi - lo
+    return [list(range(lo + n * g // count, lo + n * (g + 1) // count)) for g in range(count)]
 
 
 def location(path: str) -> str:
@@ -56,14 +192,8 @@ def partition_paths(path: str | Sequence[str], glob: Callable[[str], list[str]])
     `location`: one dataset named two ways is read once).
 
     Raises:
-      ValueError: when a glob matches nothing, or there is no path at all; for a mapping
-        (datasets with weights), which is not read yet rather than read without its weights.
+      ValueError: when a glob matches nothing, or there is no path at all.
     """
-    if isinstance(path, Mapping):
-        raise ValueError(
-            f"datasets with weights ({dict(path)!r}) are not supported yet; a list of them reads "
-            "them as one, every record of each once an epoch"
-        )
     patterns = [path] if isinstance(path, str) else list(path)
     if not patterns:
         raise ValueError("no dataset paths given")

@@ -119,16 +119,6 @@ def test_a_glob_that_matches_nothing_is_named(tmp_path):
         make_dataset(str(tmp_path / "2025-*"), 10)
 
 
-def test_datasets_with_weights_are_refused_rather_than_read_without_them(days):
-    weighted = {str(days / "2026-11-01"): 0.7, str(days / "2026-11-02"): 0.3}
-    with pytest.raises(ValueError) as refused:
-        make_dataset(weighted, 10)
-    assert str(refused.value) == (
-        f"datasets with weights ({weighted!r}) are not supported yet; a list of them reads them "
-        "as one, every record of each once an epoch"
-    )
-
-
 def test_partition_paths_expand_globs_in_order_without_duplicates():
     listing = {"b/2*": ["b/2026-11-02/", "b/2026-11-01"]}
     assert partition_paths(["b/2*", "b/2026-11-01", "c"], listing.__getitem__) == [

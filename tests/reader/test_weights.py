@@ -1,0 +1,137 @@
+"""Several sources read as one epoch order: each batch holds each source in its share, as a
+random sample would; without weights every record once an epoch, with weights each source's
+quota (repeated in a new order, or sampled anew each epoch); the same global steps on 1, 2, 4
+and 8 pipelines; resumable from a position on another pipeline count."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import tensorflow as tf
+from support.datasets import convert
+
+from tfdata_reader import ReadPosition, make_dataset, steps_per_epoch
+from tfdata_reader.mixing import quotas
+
+# Three sources of unlike sizes, each sorted by a label that drifts from day to day; a
+# source's ids are its index x 100,000 on.
+SIZES = {"big": 6000, "mid": 1800, "small": 400}
+TOTAL = sum(SIZES.values())
+
+
+@pytest.fixture(scope="module")
+def sources(tmp_path_factory) -> dict[str, str]:
+    root = tmp_path_factory.mktemp("sources")
+    found = {}
+    for k, (name, n) in enumerate(SIZES.items()):
+        rows = "".join(f"{k * 100_000 + i},{k + i * 4 // n}\n" for i in range(n))
+        (root / f"{name}.csv").write_text("id,label\n" + rows)
+        shards = "--num_shards=3" if name == "big" else "--num_shards=1"
+        convert([str(root / f"{name}.csv")], root / name, shards)
+        found[name] = str(root / name)
+    convert([str(root / "mid.csv")], root / "input", "--order=input")
+    found["input"] = str(root / "input")
+    return found
+
+
+def _batches(path, batch: int, **options) -> list[np.ndarray]:
+    ds = make_dataset(path, batch, features=["id"], label_key="", **options)
+    return [b["id"].numpy() for b in ds]
+
+
+def _source(ids: np.ndarray) -> np.ndarray:
+    return ids // 100_000
+
+
+def _spread_ratios(batches: list[np.ndarray], shares: list[float]) -> list[float]:
+    """Each source's spread of its share of a full batch, over random sampling's."""
+    size = max(len(b) for b in batches)
+    full = [b for b in batches if len(b) == size]
+    found = []
+    for k, p in enumerate(shares):
+        if not p:
+            continue
+        share = np.array([np.mean(_source(b) == k) for b in full])
+        found.append(float(np.std(share) / np.sqrt(p * (1 - p) / size)))
+    return found
+
+
+def test_a_list_of_sources_holds_each_in_its_share_of_every_batch_and_every_record_once(
+    sources,
+):
+    path = [sources["big"], sources["mid"], sources["small"]]
+    epochs = _batches(path, 128, num_epochs=2)
+    steps = steps_per_epoch(path, 128)
+    assert steps == -(-TOTAL // 128) and len(epochs) == 2 * steps
+    every = sorted(k * 100_000 + i for k, n in enumerate(SIZES.values()) for i in range(n))
+    for e in range(2):
+        assert sorted(np.concatenate(epochs[e * steps : (e + 1) * steps]).tolist()) == every
+    ratios = _spread_ratios(epochs, [n / TOTAL for n in SIZES.values()])
+    assert all(0.67 <= r <= 1.5 for r in ratios), ratios
+
+
+@pytest.mark.parametrize("weights", [(0.5, 0.3, 0.2), (1.0, 0.0, 3.0)])
+def test_weights_give_each_source_its_quota_each_epoch_and_each_batch_its_share(sources, weights):
+    path = dict(zip([sources[n] for n in SIZES], weights, strict=True))
+    expected = quotas(list(SIZES.values()), weights).tolist()
+    epochs = _batches(path, 128, num_epochs=3, seed=4)
+    steps = steps_per_epoch(path, 128)
+    assert len(epochs) == 3 * steps
+    seen = []
+    for e in range(3):
+        ids = np.concatenate(epochs[e * steps : (e + 1) * steps])
+        own = [ids[_source(ids) == k] for k in range(len(SIZES))]
+        assert [len(o) for o in own] == expected
+        for o, n, quota in zip(own, SIZES.values(), expected, strict=True):
+            times = set(np.unique(o, return_counts=True)[1].tolist())
+            if quota >= n:  # whole passes and part of one: each record that often, or once more
+                assert times <= {quota // n, quota // n + 1} and len(set(o.tolist())) == n
+            else:  # sampled: no record twice
+                assert times <= {1}
+        seen.append([set(o.tolist()) for o in own])
+    counts = zip(SIZES.values(), expected, strict=True)
+    sampled = [k for k, (n, q) in enumerate(counts) if 0 < q < n]
+    assert sampled and all(seen[0][k] != seen[1][k] for k in sampled)  # another sample
+    shares = [q / TOTAL for q in expected]
+    ratios = _spread_ratios(epochs, shares)
+    assert all(0.67 <= r <= 1.5 for r in ratios), ratios
+
+
+def _steps(path, global_batch: int, pipelines: int, **options) -> list[list[int]]:
+    per = []
+    for i in range(pipelines):
+        context = tf.distribute.InputContext(pipelines, i, pipelines)
+        per.append(_batches(path, global_batch // pipelines, input_context=context, **options))
+    count = max(len(p) for p in per)
+    return [sorted(i for p in per if s < len(p) for i in p[s].tolist()) for s in range(count)]
+
+
+def test_weighted_steps_are_the_same_on_1_2_4_and_8_pipelines_and_resume_on_another(sources):
+    path = {sources["big"]: 0.2, sources["mid"]: 0.5, sources["small"]: 0.3}
+    reference = _steps(path, 256, 1, seed=9)
+    assert len(reference) == -(-TOTAL // 256)
+    for pipelines in (2, 8):  # 4: below, resuming (and every count in test_order)
+        assert _steps(path, 256, pipelines, seed=9) == reference, pipelines
+    done = 13
+    resumed = _steps(path, 256, 4, seed=9, start_step=done)
+    assert reference[:done] + resumed == reference
+    position = ReadPosition.from_dict({"epoch": 0, "step": done})
+    after = _batches(path, 256, seed=9, position=position)
+    assert [sorted(b.tolist()) for b in after] == reference[done:]
+
+
+def test_weights_are_checked_when_the_dataset_is_made(sources):
+    big, mid = sources["big"], sources["mid"]
+    with pytest.raises(ValueError, match=r"the weight of .*big must be a finite number at least 0"):
+        make_dataset({big: -1.0, mid: 1.0}, 10)
+    with pytest.raises(ValueError, match=r"the weight of .*mid must be a finite number"):
+        make_dataset({big: 1.0, mid: float("nan")}, 10)
+    with pytest.raises(ValueError, match=r"every weight is 0"):
+        make_dataset({big: 0, mid: 0.0}, 10)
+    with pytest.raises(ValueError, match=r"big is named by both"):
+        make_dataset({big: 1.0, big + "/": 2.0}, 10)
+    with pytest.raises(ValueError, match=r"datasets with weights are mixed in the epoch order"):
+        make_dataset({big: 1.0, sources["input"]: 1.0}, 10)
+    with pytest.raises(ValueError, match=r"datasets with weights are mixed in the epoch order"):
+        make_dataset({big: 1.0, mid: 1.0}, 10, shuffle=False)
+    assert steps_per_epoch({big: 1.0, mid: 3.0}, 100) == -(-(6000 + 1800) // 100)
