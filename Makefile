@@ -37,6 +37,11 @@ demo: $(STAMP)
 	$(BIN)/python -m beam_jobs inspect $(DEMO_DIR)/out
 	$(BIN)/python -m beam_jobs verify $(DEMO_DIR)/out
 	$(BIN)/python examples/train_mirrored.py $(DEMO_DIR)/out --steps 20
+	$(BIN)/python examples/make_sample_csv.py --output $(DEMO_DIR)/raw_b --files 1 --rows 50000 \
+		--seed 1 --first_id 1000000
+	$(BIN)/python -m beam_jobs convert --input '$(DEMO_DIR)/raw_b/*.csv' --output $(DEMO_DIR)/out_b \
+		--target_shard_bytes 4MiB --compression gzip
+	$(BIN)/python examples/train_weighted.py $(DEMO_DIR)/out=0.7 $(DEMO_DIR)/out_b=0.3 --steps 20
 	$(BIN)/python examples/make_sample_images.py --output $(DEMO_DIR)/images --per_class 100
 	$(BIN)/python -m beam_jobs convert --input $(DEMO_DIR)/images --format images \
 		--output $(DEMO_DIR)/images_out --target_shard_bytes 256KiB --splits train=80,eval=20

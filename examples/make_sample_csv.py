@@ -32,8 +32,11 @@ def _row(i: int, rng: random.Random) -> list[str]:
     return [str(i), str(label), *xs, _CITIES[i % len(_CITIES)], note, score]
 
 
-def write_sample_csv(output: pathlib.Path, files: int, rows: int, seed: int = 0) -> list[str]:
-    """Writes `files` CSV files of `rows` rows each; returns their paths."""
+def write_sample_csv(
+    output: pathlib.Path, files: int, rows: int, seed: int = 0, first_id: int = 0
+) -> list[str]:
+    """Writes `files` CSV files of `rows` rows each, ids from `first_id` on; returns their
+    paths."""
     output.mkdir(parents=True, exist_ok=True)
     rng = random.Random(seed)
     paths = []
@@ -42,7 +45,7 @@ def write_sample_csv(output: pathlib.Path, files: int, rows: int, seed: int = 0)
         with path.open("w", newline="", encoding="utf-8") as f:
             writer = csv.writer(f)
             writer.writerow(COLUMNS)
-            writer.writerows(_row(k * rows + i, rng) for i in range(rows))
+            writer.writerows(_row(first_id + k * rows + i, rng) for i in range(rows))
         paths.append(str(path))
     return paths
 
@@ -53,8 +56,9 @@ def main() -> None:
     parser.add_argument("--files", type=int, default=4)
     parser.add_argument("--rows", type=int, default=50_000, help="rows per file")
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--first_id", type=int, default=0, help="another sample's ids: apart")
     args = parser.parse_args()
-    paths = write_sample_csv(args.output, args.files, args.rows, args.seed)
+    paths = write_sample_csv(args.output, args.files, args.rows, args.seed, args.first_id)
     print(f"wrote {len(paths)} CSV files of {args.rows:,} rows each to {args.output}")
 
 

@@ -5,17 +5,18 @@ A dataset converted in shuffled order (the default) holds its records in a seede
 across all shards, so any run of consecutive records is a random sample. An epoch then only
 has to vary where batches cut that order, and share it among input pipelines:
 
-1. the units (shards, or stretches of them: `streams.ShuffledReads.units`) are taken in an
-   order drawn from the seed and the epoch, end to end, and the sequence is rotated by a
-   number of records drawn the same way (so that even one shard is cut differently each
-   epoch);
+1. the epoch's sequence (`sequence.EpochSequence`): each source's units (shards, or
+   stretches of them: `streams.ShuffledReads.units`) in an order drawn from the seed and the
+   epoch, end to end, rotated by a number of records drawn the same way (so that even one
+   shard is cut differently each epoch); several sources interleaved by quota;
 2. the sequence is cut into `streams` equal contiguous streams, and each stream is rotated by
    a number of records of its own (so that records at the same place of shards of one size
    do not meet again each epoch);
 3. each stream is read in *windows* of `window_steps` steps' records (memory decides how
-   many: `window_steps`), and each window is permuted (seeded by the stream's key and the
-   window's index): records that sat side by side in a shard share a step with chance
-   about 1 / `window_steps`, so batches are drawn anew each epoch;
+   many: `window_steps`; a window holds each source's records of it, source after source),
+   and each window is permuted (seeded by the stream's key and the window's index): records
+   that sat side by side in a shard share a step with chance about 1 / `window_steps`, so
+   batches are drawn anew each epoch;
 4. global step `s` takes the records `[s*c, (s+1)*c)` of every stream's permuted windows
    (`c = global_batch / streams`), stream after stream: a step is a fixed set of records
    whatever the number of pipelines;

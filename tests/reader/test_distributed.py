@@ -100,6 +100,32 @@ def test_keras_fit_under_mirrored_strategy(converted):
 
 
 @pytest.mark.slow
+def test_weighted_example_trains_from_two_sources_each_in_its_share(sample_csv, tmp_path):
+    from make_sample_csv import write_sample_csv
+
+    other = write_sample_csv(tmp_path / "raw_b", 1, 3000, seed=1, first_id=100_000)
+    convert(sample_csv, tmp_path / "a", "--num_shards=2")
+    convert(other, tmp_path / "b", "--num_shards=1")
+    stdout = _run_example(
+        "train_weighted.py", f"{tmp_path / 'a'}=0.25", f"{tmp_path / 'b'}=0.75",
+        "--steps", "30", "--global_batch_size", "128",
+    )  # fmt: skip
+    found = re.findall(
+        r"weight ([0-9.]+), ([0-9,]+) records, quota ([0-9,]+) an epoch; share of a batch "
+        r"([0-9.]+) \(spread ([0-9.]+), random sampling's ([0-9.]+)\)",
+        stdout,
+    )
+    # 15,000 records apportioned 1:3; the shares of 30 batches of 128 about 0.25 and 0.75.
+    assert [(w, n, q) for w, n, q, *_ in found] == [
+        ("0.25", "12,000", "3,750"), ("0.75", "3,000", "11,250"),
+    ], stdout  # fmt: skip
+    for (*_, share, spread, random), expected in zip(found, (0.25, 0.75), strict=True):
+        assert abs(float(share) - expected) < 0.02, stdout
+        assert 0.67 <= float(spread) / float(random) <= 1.5, stdout
+    assert "trained 30 steps on 2 replicas from 2 weighted sources" in stdout, stdout
+
+
+@pytest.mark.slow
 def test_multiworker_example_trains_on_two_local_workers(converted):
     out, _ = converted
     stdout = _run_example(
