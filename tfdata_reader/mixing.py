@@ -20,7 +20,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-__all__ = ["quotas", "taken"]
+__all__ = ["apportion", "quotas", "taken"]
 
 _EXACT_BELOW = 1 << 31  # sequences shorter than this share positions in int64 arithmetic
 
@@ -29,8 +29,7 @@ def quotas(
     records: Sequence[int] | np.ndarray, weights: Sequence[float] | None = None
 ) -> np.ndarray:
     """Each source's records in an epoch: `records` without weights; with them, the sum of
-    `records` apportioned by weight (largest remainders, ties to the earlier source), so that
-    the quotas add up to it exactly.
+    `records` apportioned by weight (`apportion`).
 
     Raises:
       ValueError: for negative record counts, or weights that are negative, not finite, all
@@ -41,12 +40,21 @@ def quotas(
         raise ValueError(f"record counts must not be negative, got {list(records)}")
     if weights is None:
         return counts
+    if len(weights) != len(counts):
+        raise ValueError(f"{len(weights)} weights for {len(counts)} sources")
+    return apportion(int(counts.sum()), weights)
+
+
+def apportion(total: int, weights: Sequence[float] | np.ndarray) -> np.ndarray:
+    """`total` shared by weight: largest remainders (ties to the earlier source), so that the
+    shares add up to it exactly.
+
+    Raises:
+      ValueError: for weights that are negative, not finite or all zero.
+    """
     w = np.asarray(weights, dtype=np.float64)
-    if w.shape != counts.shape:
-        raise ValueError(f"{len(w)} weights for {len(counts)} sources")
     if not np.isfinite(w).all() or (w < 0).any() or not w.sum() > 0:
         raise ValueError(f"weights must be finite, at least 0 and not all 0, got {list(weights)}")
-    total = int(counts.sum())
     exact = w / w.sum() * total
     base = np.floor(exact).astype(np.int64)
     short = total - int(base.sum())

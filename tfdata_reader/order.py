@@ -8,15 +8,14 @@ has to vary where batches cut that order, and share it among input pipelines:
 1. the epoch's sequence (`sequence.EpochSequence`): each source's units (shards, or
    stretches of them: `streams.ShuffledReads.units`) in an order drawn from the seed and the
    epoch, end to end, rotated by a number of records drawn the same way (so that even one
-   shard is cut differently each epoch); several sources interleaved by quota;
+   shard is cut differently each epoch) (several sources: `mixed`);
 2. the sequence is cut into `streams` equal contiguous streams, and each stream is rotated by
    a number of records of its own (so that records at the same place of shards of one size
    do not meet again each epoch);
 3. each stream is read in *windows* of `window_steps` steps' records (memory decides how
-   many: `window_steps`; a window holds each source's records of it, source after source),
-   and each window is permuted (seeded by the stream's key and the window's index): records
-   that sat side by side in a shard share a step with chance about 1 / `window_steps`, so
-   batches are drawn anew each epoch;
+   many: `window_steps`), and each window is permuted (seeded by the stream's key and the
+   window's index): records that sat side by side in a shard share a step with chance about
+   1 / `window_steps`, so batches are drawn anew each epoch;
 4. global step `s` takes the records `[s*c, (s+1)*c)` of every stream's permuted windows
    (`c = global_batch / streams`), stream after stream: a step is a fixed set of records
    whatever the number of pipelines;
@@ -103,28 +102,9 @@ class _Stream:
         found = [(a, min(b, n)), (max(a, n) - n, b - n)]
         return [(self.base + u0, self.base + u1) for u0, u1 in found if u1 > u0]
 
-    def taken(self, sequence: EpochSequence, lo: int, ends: np.ndarray) -> np.ndarray:
-        """Each source's records among its positions [lo, end) for each of `ends` (at most a
-        length past `lo`): `[sources, len(ends)]`."""
-
-        def unrolled(u: np.ndarray) -> np.ndarray:  # among its rotated positions [0, u), u <= 2n
-            n = self.length
-            points = np.concatenate([[0], np.minimum(u, n), np.maximum(u - n, 0)]) + self.base
-            c = sequence.counts(points)
-            return c[:, 1 : 1 + len(u)] + c[:, 1 + len(u) :] - 2 * c[:, :1]
-
-        u = np.concatenate([[lo], ends]).astype(np.int64) + self.shift
-        at = unrolled(u)
-        return at[:, 1:] - at[:, :1]
-
-    def pieces(self, sequence: EpochSequence, lo: int, hi: int) -> list[list[Piece]]:
-        """Each source's records among its positions [lo, hi), as pieces of units."""
-        found: list[list[Piece]] = [[] for _ in sequence.units]
-        for v0, v1 in self.ranges(lo, hi):
-            own = sequence.counts(np.array([v0, v1]))
-            for source, (a, b) in enumerate(own.tolist()):
-                found[source] += sequence.pieces(source, a, b)
-        return found
+    def pieces(self, sequence: EpochSequence, lo: int, hi: int) -> list[Piece]:
+        """Its records [lo, hi) (of a sequence of one source), as pieces of units."""
+        return [p for v0, v1 in self.ranges(lo, hi) for p in sequence.pieces(0, v0, v1)]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -136,12 +116,9 @@ class StreamRead:
       full_steps: the full steps read (from the start step), each a chunk of `chunk` records.
       full_slice: the part [lo, hi) of each full step's chunk this pipeline takes (lo == hi:
         none; the chunks are then not read, and count as empty).
-      full_pieces: each source's records of the windows that hold those steps, from the start
-        of the start step's window, in order (empty when none are taken).
-      window_counts: each source's records in each of those windows (a window holds them
-        source after source, then is permuted).
-      final_pieces: the records this pipeline takes of the final, partial step (may be none),
-        source after source.
+      full_pieces: the records of the windows that hold those steps, from the start of the
+        start step's window, in order (empty when none are taken).
+      final_pieces: the records this pipeline takes of the final, partial step (may be none).
       has_final: whether the epoch has a final, partial step (each stream then gives one
         element more, empty when `final_pieces` is).
       skip_steps: the steps of the first window before the start step (read, permuted with
@@ -153,8 +130,7 @@ class StreamRead:
     stream: int
     full_steps: int
     full_slice: tuple[int, int]
-    full_pieces: tuple[tuple[Piece, ...], ...]
-    window_counts: tuple[tuple[int, ...], ...]
+    full_pieces: tuple[Piece, ...]
     final_pieces: tuple[Piece, ...]
     has_final: bool
     skip_steps: int = 0
@@ -209,6 +185,37 @@ class Sharing:
     pipeline: int = 0
     drop_remainder: bool = False
 
+    @property
+    def chunk(self) -> int:
+        """Records a stream gives a full step."""
+        return self.global_batch // self.streams
+
+    def slices(self) -> list[tuple[int, int]]:
+        """This pipeline's part [lo, hi) of each stream's chunk of a full step (its part of the
+        step, streams in order; lo == hi: none)."""
+        share = self.global_batch // self.num_pipelines
+        lo, hi = self.pipeline * share, (self.pipeline + 1) * share
+        c = self.chunk
+        return [
+            (min(max(lo - j * c, 0), c), min(max(hi - j * c, 0), c)) for j in range(self.streams)
+        ]
+
+    def steps(self, total: int, start_step: int) -> tuple[int, bool]:
+        """An epoch of `total` records: its full steps, and whether a final, partial step is
+        read from `start_step` on.
+
+        Raises:
+          ValueError: for a start step past the epoch's end.
+        """
+        full = total // self.global_batch
+        partial = not self.drop_remainder and total % self.global_batch > 0
+        if start_step < 0 or start_step > full + partial:
+            raise ValueError(
+                f"start_step {start_step} is past the epoch's {full + partial} steps "
+                f"({total} records, global batch {self.global_batch})"
+            )
+        return full, partial and start_step <= full
+
     def __post_init__(self) -> None:
         if self.global_batch % self.streams or self.global_batch % self.num_pipelines:
             raise ValueError(
@@ -226,70 +233,58 @@ def epoch_plan(
     start_step: int = 0,
     window: int = 1,
 ) -> EpochPlan:
-    """What one input pipeline reads of an epoch's `sequence`, from global step `start_step` on.
+    """What one input pipeline reads of an epoch's `sequence` (of one source: several are
+    `mixed`), from global step `start_step` on.
 
     Args:
-      sequence: the epoch's sequence of the sources' records (its seed and epoch also key the
-        streams' rotations and windows).
+      sequence: the epoch's sequence of records (its seed and epoch also key the streams'
+        rotations and windows).
       sharing: the global batch, streams and pipelines.
       start_step: the first global step to read (resuming).
       window: the steps of a window of each stream, permuted together (`window_steps`).
 
     Raises:
-      ValueError: for a start step past the epoch's end.
+      ValueError: for a start step past the epoch's end, or several sources.
     """
+    if len(sequence.units) != 1:
+        raise ValueError(f"epoch_plan reads one source; {len(sequence.units)} are `mixed`")
     global_batch, streams = sharing.global_batch, sharing.streams
     num_pipelines, pipeline = sharing.num_pipelines, sharing.pipeline
     total = sequence.length
-    chunk = global_batch // streams
-    full = total // global_batch
-    partial = not sharing.drop_remainder and total % global_batch > 0
-    if start_step < 0 or start_step > full + partial:
-        raise ValueError(
-            f"start_step {start_step} is past the epoch's {full + partial} steps "
-            f"({total} records, global batch {global_batch})"
-        )
+    chunk = sharing.chunk
+    full, partial = sharing.steps(total, start_step)
     window = max(1, window)
     bounds = [total * j // streams for j in range(streams + 1)]
     lengths = [bounds[j + 1] - bounds[j] for j in range(streams)]
     drawn = _stream_draws(sequence.seed, sequence.epoch, lengths)
     share = global_batch // num_pipelines
-    lo, hi = pipeline * share, (pipeline + 1) * share
+    slices = sharing.slices()
     # The final step's records of each stream, and this pipeline's part of them.
     tails = [lengths[j] - full * chunk for j in range(streams)]
     tail_before = np.concatenate([[0], np.cumsum(tails)]).astype(int).tolist()
-    partial = partial and start_step <= full  # not when resuming past it
     tail_total = tail_before[-1] if partial else 0
     t_lo = tail_total * pipeline // num_pipelines
     t_hi = tail_total * (pipeline + 1) // num_pipelines
     full_steps = max(0, full - start_step)
     first_window = start_step // window
     begin = first_window * window  # the first full step read: its window's first
-    # Where the windows read end, in records of each stream.
-    ends = np.minimum(np.arange(begin + window, full + window, window), full) * chunk
     reads = []
     for j in range(streams):
         place = _Stream(bounds[j], lengths[j], drawn[j][0])
-        s_lo = min(max(lo - j * chunk, 0), chunk)
-        s_hi = min(max(hi - j * chunk, 0), chunk)
+        s_lo, s_hi = slices[j]
         taken = s_lo < s_hi and full_steps > 0
-        nothing: list[list[Piece]] = [[] for _ in sequence.units]
-        full_pieces = place.pieces(sequence, begin * chunk, full * chunk) if taken else nothing
-        counts = (
-            place.taken(sequence, begin * chunk, ends) if taken else np.zeros((len(nothing), 0))
-        )
+        full_pieces = place.pieces(sequence, begin * chunk, full * chunk) if taken else []
         f_lo = min(max(t_lo - tail_before[j], 0), tails[j]) if partial else 0
         f_hi = min(max(t_hi - tail_before[j], 0), tails[j]) if partial else 0
         base = full * chunk
-        final_pieces = [p for own in place.pieces(sequence, base + f_lo, base + f_hi) for p in own]
+        final_pieces = place.pieces(sequence, base + f_lo, base + f_hi)
         if taken or final_pieces:
             reads.append(
                 StreamRead(
                     j,
                     full_steps,
                     (s_lo, s_hi) if taken else (0, 0),
-                    tuple(tuple(own) for own in full_pieces),
-                    tuple(tuple(int(n) for n in np.diff(c, prepend=0)) for c in counts),
+                    tuple(full_pieces),
                     tuple(final_pieces),
                     partial,
                     start_step - begin if taken else 0,

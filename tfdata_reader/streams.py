@@ -23,6 +23,8 @@ import numpy as np
 import tensorflow as tf
 
 from tfdata_reader.manifest import Compression, ShardInfo
+from tfdata_reader.mixed import MixedPlan, mixed_plan
+from tfdata_reader.mixed_streams import mixed_rows, mixed_tables
 from tfdata_reader.options import ReadOptions
 from tfdata_reader.order import EpochPlan, Sharing, epoch_plan, epoch_steps
 from tfdata_reader.records import BlockReading, checked_blocks
@@ -39,10 +41,8 @@ __all__ = [
 ]
 
 # The plan's tables as tf.data reads them, column by column: a row a stream this pipeline takes
-# full steps of (and for it, each source's first and end piece, and its records in each
-# window), and a row a piece of a shard to read.
-_STREAM_COLUMNS = ("skip_steps", "first_window", "window_key")
-_SPAN_COLUMNS = ("first_piece", "end_piece")
+# full steps of, and a row a piece of a shard to read.
+_STREAM_COLUMNS = ("first_piece", "end_piece", "skip_steps", "first_window", "window_key")
 _PIECE_COLUMNS = ("shard", "start", "stop", "seek_record", "seek_offset", "shard_records")
 _BLOCK = 1024  # records a stream's reader hands on at once (fewer elements: faster)
 _GROUP = 1024  # records of a stream moved as one element between reading and steps
@@ -113,37 +113,37 @@ class ShuffledReads:
     def sequence(self, epoch: int) -> EpochSequence:
         return EpochSequence(self.source_units, self.seed, epoch, self.weights)
 
-    def plan(self, epoch: int, start_step: int) -> EpochPlan:
-        return epoch_plan(
-            self.sequence(epoch), self.sharing, start_step=start_step, window=self.window
-        )
+    def plan(self, epoch: int, start_step: int) -> EpochPlan | MixedPlan:
+        sequence = self.sequence(epoch)
+        if self.source_count == 1:
+            return epoch_plan(sequence, self.sharing, start_step=start_step, window=self.window)
+        return mixed_plan(sequence, self.sharing, start_step=start_step, window=self.window)
 
     def tables(self, epoch: int, start_step: int) -> tuple[np.ndarray, ...]:
         """The epoch's plan as int64 tables: one row a stream whose full steps this pipeline
-        takes (`_STREAM_COLUMNS`); for each, each source's span of the pieces
-        (`_SPAN_COLUMNS`) and its records in each window; one row a piece (theirs, then every
-        final piece); and where this pipeline's part of a step starts in their chunks side by
-        side, where the final pieces start, and how many windows a stream has."""
+        takes (`_STREAM_COLUMNS`), one row a piece (theirs, then every final piece), and where
+        this pipeline's part of a step starts in their chunks side by side, and where the
+        final pieces start (several sources: `mixed_streams.mixed_tables`)."""
         plan = self.plan(epoch, start_step)
+        if isinstance(plan, MixedPlan):
+            return mixed_tables(plan, self._piece_row, self.group_steps)
         taken = [read for read in plan.streams if read.full_slice[1] > read.full_slice[0]]
-        sources = self.source_count
         streams = np.zeros((len(taken), len(_STREAM_COLUMNS)), np.int64)
-        spans = np.zeros((len(taken), sources, len(_SPAN_COLUMNS)), np.int64)
-        windows = max((len(c) for read in taken for c in read.window_counts), default=0)
-        counts = np.zeros((len(taken), sources, windows), np.int64)
         rows: list[tuple[int, ...]] = []
         for k, read in enumerate(taken):
-            streams[k] = (read.skip_steps, read.first_window, read.window_key)
-            for i, own in enumerate(read.full_pieces):
-                first = len(rows)
-                rows += [self._piece_row(p) for p in own]
-                spans[k, i] = (first, len(rows))
-                counts[k, i] = read.window_counts[i]
+            first = len(rows)
+            rows += [self._piece_row(p) for p in read.full_pieces]
+            streams[k] = (first, len(rows), read.skip_steps, read.first_window, read.window_key)
         finals = len(rows)
         rows += [self._piece_row(p) for read in plan.streams for p in read.final_pieces]
         pieces = np.array(rows, np.int64).reshape(len(rows), len(_PIECE_COLUMNS))
         offset = taken[0].full_slice[0] if taken else 0
-        return streams, spans, counts, pieces, np.array([offset, finals, windows], np.int64)
+        return streams, pieces, np.array([offset, finals], np.int64)
+
+    @property
+    def group_steps(self) -> int:
+        """Whole steps of a stream moved as one element between reading and steps."""
+        return max(1, _GROUP // self.sharing.chunk)
 
     def _piece_row(self, piece: Piece) -> tuple[int, ...]:
         """A piece of a unit as the records of its shard to read, and where from."""
@@ -187,7 +187,7 @@ def shuffled_records(
     buffer = max(256 << 10, min(8 << 20, (64 << 20) // (reads.sharing.streams * sources)))
     reading = BlockReading(reads.compression.tf_name, max(chunk, min(window, _BLOCK)), buffer)
     share = reads.sharing.global_batch // reads.sharing.num_pipelines
-    group = max(1, _GROUP // chunk) * chunk  # whole steps of a stream
+    group = reads.group_steps * chunk  # whole steps of a stream
 
     def tables(epoch: np.int64, step: np.int64) -> tuple[np.ndarray, ...]:
         return reads.tables(int(epoch), int(step))
@@ -208,38 +208,28 @@ def shuffled_records(
         ).flat_map(read_piece)
 
     def epoch_records(position: tf.Tensor) -> tf.data.Dataset:
-        streams, spans, counts, pieces, where = tf.numpy_function(
-            tables, [position[0], position[1]], [tf.int64] * 5, stateful=False
+        if sources > 1:
+            mixed = tf.numpy_function(
+                tables, [position[0], position[1]], [tf.int64] * 8, stateful=False
+            )
+            rows = mixed_rows(
+                mixed, reads.sharing, sources, num_parallel_calls, pieces_of, _permuter
+            )
+            return rows.rebatch(batch_size, drop_remainder=reads.sharing.drop_remainder)
+        streams, pieces, where = tf.numpy_function(
+            tables, [position[0], position[1]], [tf.int64] * 3, stateful=False
         )
         streams = tf.reshape(streams, [-1, len(_STREAM_COLUMNS)])
-        taken = tf.shape(streams, out_type=tf.int64)[0]
-        spans = tf.reshape(spans, [taken, sources, len(_SPAN_COLUMNS)])
-        counts = tf.reshape(counts, [taken, sources, where[2]])
         pieces = tf.reshape(pieces, [-1, len(_PIECE_COLUMNS)])
-
-        def source(k: tf.Tensor, i: int) -> tf.data.Dataset:
-            span = _named(spans[k, i], _SPAN_COLUMNS)
-            return pieces_of(pieces, span["first_piece"], span["end_piece"])
-
-        def windows_of(k: tf.Tensor) -> tf.data.Dataset:
-            """A stream's windows: each source's records of it, source after source (one
-            source: its records cut into windows)."""
-            if sources == 1:
-                return source(k, 0).rebatch(window)
-            own = [
-                # A count may be 0: rebatch then gives an empty batch (and would go on giving
-                # them past the records' end; `take` stops it there).
-                source(k, i).rebatch(counts[k, i]).take(where[2])
-                for i in range(sources)
-            ]
-            return tf.data.Dataset.zip(tuple(own)).map(lambda *parts: tf.concat(parts, 0))
+        taken = tf.shape(streams, out_type=tf.int64)[0]
 
         def stream(k: tf.Tensor) -> tf.data.Dataset:
             """A stream's records from its start step on, its windows permuted, in groups of
             whole steps."""
             row = _named(streams[k], _STREAM_COLUMNS)
+            windows = pieces_of(pieces, row["first_piece"], row["end_piece"]).rebatch(window)
             permute = _permuter(row["window_key"], row["first_window"], row["skip_steps"] * chunk)
-            return windows_of(k).enumerate().map(permute).rebatch(group)
+            return windows.enumerate().map(permute).rebatch(group)
 
         def steps_of(groups: tf.Tensor) -> tf.Tensor:
             """The streams' groups side by side -> one row a step: the streams' chunks of it

@@ -8,7 +8,6 @@ import itertools
 import numpy as np
 import pytest
 
-from tfdata_reader import mixing
 from tfdata_reader.order import (
     EpochPlan,
     Sharing,
@@ -51,16 +50,6 @@ def _permuted(records: list, key: int, window: int) -> list:
     return [records[i] for i in np.random.default_rng([key, window]).permutation(len(records))]
 
 
-def windows_of(read) -> list[list[tuple[int, int]]]:
-    """A stream's windows as the reader makes them: each source's records of each, source
-    after source."""
-    own = [_expand(pieces) for pieces in read.full_pieces]
-    ends = [np.cumsum([0, *counts]) for counts in read.window_counts]
-    assert [e[-1] for e in ends] == [len(o) for o in own]  # the counts cover every record
-    return [[r for o, e in zip(own, ends, strict=True) for r in o[e[w] : e[w + 1]]]
-            for w in range(len(read.window_counts[0]))]  # fmt: skip
-
-
 def pipeline_steps(plan: EpochPlan) -> list[list[tuple[int, int]]]:
     """The records of each step as the reader assembles them: step by step, stream by stream,
     each stream's windows permuted, the steps before the start step left out, each chunk
@@ -68,8 +57,8 @@ def pipeline_steps(plan: EpochPlan) -> list[list[tuple[int, int]]]:
     steps: list[list[tuple[int, int]]] = [[] for _ in range(plan.full_steps)]
     size = plan.window_records
     for read in plan.streams:
-        windows = windows_of(read)
-        assert all(len(w) == size for w in windows[:-1]), [len(w) for w in windows]
+        records = _expand(read.full_pieces)
+        windows = [records[k : k + size] for k in range(0, len(records), size)]
         records = [r for w, window in enumerate(windows)
                    for r in _permuted(window, read.window_key, read.first_window + w)]  # fmt: skip
         records = records[read.skip_steps * plan.chunk :]
@@ -82,11 +71,9 @@ def pipeline_steps(plan: EpochPlan) -> list[list[tuple[int, int]]]:
     return steps
 
 
-def plan_of(records, sharing, *, seed, epoch, weights=None, **kw) -> EpochPlan:
-    """The plan of one source (`records`: its units' counts) or several (a list of lists)."""
-    sources = records if records and isinstance(records[0], list) else [records]
-    sequence = EpochSequence(tuple(map(tuple, sources)), seed, epoch, weights)
-    return epoch_plan(sequence, sharing, **kw)
+def plan_of(records, sharing, *, seed, epoch, **kw) -> EpochPlan:
+    """The plan of one source (`records`: its units' counts)."""
+    return epoch_plan(EpochSequence.of(records, seed, epoch), sharing, **kw)
 
 
 def _global_steps(records, global_batch, pipelines, drop_remainder=False, **kw):
@@ -140,7 +127,7 @@ def test_pipelines_that_divide_the_streams_read_nothing_twice():
             for i in range(pipelines)
         ]  # fmt: skip
         read = [r for plan in plans for s in plan.streams
-                for r in _expand(s.full_pieces[0]) + _expand(s.final_pieces)]  # fmt: skip
+                for r in _expand(s.full_pieces) + _expand(s.final_pieces)]  # fmt: skip
         assert sorted(read) == sorted(set(read)) and len(read) == sum(records)
         assert global_batch % pipelines == 0
 
@@ -257,75 +244,3 @@ def test_sharing_counts_must_divide_the_global_batch():
         Sharing(100, 3)
     with pytest.raises(ValueError, match=r"pipeline must be in \[0, 2\), got 2"):
         Sharing(100, 2, 2, 2)
-
-
-SOURCES = [[3000, 17], [517, 1, 0, 900], [4000], [60, 60]]  # four sources of unlike sizes
-
-
-def _source_of(unit: int) -> int:
-    """The source of a unit of SOURCES (units numbered on, source after source)."""
-    return int(np.searchsorted(np.cumsum([len(s) for s in SOURCES]), unit, side="right"))
-
-
-@pytest.mark.parametrize("window", [1, 4, 1000])
-@pytest.mark.parametrize("global_batch", [64, 96, 256])
-def test_several_sources_read_every_record_once_in_the_same_steps_on_every_pipeline_count(
-    window, global_batch
-):
-    kw = {"seed": 5, "epoch": 2, "window": window}
-    reference, _ = _global_steps(SOURCES, global_batch, 1, **kw)
-    units = [n for source in SOURCES for n in source]
-    every = sorted(r for step in reference for r in step)
-    assert every == sorted((u, r) for u, n in enumerate(units) for r in range(n))
-    for pipelines in (2, 4, 8, 3):
-        if global_batch % pipelines == 0:
-            assert _global_steps(SOURCES, global_batch, pipelines, **kw)[0] == reference
-    for step in (1, 9, len(reference) - 1):  # resuming on another pipeline count
-        after, _ = _global_steps(SOURCES, global_batch, 4, start_step=step, **kw)
-        assert reference[:step] + after == reference
-
-
-@pytest.mark.parametrize("weights", [(0.1, 0.2, 0.3, 0.4), (1, 0, 0, 9), (0, 0, 0, 1)])
-def test_weights_give_each_source_its_quota_repeating_or_sampling_it_anew_each_epoch(weights):
-    records = [sum(s) for s in SOURCES]
-    total = sum(records)
-    expected = {0.1: [856, 1711, 2566, 3422]}.get(weights[0])
-    quotas = [int(q) for q in mixing.quotas(records, weights)]
-    if expected:
-        assert quotas == expected  # the total, 8,555 records, by weight (ties: the earlier)
-    kw = {"seed": 1, "window": 8, "weights": weights}
-    seen = []
-    for epoch in (0, 1):
-        steps, _ = _global_steps(SOURCES, 64, 1, epoch=epoch, **kw)
-        assert steps == _global_steps(SOURCES, 64, 4, epoch=epoch, **kw)[0]
-        read = [r for step in steps for r in step]
-        assert len(read) == total and len(steps) == epoch_steps(total, 64)
-        by_source = [[r for r in read if _source_of(r[0]) == i] for i in range(len(SOURCES))]
-        assert [len(b) for b in by_source] == quotas
-        for own, n, quota in zip(by_source, records, quotas, strict=True):
-            times = np.unique(np.unique(own, axis=0, return_counts=True)[1]) if own else []
-            # Under its quota a source repeats whole passes (and part of one); over it, no
-            # record is read twice.
-            assert set(times) <= {quota // n, quota // n + 1} if quota >= n else set(times) <= {1}
-        seen.append(by_source)
-    for i, (quota, n) in enumerate(zip(quotas, records, strict=True)):
-        if 0 < quota < n:  # another sample each epoch
-            assert sorted(map(tuple, seen[0][i])) != sorted(map(tuple, seen[1][i]))
-
-
-@pytest.mark.parametrize("window, low", [(64, 0.8), (4, 0.7)])
-def test_each_step_holds_each_source_in_its_share_spread_as_random_sampling_spreads_it(window, low):
-    """A step's records of a source spread about its share as a random sample's do
-    (binomial: sqrt(p (1 - p) / G)), times sqrt(1 - 1/window): a window holds each source's
-    exact share, and a step is a random draw of it."""
-    sources = [[40_000], [10_000, 10_000], [20_000]]
-    weights = (0.5, 0.2, 0.3)
-    steps, _ = _global_steps(sources, 256, 1, seed=2, epoch=0, window=window, weights=weights)
-    firsts = np.cumsum([0, 1, 2])
-    full = [s for s in steps if len(s) == 256]
-    for i, p in enumerate(weights):
-        share = [sum(firsts[i] <= u < firsts[i] + len(sources[i]) for u, _ in s) / 256
-                 for s in full]  # fmt: skip
-        assert abs(np.mean(share) - p) < 0.002, (i, np.mean(share))
-        ratio = np.std(share) / np.sqrt(p * (1 - p) / 256)
-        assert low <= ratio <= 1.15, (i, ratio)

@@ -1,0 +1,253 @@
+"""Several sources in one epoch order, each read on from where it stands: pure arithmetic.
+
+`order.epoch_plan` reads one source (one dataset, or several read as one unit list). Several
+sources (partitions, or datasets with weights) are read so that the weights may change at any
+step of an epoch without a record read twice or left out:
+
+1. **Parts.** The epoch's sequence (`sequence.EpochSequence`: each source's own sequence,
+   interleaved by the quotas of the weights the epoch began with) is cut into `streams` as one
+   source's is; stream `j`'s *part* of source `i` is the run of the source's own sequence it
+   holds, `P_ij` records. Read past its end (a source whose share grew), a part goes on with
+   blocks of the rest of the source's sequence (after its quota) dealt to the streams in turn,
+   so parts never meet and a record comes twice only once the source's records run out.
+2. **Windows.** A stream reads each of its parts in order, in windows (a part cut into about
+   `window * chunk * P_ij / stream length` records, the sizes cycling past the part's end),
+   each permuted: a source's records come out of a stream in an order fixed by the part.
+3. **Counts.** Each step takes from each stream `chunk` records: a drawn number of each source
+   (a stream's positions hold each source its share, `mixing.taken`, and those tags are
+   permuted: the counts spread as a random sample's), each source's next records.
+4. **Segments.** Weights given from step `s` on share the rest of the epoch (the records
+   `s * global_batch` on) by quota as the epoch's start did; each source of each stream goes on
+   from where the steps before `s` left it.
+
+Resuming at step `s` reads each part from the window that holds its `s`-th step's record on.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Sequence
+
+import numpy as np
+
+from tfdata_reader.mixing import apportion, taken
+from tfdata_reader.order import Sharing
+from tfdata_reader.sequence import EpochSequence, Piece, draws
+
+__all__ = ["MixedPlan", "MixedStream", "SourceRead", "mixed_plan"]
+
+_TAG_KEY = 0x746167  # "tag": each stream's draw of which source each of its positions takes
+_WINDOW_KEY = 0x77696E  # "win": each part's window keys
+
+
+@dataclasses.dataclass(frozen=True)
+class SourceRead:
+    """What a stream reads of one source.
+
+    Attributes:
+      pieces: the part's records of the windows read, in order.
+      windows: each window's records (the first read first).
+      first_window: the index of the first window read (a part's windows count from 0).
+      skip: records of the first window (permuted) taken before the start step.
+      records: records taken from the start step on.
+      key: the key of the part's window permutations (with each window's index).
+    """
+
+    pieces: tuple[Piece, ...]
+    windows: tuple[int, ...]
+    first_window: int
+    skip: int
+    records: int
+    key: int
+
+
+@dataclasses.dataclass(frozen=True)
+class MixedStream:
+    """What one input pipeline reads of one stream.
+
+    Attributes:
+      stream: the stream's index.
+      full_slice: this pipeline's part [lo, hi) of each full step's chunk.
+      final_slice: its part of the stream's records of the final, partial step.
+      sources: each source's reads, in source order.
+      tags: the source of each of the stream's positions from the start step on (full steps'
+        `chunk` each, then the final step's): a position takes that source's next record.
+    """
+
+    stream: int
+    full_slice: tuple[int, int]
+    final_slice: tuple[int, int]
+    sources: tuple[SourceRead, ...]
+    tags: np.ndarray = dataclasses.field(compare=False)
+
+
+@dataclasses.dataclass(frozen=True)
+class MixedPlan:
+    """One input pipeline's reads of one epoch of several sources, from the start step on."""
+
+    chunk: int
+    streams: tuple[MixedStream, ...]  # those this pipeline takes a part of, in stream order
+    full_steps: int
+    share: int
+    has_final: bool  # whether the steps read end with a final, partial step
+
+    @property
+    def final_records(self) -> int:
+        return sum(s.final_slice[1] - s.final_slice[0] for s in self.streams)
+
+
+Segment = tuple[int, tuple[float, ...] | None]  # (first step, weights from it on)
+
+
+def mixed_plan(
+    sequence: EpochSequence,
+    sharing: Sharing,
+    *,
+    start_step: int = 0,
+    window: int = 1,
+    segments: Sequence[Segment] = (),
+) -> MixedPlan:
+    """What one input pipeline reads of an epoch of several sources.
+
+    Args:
+      sequence: the epoch's sequence, with the weights the epoch began with.
+      sharing: the global batch, streams and pipelines.
+      start_step: the first step read.
+      window: steps a stream's windows hold (`order.window_steps`).
+      segments: weights changed within the epoch, each from a step on (at most `start_step`).
+
+    Raises:
+      ValueError: for a start step past the epoch's end.
+    """
+    streams, chunk = sharing.streams, sharing.chunk
+    total = sequence.length
+    full, partial = sharing.steps(total, start_step)
+    slices = sharing.slices()
+    bounds = np.array([total * j // streams for j in range(streams + 1)], np.int64)
+    lengths = np.diff(bounds)
+    tails = lengths - full * chunk if partial else np.zeros_like(lengths)
+    parts = sequence.counts(bounds)  # [sources, streams + 1]: where each stream's parts start
+    tags = _tags(sequence, bounds, chunk, [(0, sequence.weights), *segments])
+    begin, end = start_step * chunk, full * chunk  # the positions read, of each stream
+    sources = len(sequence.units)
+    keys = draws(sequence.seed, sequence.epoch, streams * sources, _WINDOW_KEY) >> np.uint64(1)
+    found = []
+    for j, (lo, hi) in enumerate(slices):
+        final = (int(tails[j] * lo // chunk), int(tails[j] * hi // chunk))
+        rest = tags[j][begin : end + int(tails[j])] if begin <= end else tags[j][:0]
+        if lo >= hi or not len(rest):
+            continue
+        done = np.bincount(tags[j][:begin], minlength=sources)
+        need = np.bincount(rest, minlength=sources)
+        reads = []
+        for i in range(sources):
+            part = _Part(
+                sequence, i, j, int(parts[i, j]), int(parts[i, j + 1] - parts[i, j]), streams
+            )
+            # A window of a part: its share of the stream's window (of a part its stream held
+            # none of, an even share of the sources').
+            share = part.length / max(1, lengths[j]) if part.length else 1 / sources
+            sizes = part.window_size(window * chunk * share)
+            reads.append(part.read(int(done[i]), int(need[i]), sizes, int(keys[j * sources + i])))
+        found.append(MixedStream(j, (lo, hi), final, tuple(reads), rest))
+    share = int(sum(hi - lo for lo, hi in slices))
+    return MixedPlan(chunk, tuple(found), max(0, full - start_step), share, partial)
+
+
+def _tags(
+    sequence: EpochSequence, bounds: np.ndarray, chunk: int, segments: Sequence[Segment]
+) -> list[np.ndarray]:
+    """The source each position of each stream takes (its next record), segment by segment:
+    a segment's records shared among the streams by quota (`mixing.taken`), and each stream's
+    tags permuted (so that a step's count of each source spreads as a random sample's)."""
+    streams, sources = len(bounds) - 1, len(sequence.units)
+    lengths = np.diff(bounds)
+    dtype = np.int16 if sources < 2**15 else np.int32
+    tags = [np.zeros(int(n), dtype) for n in lengths]
+    starts = [s for s, _ in segments]
+    for k, (first, weights) in enumerate(segments):
+        if k + 1 < len(segments) and starts[k + 1] <= first:
+            continue  # changed again at the same step
+        # The rest of the epoch shared by these weights, stream by stream as the epoch's start
+        # shares it: each stream's positions from the segment's first step on.
+        left = np.maximum(lengths - first * chunk, 0)
+        if k == 0:
+            quota = sequence.quotas
+        else:  # without weights: by records, as a list of datasets is read
+            quota = apportion(int(left.sum()), sequence.records if weights is None else weights)
+        cuts = np.concatenate([[0], np.cumsum(left)])
+        own = sequence.counts(cuts) if k == 0 else taken(quota, cuts)
+        for j in range(streams):
+            mine = own[:, j + 1] - own[:, j]
+            key = [sequence.seed, (_TAG_KEY << 24) ^ sequence.epoch]
+            rng = np.random.Generator(np.random.Philox(key=key, counter=[0, 0, j, k]))
+            drawn = rng.permutation(np.repeat(np.arange(sources, dtype=dtype), mine))
+            tags[j][first * chunk :] = drawn
+    return tags
+
+
+@dataclasses.dataclass(frozen=True)
+class _Part:
+    """Stream `stream`'s part of source `source`: `length` records of the source's own
+    sequence from `base` on (its share of the epoch's start), then, read further, blocks of
+    the rest of the sequence (from the source's quota on), dealt to the `streams` in turn, so
+    that all streams read further in step and no record comes twice before the source's
+    records run out."""
+
+    sequence: EpochSequence
+    source: int
+    stream: int
+    base: int
+    length: int
+    streams: int
+
+    @property
+    def block(self) -> int:
+        """Records of a block of the rest (by records, not weights: the same whatever the
+        weights)."""
+        return max(1, int(self.sequence.records[self.source]) // (8 * self.streams))
+
+    def window_size(self, target: float) -> tuple[int, ...]:
+        """The part's window sizes, a cycle of them (repeated past its end): its records cut
+        into windows of about `target` each (at least one), as even as can be (a part of no
+        records: one window of `target`)."""
+        length = self.length or max(1, int(target))
+        count = max(1, -(-length // max(1, int(target))))
+        return tuple(length * (m + 1) // count - length * m // count for m in range(count))
+
+    def read(self, done: int, need: int, sizes: tuple[int, ...], key: int) -> SourceRead:
+        """Its reads of `need` records from record `done` of the part on, in windows of
+        `sizes` records (cycling)."""
+        per_round = sum(sizes)  # records of a cycle of windows
+        starts = np.concatenate([[0], np.cumsum(sizes)])
+        first_round, at = divmod(done, per_round)
+        m = int(np.searchsorted(starts, at, side="right")) - 1
+        first = first_round * len(sizes) + m
+        lo = first_round * per_round + int(starts[m])
+        end = done + need
+        if need:
+            last_round, at_end = divmod(end - 1, per_round)
+            m_end = int(np.searchsorted(starts, at_end, side="right")) - 1
+            hi = last_round * per_round + int(starts[m_end + 1])
+            count = last_round * len(sizes) + m_end + 1 - first
+        else:  # nothing read
+            lo = hi = done
+            count = 0
+        windows = tuple(sizes[(first + w) % len(sizes)] for w in range(count))
+        return SourceRead(tuple(self.pieces(lo, hi)), windows, first, done - lo, need, key)
+
+    def pieces(self, lo: int, hi: int) -> list[Piece]:
+        """Records [lo, hi) of the part, as pieces of units."""
+        found: list[Piece] = []
+        if lo < self.length:
+            end = min(hi, self.length)
+            found += self.sequence.pieces(self.source, self.base + lo, self.base + end)
+            lo = end
+        rest = int(self.sequence.quotas[self.source])  # where the rest of the sequence starts
+        while lo < hi:
+            turn, at = divmod(lo - self.length, self.block)
+            end = min(hi, lo + self.block - at)
+            own = rest + (turn * self.streams + self.stream) * self.block + at
+            found += self.sequence.pieces(self.source, own, own + end - lo)
+            lo = end
+        return found
