@@ -201,6 +201,9 @@ def make_dataset(
         raise ValueError(_NO_WEIGHTS)
     if epoch_order:
         reads = _shuffled_reads(path, manifest, paths, parts, batch_size, input_context, options)
+        if position is not None and reads.sources is not None:
+            history = position.read_with(reads.names, reads.weights)
+            reads = dataclasses.replace(reads, history=(history.epoch, history.segments))
         ds, batches = epoch_ordered(reads, batch_size, options, position)
         # Batches leave in the epoch order (a step is the same records on every pipeline, a
         # position resumes it) unless `deterministic=False` is asked for.
@@ -334,6 +337,7 @@ def _shuffled_reads(
         window,
         None if found is None else found.shards,
         None if found is None else found.weights,
+        names=() if found is None else found.names,
     )
 
 

@@ -112,10 +112,12 @@ class Sources:
     Attributes:
       shards: each source's shards (the merged manifest's, in order).
       weights: each source's weight (None: every record once).
+      names: each source's datasets, by location (a run of several: joined by ",").
     """
 
     shards: tuple[int, ...]
     weights: tuple[float, ...] | None
+    names: tuple[str, ...] = ()
 
 
 def sources(named: Named, partition_records: Sequence[Sequence[int]], streams: int) -> Sources:
@@ -140,9 +142,15 @@ def sources(named: Named, partition_records: Sequence[Sequence[int]], streams: i
         raise ValueError(f"{len(partition_records)} partitions' records for {sum(counts)}")
     records = [sum(r) for r in partition_records]
     firsts = [sum(counts[:name]) for name in range(len(counts))]
+    folders = [f for own in named.folders for f in own]
+
+    def name(run: list[int]) -> str:
+        return ",".join(location(folders[p]) for p in run)
+
     if named.weights is None:
         runs = _runs(0, len(records), min(limit, len(records)))
-        return Sources(tuple(sum(len(partition_records[p]) for p in run) for run in runs), None)
+        counted = tuple(sum(len(partition_records[p]) for p in run) for run in runs)
+        return Sources(counted, None, tuple(name(run) for run in runs))
     if len(counts) > limit:
         raise ValueError(
             f"{len(counts)} datasets with weights are read side by side on {streams} streams "
@@ -154,15 +162,17 @@ def sources(named: Named, partition_records: Sequence[Sequence[int]], streams: i
         shares[shares.index(max(shares))] -= 1
     shards: list[int] = []
     weights: list[float] = []
-    for name, (first, n, share) in enumerate(zip(firsts, counts, shares, strict=True)):
+    names: list[str] = []
+    for key, (first, n, share) in enumerate(zip(firsts, counts, shares, strict=True)):
         of_name = sum(records[first : first + n])
-        weight = named.weights[name]
+        weight = named.weights[key]
         if weight > 0 and not of_name:
-            raise ValueError(f"{named.names[name]} has a weight of {weight} but no records")
+            raise ValueError(f"{named.names[key]} has a weight of {weight} but no records")
         for run in _runs(first, first + n, min(share, n)):
             shards.append(sum(len(partition_records[p]) for p in run))
             weights.append(weight * sum(records[p] for p in run) / of_name if of_name else 0.0)
-    return Sources(tuple(shards), tuple(weights))
+            names.append(name(run))
+    return Sources(tuple(shards), tuple(weights), tuple(names))
 
 
 def _runs(lo: int, hi: int, count: int) -> list[list[int]]:

@@ -19,17 +19,95 @@ they point. The training loop moves them on: Keras by `p.callback()`, a custom l
 Keras wants the same steps in every epoch of a `fit`: read endlessly (`num_epochs=None`) and
 give `steps_per_epoch`; a run resumed mid-epoch first fits `steps - position.step` steps
 (`examples/resume_training.py`).
+
+Several sources with weights: the position also keeps the weights its epoch was read with
+from each step on (`WeightHistory`), so that a dataset made with other weights at step `s`
+goes on with the same epoch, each source from where it stood, the new weights sharing the rest
+(`mixed`).
 """
 
 from __future__ import annotations
 
+import dataclasses
+import json
+from collections.abc import Sequence
 from typing import Any
 
 import tensorflow as tf
 
 from tfdata_reader.streams import EpochCounter
 
-__all__ = ["ReadPosition"]
+__all__ = ["ReadPosition", "WeightHistory"]
+
+Weights = tuple[float, ...] | None
+
+
+@dataclasses.dataclass(frozen=True)
+class WeightHistory:
+    """The weights an epoch of several sources was read with: from each step on.
+
+    Attributes:
+      epoch: the epoch.
+      sources: the sources, as named (their datasets), in order.
+      segments: (first step, weights) in step order, the first at step 0 (weights None: every
+        record once, a list of datasets).
+    """
+
+    epoch: int
+    sources: tuple[str, ...]
+    segments: tuple[tuple[int, Weights], ...]
+
+    @classmethod
+    def starting(cls, epoch: int, sources: Sequence[str], weights: Weights) -> WeightHistory:
+        return cls(epoch, tuple(sources), ((0, weights),))
+
+    def reading(
+        self, epoch: int, step: int, sources: Sequence[str], weights: Weights
+    ) -> WeightHistory:
+        """The history once a dataset of `sources` with `weights` reads on from (epoch, step):
+        another epoch, or step 0, starts anew; the same epoch goes on, the new weights from
+        `step` on (when they differ).
+
+        Raises:
+          ValueError: for other sources within the epoch (its order would be another).
+        """
+        if epoch != self.epoch or step == 0:
+            return WeightHistory.starting(epoch, sources, weights)
+        if tuple(sources) != self.sources:
+            raise ValueError(
+                f"the position is at step {step} of epoch {epoch}, read from other datasets "
+                f"({len(self.sources)} sources: {', '.join(self.sources[:3])}"
+                f"{', ...' if len(self.sources) > 3 else ''}); an epoch is read from one set of "
+                "datasets: finish it with those (weights may change), or start the next epoch "
+                "(a position at step 0)"
+            )
+        kept = tuple((s, w) for s, w in self.segments if s <= step)
+        if kept[-1][1] == weights:
+            return dataclasses.replace(self, segments=kept)
+        if kept[-1][0] == step and len(kept) > 1:  # changed again at the same step
+            kept = kept[:-1]
+        return dataclasses.replace(self, segments=(*kept, (step, weights)))
+
+    def next_epoch(self) -> WeightHistory:
+        """The next epoch's: read with the weights this one ended with."""
+        return WeightHistory.starting(self.epoch + 1, self.sources, self.segments[-1][1])
+
+    def to_json(self) -> str:
+        segments = [[s, None if w is None else list(w)] for s, w in self.segments]
+        return json.dumps(
+            {"epoch": self.epoch, "sources": list(self.sources), "segments": segments}
+        )
+
+    @classmethod
+    def from_json(cls, text: str) -> WeightHistory | None:
+        if not text:
+            return None
+        state = json.loads(text)
+        segments = tuple(
+            (int(s), None if w is None else tuple(float(x) for x in w))
+            for s, w in state["segments"]
+        )
+        return cls(int(state["epoch"]), tuple(state["sources"]), segments)
 
 
 class ReadPosition(EpochCounter):
@@ -45,7 +123,27 @@ class ReadPosition(EpochCounter):
                 f"a ReadPosition's epoch and step count from 0, got (epoch {epoch}, step {step})"
             )
         super().__init__(epoch, step, name="read_position")
+        with tf.init_scope():
+            # The weights of several sources its epoch was read with (`WeightHistory`, JSON).
+            self.weights = tf.Variable("", dtype=tf.string, trainable=False, name="weights")
         self.steps_per_epoch: int | None = None
+
+    @property
+    def history(self) -> WeightHistory | None:
+        return WeightHistory.from_json(self.weights.numpy().decode("utf-8"))
+
+    def read_with(self, sources: Sequence[str], weights: Weights) -> WeightHistory:
+        """Notes that a dataset of `sources` with `weights` reads on from here; returns the
+        weights of this epoch from each step on (`WeightHistory.reading`)."""
+        epoch, step = int(self.epoch.numpy()), int(self.step.numpy())
+        before = self.history
+        found = (
+            before.reading(epoch, step, sources, weights)
+            if before
+            else WeightHistory.starting(epoch, sources, weights)
+        )
+        self.weights.assign(found.to_json())
+        return found
 
     def advance(self, steps: int = 1) -> None:
         """Moves on by `steps` global steps (each a batch on every replica), into the next
@@ -61,14 +159,26 @@ class ReadPosition(EpochCounter):
             raise ValueError(f"ReadPosition.advance({steps}) would move before epoch 0")
         self.epoch.assign_add(epochs)
         self.step.assign(step)
+        history = self.history
+        if epochs and history is not None:  # later epochs start with the weights read last
+            ended = history.next_epoch()
+            moved = dataclasses.replace(ended, epoch=int(self.epoch.numpy()))
+            self.weights.assign(moved.to_json())
 
-    def as_dict(self) -> dict[str, int]:
-        """`{"epoch": e, "step": s}`: the state, for a checkpoint of one's own."""
-        return {"epoch": int(self.epoch.numpy()), "step": int(self.step.numpy())}
+    def as_dict(self) -> dict[str, Any]:
+        """`{"epoch": e, "step": s}` (and `"weights"`, the epoch's weight history, for several
+        sources): the state, for a checkpoint of one's own."""
+        state: dict[str, Any] = {"epoch": int(self.epoch.numpy()), "step": int(self.step.numpy())}
+        if self.weights.numpy():
+            state["weights"] = json.loads(self.weights.numpy().decode("utf-8"))
+        return state
 
     @classmethod
     def from_dict(cls, state: dict[str, Any]) -> ReadPosition:
-        return cls(int(state["epoch"]), int(state["step"]))
+        position = cls(int(state["epoch"]), int(state["step"]))
+        if state.get("weights"):
+            position.weights.assign(json.dumps(state["weights"]))
+        return position
 
     def callback(self) -> tf.keras.callbacks.Callback:
         """A Keras callback that moves the position on as `fit` trains: after each step,

@@ -71,6 +71,9 @@ class ShuffledReads:
       window: the steps of each stream permuted together (`order.window_steps`).
       sources: each source's shards, one after another (None: one source of every shard).
       weights: each source's weight (None: every record once an epoch).
+      history: (epoch, segments): that epoch was read with other weights, from each step on
+        (`position.WeightHistory`); its first segment's are the epoch's.
+      names: each source's datasets (`partitions.Sources.names`).
     """
 
     paths: tuple[str, ...]
@@ -81,6 +84,8 @@ class ShuffledReads:
     window: int = 1
     sources: tuple[int, ...] | None = None
     weights: tuple[float, ...] | None = None
+    history: tuple[int, tuple[tuple[int, tuple[float, ...] | None], ...]] | None = None
+    names: tuple[str, ...] = ()
 
     @property
     def source_count(self) -> int:
@@ -110,14 +115,27 @@ class ShuffledReads:
             ]
         return found
 
+    def segments(self, epoch: int) -> tuple[tuple[int, tuple[float, ...] | None], ...]:
+        """The weights `epoch` is read with from each step on (the first: from step 0)."""
+        if self.history is not None and self.history[0] == epoch:
+            return self.history[1]
+        return ((0, self.weights),)
+
     def sequence(self, epoch: int) -> EpochSequence:
-        return EpochSequence(self.source_units, self.seed, epoch, self.weights)
+        weights = self.segments(epoch)[0][1]
+        return EpochSequence(self.source_units, self.seed, epoch, weights)
 
     def plan(self, epoch: int, start_step: int) -> EpochPlan | MixedPlan:
         sequence = self.sequence(epoch)
         if self.source_count == 1:
             return epoch_plan(sequence, self.sharing, start_step=start_step, window=self.window)
-        return mixed_plan(sequence, self.sharing, start_step=start_step, window=self.window)
+        return mixed_plan(
+            sequence,
+            self.sharing,
+            start_step=start_step,
+            window=self.window,
+            segments=self.segments(epoch)[1:],
+        )
 
     def tables(self, epoch: int, start_step: int) -> tuple[np.ndarray, ...]:
         """The epoch's plan as int64 tables: one row a stream whose full steps this pipeline

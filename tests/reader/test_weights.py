@@ -135,3 +135,59 @@ def test_weights_are_checked_when_the_dataset_is_made(sources):
     with pytest.raises(ValueError, match=r"datasets with weights are mixed in the epoch order"):
         make_dataset({big: 1.0, mid: 1.0}, 10, shuffle=False)
     assert steps_per_epoch({big: 1.0, mid: 3.0}, 100) == -(-(6000 + 1800) // 100)
+
+
+def _read_steps(path, position: ReadPosition, steps: int | None = None, **options):
+    """Reads on from `position` (one pipeline, global batch 256), moving it on each step."""
+    ds = make_dataset(path, 256, features=["id"], label_key="", seed=3, position=position,
+                      **options)  # fmt: skip
+    found = []
+    for batch in ds.take(steps) if steps else ds:
+        found.append(sorted(batch["id"].numpy().tolist()))
+        position.advance()
+    return found
+
+
+def test_weights_changed_at_a_step_go_on_with_the_epoch_each_source_where_it_stood(sources):
+    names = [sources[n] for n in SIZES]
+    before = dict(zip(names, (0.2, 0.3, 0.5), strict=True))
+    after = dict(zip(names, (0.6, 0.0, 0.4), strict=True))
+    steps = steps_per_epoch(before, 256)
+    position = ReadPosition()
+    first = _read_steps(before, position, 12)
+    assert position.as_dict()["weights"]["segments"] == [[0, [0.2, 0.3, 0.5]]]
+    saved = position.as_dict()
+    rest = _read_steps(after, position)
+    assert position.as_dict() == {
+        "epoch": 1, "step": 0,
+        "weights": {"epoch": 1, "sources": [f"{p}/manifest.json" for p in names],
+                    "segments": [[0, [0.6, 0.0, 0.4]]]},
+    }  # fmt: skip
+    assert first == _read_steps(before, ReadPosition(), 12)  # the steps before: unchanged
+    assert len(first) + len(rest) == steps
+    ids = np.array([i for step in first + rest for i in step])
+    assert len(ids) == TOTAL
+    own = [ids[_source(ids) == k] for k in range(len(SIZES))]
+    # The rest of the epoch (records 12 x 256 on) shared by the new weights.
+    later = np.array([i for step in rest for i in step])
+    expected = np.array([0.6, 0.0, 0.4]) * (TOTAL - 12 * 256)
+    got = [int((_source(later) == k).sum()) for k in range(len(SIZES))]
+    assert np.all(np.abs(np.array(got) - expected) <= 8 * 3), got  # streams' roundings
+    assert got[1] == 0
+    big = own[0]  # 6,000 records, read about 2,600 times: none twice
+    assert len(big) < SIZES["big"] and len(set(big.tolist())) == len(big)
+    # Resumed after the change, on 4 pipelines, from a saved position: the same steps.
+    resumed = ReadPosition.from_dict(saved)
+    assert _read_steps(after, resumed, 5) == rest[:5]
+    moved = ReadPosition.from_dict(resumed.as_dict())
+    four = _steps(after, 256, 4, seed=3, position=moved)
+    assert four == rest[5:]
+
+
+def test_a_position_refuses_other_datasets_within_an_epoch(sources):
+    position = ReadPosition()
+    _read_steps({sources["big"]: 1.0, sources["mid"]: 1.0}, position, 3)
+    with pytest.raises(ValueError, match=r"the position is at step 3 of epoch 0, read from other"):
+        make_dataset({sources["big"]: 1.0, sources["small"]: 1.0}, 256, position=position)
+    position.step.assign(0)  # the next epoch's start: any datasets
+    make_dataset({sources["big"]: 1.0, sources["small"]: 1.0}, 256, position=position)
