@@ -23,9 +23,42 @@ _IMAGE_CHANNELS = (1, 3, 4)
 
 @dataclasses.dataclass(frozen=True)
 class ReadOptions:
-    """Everything `make_dataset` takes besides the path and the batch size.
+    """Everything `make_dataset` takes besides the path and the batch size, by what it is for:
+    what comes out (any dataset), random batches of a shuffled dataset (its epoch order), and
+    reading in blocks (a dataset in input order, `shuffle=False`, or `cache`).
 
-    Attributes:
+    What comes out:
+      features: names of the features to parse (default all).
+      label_key: return `(features, label)` tuples with this feature as the label, for Keras
+        (default: the label the manifest names, from `convert --label`; "" for none). A text
+        label with a vocabulary in the manifest comes as its int64 id (-1 when missing); a
+        number label that may be missing comes dense too, -1 (int64) or NaN (float32) there.
+      split: read only this split of a dataset converted with `--splits` (e.g. "train").
+      num_epochs: passes over the data; None repeats forever.
+      drop_remainder: drop a last batch smaller than the batch size.
+      fill_missing: {feature: value} for one-value features that may be missing: they come
+        dense, `[batch]`, with `value` where a record has none, so `keras.Input(shape=())`
+        takes them (e.g. `{"score": 0.0}`).
+      ragged: False fills every one-value feature that may be missing this way, with 0, 0.0 or
+        b"" by dtype unless `fill_missing` says otherwise (lists of varying length stay ragged).
+      decode_images: decode the `image` feature (JPEG, PNG, GIF, BMP) into uint8 tensors of
+        `image_channels` channels: a `tf.RaggedTensor` [batch, None, None, channels] of each
+        image's own size, or dense [batch, height, width, channels] with `image_size`.
+      image_size: (height, width) every decoded image is resized to (bilinear), so they batch
+        densely.
+      image_channels: channels of decoded images (1 grayscale, 3 RGB, 4 RGBA).
+      skip_corrupt_shards: check this pipeline's shards against the manifest (size and CRC32C,
+        one extra read) before reading, and leave out the bad ones with a logged warning that
+        names each and says why, instead of failing when reading reaches them.
+      strict: reading several datasets, refuse one without a manifest (a conversion still
+        running, or failed) instead of leaving it out with a warning.
+      num_parallel_calls: parallelism of reading and parsing (default AUTOTUNE).
+      deterministic: force (True) or relax (False) element order. None keeps the epoch order
+        of a shuffled dataset (its steps and resuming depend on it); for a dataset in input
+        order it relaxes the order when shuffling without a seed (tf.data may then hand out
+        whichever block or batch is ready first) and keeps tf.data's default otherwise.
+
+    Random batches (`shuffle`; a shuffled dataset is read in its epoch order):
       shuffle: random batches. A dataset converted in shuffled order (the default) is read in
         a seeded epoch order (`tfdata_reader.order`: the same global steps on any number of
         input pipelines, resumable); one in input order has its shard order, blocks (through
@@ -33,42 +66,6 @@ class ReadOptions:
         records shuffled.
       seed: seed of the order, 0 to 2**63-1 (a shuffled dataset: default 0, so that every
         worker agrees); each epoch still gets its own order derived from it.
-      num_epochs: passes over the data; None repeats forever.
-      cycle_length: shards read in parallel (default min(16, shards read)).
-      block_length: consecutive records taken from one shard before moving to the next
-        (default 64: interleaving blocks is several times faster than single records).
-      num_parallel_calls: parallelism of reading and parsing (default AUTOTUNE).
-      deterministic: force (True) or relax (False) element order. None keeps the epoch order
-        of a shuffled dataset (its steps and resuming depend on it); for a dataset in input
-        order it relaxes the order when shuffling without a seed (tf.data may then hand out
-        whichever block or batch is ready first) and keeps tf.data's default otherwise.
-      drop_remainder: drop a last batch smaller than the batch size.
-      features: names of the features to parse (default all).
-      label_key: return `(features, label)` tuples with this feature as the label, for Keras
-        (default: the label the manifest names, from `convert --label`; "" for none). A text
-        label with a vocabulary in the manifest comes as its int64 id (-1 when missing); a
-        number label that may be missing comes dense too, -1 (int64) or NaN (float32) there.
-      cache: True to cache records in memory after the first epoch, or a file path prefix.
-      shuffle_buffer_size: records held for shuffling, as blocks of `block_length`.
-      shuffle_window: records permuted together after the block shuffle; a batch draws from
-        about `shuffle_window / block_length` different blocks.
-      skip_corrupt_shards: check this pipeline's shards against the manifest (size and CRC32C,
-        one extra read) before reading, and leave out the bad ones with a logged warning that
-        names each and says why, instead of failing when reading reaches them.
-      split: read only this split of a dataset converted with `--splits` (e.g. "train").
-      decode_images: decode the `image` feature (JPEG, PNG, GIF, BMP) into uint8 tensors of
-        `image_channels` channels: a `tf.RaggedTensor` [batch, None, None, channels] of each
-        image's own size, or dense [batch, height, width, channels] with `image_size`.
-      image_size: (height, width) every decoded image is resized to (bilinear), so they batch
-        densely.
-      image_channels: channels of decoded images (1 grayscale, 3 RGB, 4 RGBA).
-      fill_missing: {feature: value} for one-value features that may be missing: they come
-        dense, `[batch]`, with `value` where a record has none, so `keras.Input(shape=())`
-        takes them (e.g. `{"score": 0.0}`).
-      ragged: False fills every one-value feature that may be missing this way, with 0, 0.0 or
-        b"" by dtype unless `fill_missing` says otherwise (lists of varying length stay ragged).
-      strict: reading several datasets, refuse one without a manifest (a conversion still
-        running, or failed) instead of leaving it out with a warning.
       start_epoch: the epoch the first iteration reads (a shuffled dataset, `shuffle`): each
         epoch's order is a function of `seed` and the epoch alone; later iterations read the
         epochs after it (or use a `ReadPosition`, which a checkpoint saves).
@@ -85,35 +82,47 @@ class ReadOptions:
         as rarely as with a full reshuffle). It decides the order, like `seed`: resume with
         the same. Peak memory is about twice it.
 
+    Reading in blocks (a dataset in input order, `shuffle=False`, or `cache`):
+      cache: True to cache records in memory after the first epoch, or a file path prefix.
+      cycle_length: shards read in parallel (default min(16, shards read)).
+      block_length: consecutive records taken from one shard before moving to the next
+        (default 64: interleaving blocks is several times faster than single records).
+      shuffle_buffer_size: records held for shuffling, as blocks of `block_length`.
+      shuffle_window: records permuted together after the block shuffle; a batch draws from
+        about `shuffle_window / block_length` different blocks.
+
     Raises:
       ValueError: naming the bad option, its value and what is accepted.
     """
 
-    shuffle: bool = True
-    seed: int | None = None
-    num_epochs: int | None = 1
-    cycle_length: int | None = None
-    block_length: int = DEFAULT_BLOCK_LENGTH
-    num_parallel_calls: int = AUTOTUNE
-    deterministic: bool | None = None
-    drop_remainder: bool = False
+    # What comes out.
     features: tuple[str, ...] | None = None
     label_key: str | None = None
-    cache: bool | str | None = None
-    shuffle_buffer_size: int = DEFAULT_SHUFFLE_BUFFER
-    shuffle_window: int = DEFAULT_SHUFFLE_WINDOW
-    skip_corrupt_shards: bool = False
     split: str | None = None
+    num_epochs: int | None = 1
+    drop_remainder: bool = False
+    fill_missing: Mapping[str, int | float | str | bytes] | None = None
+    ragged: bool = True
     decode_images: bool = False
     image_size: tuple[int, int] | None = None
     image_channels: int = 3
-    fill_missing: Mapping[str, int | float | str | bytes] | None = None
-    ragged: bool = True
+    skip_corrupt_shards: bool = False
     strict: bool = False
+    num_parallel_calls: int = AUTOTUNE
+    deterministic: bool | None = None
+    # Random batches.
+    shuffle: bool = True
+    seed: int | None = None
     start_epoch: int = 0
     start_step: int = 0
     streams: int | None = None
     reshuffle_bytes: int = DEFAULT_RESHUFFLE_BYTES
+    # Reading in blocks.
+    cache: bool | str | None = None
+    cycle_length: int | None = None
+    block_length: int = DEFAULT_BLOCK_LENGTH
+    shuffle_buffer_size: int = DEFAULT_SHUFFLE_BUFFER
+    shuffle_window: int = DEFAULT_SHUFFLE_WINDOW
 
     def __post_init__(self) -> None:
         if self.features is not None:
