@@ -198,12 +198,14 @@ def make_dataset(
     deterministic = options.element_order_deterministic
     epoch_order = manifest.order.shuffled and options.shuffle and not options.cache
     if parts is not None and parts.named.weights is not None and not epoch_order:
-        raise ValueError(_NO_WEIGHTS)
+        unshuffled = parts.in_input_order
+        raise ValueError(
+            _NO_WEIGHTS + (f" ({', '.join(unshuffled)} in input order)" if unshuffled else "")
+        )
     if epoch_order:
         reads = _shuffled_reads(path, manifest, paths, parts, batch_size, input_context, options)
-        if position is not None and reads.sources is not None:
-            history = position.read_with(reads.names, reads.weights)
-            reads = dataclasses.replace(reads, history=(history.epoch, history.segments))
+        if position is not None:  # other datasets within the epoch: refused here already
+            position.read_with(reads.names, reads.weights)
         ds, batches = epoch_ordered(reads, batch_size, options, position)
         # Batches leave in the epoch order (a step is the same records on every pipeline, a
         # position resumes it) unless `deterministic=False` is asked for.
@@ -327,7 +329,12 @@ def _shuffled_reads(
     shards = tuple(manifest.shards[i] for i in keep)
     steps = epoch_steps(sum(s.records for s in shards), global_batch, options.drop_remainder)
     window = window_steps(global_batch, record_bytes(shards), options.reshuffle_bytes, steps)
-    found = None if parts is None else _sources(parts, manifest, keep, streams)
+    try:
+        found = None if parts is None else _sources(parts, manifest, keep, streams)
+    except ValueError as e:
+        if not options.skip_corrupt_shards:
+            raise
+        raise ValueError(f"{e} (skip_corrupt_shards left out its corrupt shards)") from None
     return ShuffledReads(
         tuple(paths[i] for i in keep),
         shards,
@@ -337,7 +344,7 @@ def _shuffled_reads(
         window,
         None if found is None else found.shards,
         None if found is None else found.weights,
-        names=() if found is None else found.names,
+        names=(partitions.location(str(path)),) if found is None else found.names,
     )
 
 
@@ -391,6 +398,7 @@ class _Parts:
 
     named: partitions.Named
     shards: tuple[int, ...]
+    in_input_order: tuple[str, ...] = ()  # partitions converted with --order input
 
 
 def _shards_to_read(
@@ -426,7 +434,11 @@ def _shards_to_read(
                 raise ValueError(f"{folder}: {e}") from None
         manifest = partitions.merge(narrowed, options.parsed_features())
         paths = [p for folder, part in narrowed for p in shard_paths(folder, part)]
-        parts = _Parts(named, tuple(len(part.shards) for _, part in narrowed))
+        parts = _Parts(
+            named,
+            tuple(len(part.shards) for _, part in narrowed),
+            tuple(folder for folder, part in narrowed if not part.order.shuffled),
+        )
     else:
         assert isinstance(path, str)  # is_several: a list, a glob or a mapping
         manifest = read_manifest(path).split(options.split)

@@ -147,8 +147,8 @@ def mixed_plan(
             # A window of a part: its share of the stream's window (of a part its stream held
             # none of, an even share of the sources').
             share = part.length / max(1, lengths[j]) if part.length else 1 / sources
-            sizes = part.window_size(window * chunk * share)
-            reads.append(part.read(int(done[i]), int(need[i]), sizes, int(keys[j * sources + i])))
+            target = window * chunk * share
+            reads.append(part.read(int(done[i]), int(need[i]), target, int(keys[j * sources + i])))
         found.append(MixedStream(j, (lo, hi), final, tuple(reads), rest))
     share = int(sum(hi - lo for lo, hi in slices))
     return MixedPlan(chunk, tuple(found), max(0, full - start_step), share, partial)
@@ -207,34 +207,35 @@ class _Part:
         weights)."""
         return max(1, int(self.sequence.records[self.source]) // (8 * self.streams))
 
-    def window_size(self, target: float) -> tuple[int, ...]:
-        """The part's window sizes, a cycle of them (repeated past its end): its records cut
-        into windows of about `target` each (at least one), as even as can be (a part of no
-        records: one window of `target`)."""
-        length = self.length or max(1, int(target))
-        count = max(1, -(-length // max(1, int(target))))
-        return tuple(length * (m + 1) // count - length * m // count for m in range(count))
+    def windows(self, target: float) -> tuple[tuple[int, ...], tuple[int, ...]]:
+        """The part's windows (its records cut into windows of about `target`, as even as can
+        be), and each block's of the rest: a window never spans two blocks, so that records
+        of a block far ahead (of the source's next pass) are not drawn before nearer ones."""
+        return _even(self.length, target), _even(self.block, target)
 
-    def read(self, done: int, need: int, sizes: tuple[int, ...], key: int) -> SourceRead:
-        """Its reads of `need` records from record `done` of the part on, in windows of
-        `sizes` records (cycling)."""
-        per_round = sum(sizes)  # records of a cycle of windows
-        starts = np.concatenate([[0], np.cumsum(sizes)])
-        first_round, at = divmod(done, per_round)
-        m = int(np.searchsorted(starts, at, side="right")) - 1
-        first = first_round * len(sizes) + m
-        lo = first_round * per_round + int(starts[m])
-        end = done + need
-        if need:
-            last_round, at_end = divmod(end - 1, per_round)
-            m_end = int(np.searchsorted(starts, at_end, side="right")) - 1
-            hi = last_round * per_round + int(starts[m_end + 1])
-            count = last_round * len(sizes) + m_end + 1 - first
-        else:  # nothing read
-            lo = hi = done
-            count = 0
-        windows = tuple(sizes[(first + w) % len(sizes)] for w in range(count))
-        return SourceRead(tuple(self.pieces(lo, hi)), windows, first, done - lo, need, key)
+    def read(self, done: int, need: int, target: float, key: int) -> SourceRead:
+        """Its reads of `need` records from record `done` of the part on, in windows of about
+        `target` records."""
+        if not need:
+            return SourceRead((), (), 0, 0, 0, key)
+        part, block = self.windows(target)
+        if done < self.length:
+            starts = np.concatenate([[0], np.cumsum(part)])
+            first = int(np.searchsorted(starts, done, side="right")) - 1
+            lo = int(starts[first])
+        else:
+            turn, at = divmod(done - self.length, self.block)
+            starts = np.concatenate([[0], np.cumsum(block)])
+            m = int(np.searchsorted(starts, at, side="right")) - 1
+            first = len(part) + turn * len(block) + m
+            lo = self.length + turn * self.block + int(starts[m])
+        sizes, hi, index = [], lo, first
+        while hi < done + need:
+            size = part[index] if index < len(part) else block[(index - len(part)) % len(block)]
+            sizes.append(size)
+            hi += size
+            index += 1
+        return SourceRead(tuple(self.pieces(lo, hi)), tuple(sizes), first, done - lo, need, key)
 
     def pieces(self, lo: int, hi: int) -> list[Piece]:
         """Records [lo, hi) of the part, as pieces of units."""
@@ -251,3 +252,11 @@ class _Part:
             found += self.sequence.pieces(self.source, own, own + end - lo)
             lo = end
         return found
+
+
+def _even(length: int, target: float) -> tuple[int, ...]:
+    """`length` records cut into windows of about `target` (at least one), as even as can be."""
+    if not length:
+        return ()
+    count = max(1, -(-length // max(1, int(target))))
+    return tuple(length * (m + 1) // count - length * m // count for m in range(count))

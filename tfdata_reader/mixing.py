@@ -53,8 +53,9 @@ def apportion(total: int, weights: Sequence[float] | np.ndarray) -> np.ndarray:
       ValueError: for weights that are negative, not finite or all zero.
     """
     w = np.asarray(weights, dtype=np.float64)
-    if not np.isfinite(w).all() or (w < 0).any() or not w.sum() > 0:
+    if not np.isfinite(w).all() or (w < 0).any() or not w.max(initial=0) > 0:
         raise ValueError(f"weights must be finite, at least 0 and not all 0, got {list(weights)}")
+    w = w / w.max()  # (weights near the largest float would overflow their sum)
     exact = w / w.sum() * total
     base = np.floor(exact).astype(np.int64)
     short = total - int(base.sum())

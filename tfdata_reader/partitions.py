@@ -16,6 +16,7 @@ from __future__ import annotations
 import dataclasses
 import logging
 import math
+import numbers
 import os
 import re
 from collections.abc import Callable, Mapping, Sequence
@@ -67,14 +68,15 @@ class Named:
 
 def named_datasets(path: DatasetPath, glob: Callable[[str], list[str]]) -> Named:
     """The sources `path` names: a mapping's keys with their weights (each key's folders by
-    `partition_paths`), else each folder of `partition_paths` alone, without weights.
+    `partition_paths`), else each folder of `partition_paths` alone, without weights; in the
+    order of their locations (the order they are named in does not change what is read).
 
     Raises:
       ValueError: for a weight that is not a finite number at least 0 (or all 0), a key that
         is not a path, a folder named by two keys, and what `partition_paths` refuses.
     """
     if not isinstance(path, Mapping):
-        folders = partition_paths(path, glob)
+        folders = sorted(partition_paths(path, glob), key=location)
         return Named(tuple(folders), tuple((f,) for f in folders), None)
     if not path:
         raise ValueError("no dataset paths given (an empty mapping of datasets to weights)")
@@ -83,7 +85,7 @@ def named_datasets(path: DatasetPath, glob: Callable[[str], list[str]]) -> Named
             raise ValueError(f"a dataset with a weight is named by its path, got {key!r}")
         if (
             isinstance(weight, bool)
-            or not isinstance(weight, (int, float))
+            or not isinstance(weight, numbers.Real)
             or not math.isfinite(weight)
             or weight < 0
         ):
@@ -101,8 +103,13 @@ def named_datasets(path: DatasetPath, glob: Callable[[str], list[str]]) -> Named
                 raise ValueError(
                     f"{folder} is named by both {other!r} and {key!r}: give each dataset one weight"
                 )
-    weights = tuple(float(w) for w in path.values())
-    return Named(tuple(path), tuple(tuple(f) for f in named), weights)
+    order = sorted(range(len(named)), key=lambda k: location(named[k][0]))
+    keys, weights = list(path), [float(w) for w in path.values()]
+    return Named(
+        tuple(keys[k] for k in order),
+        tuple(tuple(named[k]) for k in order),
+        tuple(weights[k] for k in order),
+    )
 
 
 @dataclasses.dataclass(frozen=True)
@@ -170,7 +177,7 @@ def sources(named: Named, partition_records: Sequence[Sequence[int]], streams: i
             raise ValueError(f"{named.names[key]} has a weight of {weight} but no records")
         for run in _runs(first, first + n, min(share, n)):
             shards.append(sum(len(partition_records[p]) for p in run))
-            weights.append(weight * sum(records[p] for p in run) / of_name if of_name else 0.0)
+            weights.append(weight * (sum(records[p] for p in run) / of_name) if of_name else 0.0)
             names.append(name(run))
     return Sources(tuple(shards), tuple(weights), tuple(names))
 

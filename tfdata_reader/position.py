@@ -35,79 +35,10 @@ from typing import Any
 
 import tensorflow as tf
 
+from tfdata_reader.history import WeightHistory, Weights
 from tfdata_reader.streams import EpochCounter
 
 __all__ = ["ReadPosition", "WeightHistory"]
-
-Weights = tuple[float, ...] | None
-
-
-@dataclasses.dataclass(frozen=True)
-class WeightHistory:
-    """The weights an epoch of several sources was read with: from each step on.
-
-    Attributes:
-      epoch: the epoch.
-      sources: the sources, as named (their datasets), in order.
-      segments: (first step, weights) in step order, the first at step 0 (weights None: every
-        record once, a list of datasets).
-    """
-
-    epoch: int
-    sources: tuple[str, ...]
-    segments: tuple[tuple[int, Weights], ...]
-
-    @classmethod
-    def starting(cls, epoch: int, sources: Sequence[str], weights: Weights) -> WeightHistory:
-        return cls(epoch, tuple(sources), ((0, weights),))
-
-    def reading(
-        self, epoch: int, step: int, sources: Sequence[str], weights: Weights
-    ) -> WeightHistory:
-        """The history once a dataset of `sources` with `weights` reads on from (epoch, step):
-        another epoch, or step 0, starts anew; the same epoch goes on, the new weights from
-        `step` on (when they differ).
-
-        Raises:
-          ValueError: for other sources within the epoch (its order would be another).
-        """
-        if epoch != self.epoch or step == 0:
-            return WeightHistory.starting(epoch, sources, weights)
-        if tuple(sources) != self.sources:
-            raise ValueError(
-                f"the position is at step {step} of epoch {epoch}, read from other datasets "
-                f"({len(self.sources)} sources: {', '.join(self.sources[:3])}"
-                f"{', ...' if len(self.sources) > 3 else ''}); an epoch is read from one set of "
-                "datasets: finish it with those (weights may change), or start the next epoch "
-                "(a position at step 0)"
-            )
-        kept = tuple((s, w) for s, w in self.segments if s <= step)
-        if kept[-1][1] == weights:
-            return dataclasses.replace(self, segments=kept)
-        if kept[-1][0] == step and len(kept) > 1:  # changed again at the same step
-            kept = kept[:-1]
-        return dataclasses.replace(self, segments=(*kept, (step, weights)))
-
-    def next_epoch(self) -> WeightHistory:
-        """The next epoch's: read with the weights this one ended with."""
-        return WeightHistory.starting(self.epoch + 1, self.sources, self.segments[-1][1])
-
-    def to_json(self) -> str:
-        segments = [[s, None if w is None else list(w)] for s, w in self.segments]
-        return json.dumps(
-            {"epoch": self.epoch, "sources": list(self.sources), "segments": segments}
-        )
-
-    @classmethod
-    def from_json(cls, text: str) -> WeightHistory | None:
-        if not text:
-            return None
-        state = json.loads(text)
-        segments = tuple(
-            (int(s), None if w is None else tuple(float(x) for x in w))
-            for s, w in state["segments"]
-        )
-        return cls(int(state["epoch"]), tuple(state["sources"]), segments)
 
 
 class ReadPosition(EpochCounter):
@@ -167,10 +98,12 @@ class ReadPosition(EpochCounter):
 
     def as_dict(self) -> dict[str, Any]:
         """`{"epoch": e, "step": s}` (and `"weights"`, the epoch's weight history, for several
-        sources): the state, for a checkpoint of one's own."""
+        sources): the state, for a checkpoint of one's own (a `tf.train.Checkpoint` also
+        keeps which dataset one source was)."""
         state: dict[str, Any] = {"epoch": int(self.epoch.numpy()), "step": int(self.step.numpy())}
-        if self.weights.numpy():
-            state["weights"] = json.loads(self.weights.numpy().decode("utf-8"))
+        history = self.history
+        if history is not None and (len(history.sources) > 1 or len(history.segments) > 1):
+            state["weights"] = json.loads(history.to_json())
         return state
 
     @classmethod

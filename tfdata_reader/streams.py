@@ -22,6 +22,7 @@ from collections.abc import Callable, Sequence
 import numpy as np
 import tensorflow as tf
 
+from tfdata_reader.history import WeightHistory, Weights
 from tfdata_reader.manifest import Compression, ShardInfo
 from tfdata_reader.mixed import MixedPlan, mixed_plan
 from tfdata_reader.mixed_streams import mixed_rows, mixed_tables
@@ -71,9 +72,7 @@ class ShuffledReads:
       window: the steps of each stream permuted together (`order.window_steps`).
       sources: each source's shards, one after another (None: one source of every shard).
       weights: each source's weight (None: every record once an epoch).
-      history: (epoch, segments): that epoch was read with other weights, from each step on
-        (`position.WeightHistory`); its first segment's are the epoch's.
-      names: each source's datasets (`partitions.Sources.names`).
+      names: each source's datasets (`partitions.Sources.names`; one dataset: its own).
     """
 
     paths: tuple[str, ...]
@@ -84,7 +83,6 @@ class ShuffledReads:
     window: int = 1
     sources: tuple[int, ...] | None = None
     weights: tuple[float, ...] | None = None
-    history: tuple[int, tuple[tuple[int, tuple[float, ...] | None], ...]] | None = None
     names: tuple[str, ...] = ()
 
     @property
@@ -115,34 +113,42 @@ class ShuffledReads:
             ]
         return found
 
-    def segments(self, epoch: int) -> tuple[tuple[int, tuple[float, ...] | None], ...]:
-        """The weights `epoch` is read with from each step on (the first: from step 0)."""
-        if self.history is not None and self.history[0] == epoch:
-            return self.history[1]
+    def segments(
+        self, epoch: int, history: WeightHistory | None = None
+    ) -> tuple[tuple[int, Weights], ...]:
+        """The weights `epoch` is read with from each step on (the first: from step 0): the
+        history's, of its epoch, else these."""
+        if history is not None and history.epoch == epoch:
+            return history.segments
         return ((0, self.weights),)
 
-    def sequence(self, epoch: int) -> EpochSequence:
-        weights = self.segments(epoch)[0][1]
-        return EpochSequence(self.source_units, self.seed, epoch, weights)
-
-    def plan(self, epoch: int, start_step: int) -> EpochPlan | MixedPlan:
-        sequence = self.sequence(epoch)
+    def plan(
+        self, epoch: int, start_step: int, history: WeightHistory | None = None
+    ) -> EpochPlan | MixedPlan:
+        (_, weights), *segments = self.segments(epoch, history)
+        sequence = EpochSequence(self.source_units, self.seed, epoch, weights)
         if self.source_count == 1:
             return epoch_plan(sequence, self.sharing, start_step=start_step, window=self.window)
         return mixed_plan(
-            sequence,
-            self.sharing,
-            start_step=start_step,
-            window=self.window,
-            segments=self.segments(epoch)[1:],
+            sequence, self.sharing, start_step=start_step, window=self.window, segments=segments
         )
 
-    def tables(self, epoch: int, start_step: int) -> tuple[np.ndarray, ...]:
+    def history(self, epoch: int, step: int, before: str) -> str:
+        """The weight history (JSON) once this dataset reads on from (epoch, step) after
+        `before` (`WeightHistory.reading`: other datasets within an epoch are refused)."""
+        found = WeightHistory.from_json(before)
+        if found is None:
+            return WeightHistory.starting(epoch, self.names, self.weights).to_json()
+        return found.reading(epoch, step, self.names, self.weights).to_json()
+
+    def tables(
+        self, epoch: int, start_step: int, history: WeightHistory | None = None
+    ) -> tuple[np.ndarray, ...]:
         """The epoch's plan as int64 tables: one row a stream whose full steps this pipeline
         takes (`_STREAM_COLUMNS`), one row a piece (theirs, then every final piece), and where
         this pipeline's part of a step starts in their chunks side by side, and where the
         final pieces start (several sources: `mixed_streams.mixed_tables`)."""
-        plan = self.plan(epoch, start_step)
+        plan = self.plan(epoch, start_step, history)
         if isinstance(plan, MixedPlan):
             return mixed_tables(plan, self._piece_row, self.group_steps)
         taken = [read for read in plan.streams if read.full_slice[1] > read.full_slice[0]]
@@ -206,9 +212,10 @@ def shuffled_records(
     reading = BlockReading(reads.compression.tf_name, max(chunk, min(window, _BLOCK)), buffer)
     share = reads.sharing.global_batch // reads.sharing.num_pipelines
     group = reads.group_steps * chunk  # whole steps of a stream
+    per_batch = batch_size if share % batch_size == 0 else share  # full steps' elements
 
-    def tables(epoch: np.int64, step: np.int64) -> tuple[np.ndarray, ...]:
-        return reads.tables(int(epoch), int(step))
+    def tables(epoch: np.int64, step: np.int64, history: bytes) -> tuple[np.ndarray, ...]:
+        return reads.tables(int(epoch), int(step), WeightHistory.from_json(history.decode()))
 
     def read_piece(row: dict[str, tf.Tensor]) -> tf.data.Dataset:
         return checked_blocks(
@@ -225,17 +232,17 @@ def shuffled_records(
             _named(table[first:end], _PIECE_COLUMNS)
         ).flat_map(read_piece)
 
-    def epoch_records(position: tf.Tensor) -> tf.data.Dataset:
+    def epoch_records(position: tf.Tensor, history: tf.Tensor) -> tf.data.Dataset:
         if sources > 1:
             mixed = tf.numpy_function(
-                tables, [position[0], position[1]], [tf.int64] * 8, stateful=False
+                tables, [position[0], position[1], history], [tf.int64] * 8, stateful=False
             )
             rows = mixed_rows(
                 mixed, reads.sharing, sources, num_parallel_calls, pieces_of, _permuter
             )
             return rows.rebatch(batch_size, drop_remainder=reads.sharing.drop_remainder)
         streams, pieces, where = tf.numpy_function(
-            tables, [position[0], position[1]], [tf.int64] * 3, stateful=False
+            tables, [position[0], position[1], history], [tf.int64] * 3, stateful=False
         )
         streams = tf.reshape(streams, [-1, len(_STREAM_COLUMNS)])
         pieces = tf.reshape(pieces, [-1, len(_PIECE_COLUMNS)])
@@ -250,12 +257,13 @@ def shuffled_records(
             return windows.enumerate().map(permute).rebatch(group)
 
         def steps_of(groups: tf.Tensor) -> tf.Tensor:
-            """The streams' groups side by side -> one row a step: the streams' chunks of it
-            in stream order, cut to this pipeline's part (one slice for all streams: the
-            part is contiguous in stream order)."""
+            """The streams' groups side by side -> the batches of their steps: each step the
+            streams' chunks of it in stream order, cut to this pipeline's part (one slice for
+            all streams: the part is contiguous in stream order), in batches (a part is whole
+            batches: no rebatch, one copy less)."""
             chunks = tf.reshape(groups, [taken, -1, chunk])
             rows = tf.reshape(tf.transpose(chunks, [1, 0, 2]), [-1, taken * chunk])
-            return rows[:, where[0] : where[0] + share]
+            return tf.reshape(rows[:, where[0] : where[0] + share], [-1, per_batch])
 
         full = (
             tf.data.Dataset.range(taken)
@@ -271,8 +279,12 @@ def shuffled_records(
             .unbatch()
         )
         final = pieces_of(pieces, where[1], tf.shape(pieces, out_type=tf.int64)[0])
-        return full.concatenate(final.rebatch(share)).rebatch(
-            batch_size, drop_remainder=reads.sharing.drop_remainder
+        if per_batch != batch_size:  # a part of a step that is not whole batches
+            return full.concatenate(final.rebatch(share)).rebatch(
+                batch_size, drop_remainder=reads.sharing.drop_remainder
+            )
+        return full.concatenate(
+            final.rebatch(batch_size, drop_remainder=reads.sharing.drop_remainder)
         )
 
     return epochs.flat_map(epoch_records)
@@ -311,13 +323,17 @@ def epochs_from(
     num_epochs: int | None,
     advance: bool,
     steps: tuple[int, str] | None = None,
+    history: Callable[[int, int, str], str] | None = None,
 ) -> tf.data.Dataset:
-    """(epoch, start step) pairs of one iteration: from the counter's epoch and step, read when
-    the iteration starts, then the next epochs from step 0. With `advance` (a counter of the
-    reader's own) each iteration moves the counter past the epochs it reads, so that iterating
-    again (Keras, each epoch) reads the next ones; otherwise the training loop moves it
-    (`ReadPosition`). `steps`: an epoch's steps and what they are of, to check a counter that
-    was moved after the dataset was made (a one-line error, not one from deep in the plan)."""
+    """((epoch, start step), weight history) of one iteration: from the counter's epoch and
+    step, read when the iteration starts, then the next epochs from step 0. With `advance` (a
+    counter of the reader's own) each iteration moves the counter past the epochs it reads, so
+    that iterating again (Keras, each epoch) reads the next ones; otherwise the training loop
+    moves it (`ReadPosition`). `steps`: an epoch's steps and what they are of, to check a
+    counter that was moved after the dataset was made (a one-line error, not one from deep in
+    the plan). `history`: how a `ReadPosition`'s weight history goes on from (epoch, step)
+    (`ShuffledReads.history`), noted in it when the iteration starts (so that a position
+    restored after the dataset was made counts too); "" without."""
     count = np.iinfo(np.int64).max if num_epochs is None else num_epochs
 
     def checked(epoch: tf.Tensor, step: tf.Tensor) -> list[tf.Operation]:
@@ -334,21 +350,35 @@ def epochs_from(
         )
         return [tf.raw_ops.Assert(condition=inside, data=[text], summarize=1)]
 
-    def start(_: tf.Tensor) -> tf.Tensor:
+    def noted(epoch: tf.Tensor, step: tf.Tensor) -> tf.Tensor:
+        weights = getattr(counter, "weights", None)
+        if history is None or weights is None:
+            return tf.constant("")
+
+        def going_on(e: np.int64, s: np.int64, before: bytes) -> bytes:
+            return history(int(e), int(s), before.decode("utf-8")).encode("utf-8")
+
+        found = tf.numpy_function(going_on, [epoch, step, weights.read_value()], tf.string)
+        found = tf.reshape(found, [])
+        with tf.control_dependencies([weights.assign(found)]):
+            return tf.identity(found)
+
+    def start(_: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
         epoch, step = counter.epoch.read_value(), counter.step.read_value()
         with tf.control_dependencies(checked(epoch, step)):
             epoch, step = tf.identity(epoch), tf.identity(step)
+        noted_history = noted(epoch, step)
         if not (advance and num_epochs is not None):
-            return tf.stack([epoch, step])
+            return tf.stack([epoch, step]), noted_history
         with tf.control_dependencies([epoch, step]):  # the next iteration: the next epochs
             moved = [counter.epoch.assign_add(num_epochs), counter.step.assign(0)]
         with tf.control_dependencies(moved):
-            return tf.stack([tf.identity(epoch), tf.identity(step)])
+            return tf.stack([tf.identity(epoch), tf.identity(step)]), noted_history
 
-    def epochs(first: tf.Tensor) -> tf.data.Dataset:
+    def epochs(first: tf.Tensor, noted_history: tf.Tensor) -> tf.data.Dataset:
         zero = tf.constant(0, tf.int64)
         return tf.data.Dataset.range(count).map(
-            lambda k: tf.stack([first[0] + k, tf.where(k == 0, first[1], zero)])
+            lambda k: (tf.stack([first[0] + k, tf.where(k == 0, first[1], zero)]), noted_history)
         )
 
     return tf.data.Dataset.from_tensors(0).map(start).flat_map(epochs)
@@ -391,7 +421,7 @@ def epoch_ordered(
         counter, advance = position, False
     else:
         counter, advance = EpochCounter(options.start_epoch, options.start_step), True
-    epochs = epochs_from(counter, options.num_epochs, advance, (steps, of_epoch))
+    epochs = epochs_from(counter, options.num_epochs, advance, (steps, of_epoch), reads.history)
     ds = shuffled_records(reads, epochs, options.num_parallel_calls, batch_size).prefetch(
         tf.data.AUTOTUNE
     )

@@ -182,3 +182,17 @@ def test_a_source_read_alone_reads_the_order_of_one_dataset():
     plan = mixed_plan(sequence, Sharing(64, 2), window=2)
     assert all(read.sources[1].records == 0 for read in plan.streams)
     assert sum(read.sources[0].records for read in plan.streams) == 900
+
+
+@pytest.mark.parametrize("before, after, at", [((1, 1), (1, 0), 100), ((0, 1), (1, 0), 40),
+                                               ((1, 1), (0.8, 0.2), 100)])  # fmt: skip
+def test_a_weight_raised_mid_epoch_reads_no_record_twice_while_its_source_has_more(
+    before, after, at
+):
+    """Read past its part, a stream goes on with blocks of the rest of its source, each its
+    own windows: records of the source's next pass are not drawn before this pass's."""
+    sources = [[50_000], [3_000]]
+    steps = global_steps(256, 1, weights=before, segments=((at, after),), sources=sources,
+                         window=1000)  # fmt: skip
+    big = [r for step in steps for r in step if r[0] == 0]
+    assert len(big) < 50_000 and len(set(big)) == len(big)

@@ -130,8 +130,15 @@ def test_weights_are_checked_when_the_dataset_is_made(sources):
         make_dataset({big: 0, mid: 0.0}, 10)
     with pytest.raises(ValueError, match=r"big is named by both"):
         make_dataset({big: 1.0, big + "/": 2.0}, 10)
-    with pytest.raises(ValueError, match=r"datasets with weights are mixed in the epoch order"):
+    with pytest.raises(ValueError, match=r"datasets with weights are mixed .*input in input order"):
         make_dataset({big: 1.0, sources["input"]: 1.0}, 10)
+    with pytest.raises(ValueError, match=r"the weight of .*big must be a finite number"):
+        make_dataset({big: "1", mid: 1.0}, 10)
+    same = _batches({big: np.float32(1.0), mid: np.int64(3)}, 256, seed=2)
+    assert [b.tolist() for b in same] == [b.tolist() for b in _batches({mid: 3.0, big: 1}, 256,
+                                                                         seed=2)]  # fmt: skip
+    huge = _batches({big: 1e308, mid: 3e307}, 256, seed=2)
+    assert len(np.concatenate(huge)) == 6000 + 1800
     with pytest.raises(ValueError, match=r"datasets with weights are mixed in the epoch order"):
         make_dataset({big: 1.0, mid: 1.0}, 10, shuffle=False)
     assert steps_per_epoch({big: 1.0, mid: 3.0}, 100) == -(-(6000 + 1800) // 100)
@@ -191,3 +198,35 @@ def test_a_position_refuses_other_datasets_within_an_epoch(sources):
         make_dataset({sources["big"]: 1.0, sources["small"]: 1.0}, 256, position=position)
     position.step.assign(0)  # the next epoch's start: any datasets
     make_dataset({sources["big"]: 1.0, sources["small"]: 1.0}, 256, position=position)
+
+
+def test_a_position_restored_after_the_dataset_was_made_counts_its_weights(sources, tmp_path):
+    names = [sources[n] for n in SIZES]
+    before = dict(zip(names, (0.2, 0.3, 0.5), strict=True))
+    after = dict(zip(reversed(names), (0.4, 0.0, 0.6), strict=True))  # keys in another order
+    position = ReadPosition()
+    _read_steps(before, position, 12)
+    saved = tf.train.Checkpoint(position=position).save(str(tmp_path / "ckpt"))
+    restored_first = ReadPosition()
+    tf.train.Checkpoint(position=restored_first).restore(saved)
+    expected = _read_steps(after, restored_first)
+    made_first = ReadPosition()
+    ds = make_dataset(after, 256, features=["id"], label_key="", seed=3, position=made_first)
+    tf.train.Checkpoint(position=made_first).restore(saved)  # after the dataset was made
+    got = [sorted(b["id"].numpy().tolist()) for b in ds]
+    assert got == expected
+    assert made_first.as_dict()["weights"]["segments"] == [[0, [0.2, 0.3, 0.5]],
+                                                           [12, [0.6, 0.0, 0.4]]]  # fmt: skip
+
+
+def test_one_dataset_and_several_do_not_share_an_epoch(sources, tmp_path):
+    position = ReadPosition()
+    _read_steps(sources["big"], position, 3)
+    with pytest.raises(ValueError, match=r"the position is at step 3 of epoch 0, read from other"):
+        make_dataset({sources["big"]: 1.0, sources["mid"]: 1.0}, 256, position=position)
+    saved = tf.train.Checkpoint(position=position).save(str(tmp_path / "one"))
+    later = ReadPosition()
+    ds = make_dataset([sources["big"], sources["mid"]], 256, position=later)
+    tf.train.Checkpoint(position=later).restore(saved)
+    with pytest.raises(tf.errors.OpError, match=r"read from other datasets"):
+        next(iter(ds))
