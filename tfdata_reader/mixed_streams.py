@@ -132,13 +132,10 @@ def mixed_rows(
         first = stream_rows[k, 2]
 
         def order(g: tf.Tensor, own: tuple[tf.Tensor, ...]) -> tf.Tensor:
-            records = tf.concat(own, 0)
-            mine = tf.cast(tags[first + bounds[k, g] : first + bounds[k, g + 1]], tf.int32)
-            lengths = tf.stack([tf.shape(o)[0] for o in own])
-            onehot = tf.one_hot(mine, sources, dtype=tf.int32)
-            rank = tf.reduce_sum(tf.cumsum(onehot, axis=0) * onehot, axis=1) - 1
-            index = tf.gather(tf.cumsum(lengths, exclusive=True), mine) + rank
-            found = tf.gather(records, index)
+            mine = tags[first + bounds[k, g] : first + bounds[k, g + 1]]
+            # Each source's records go to its positions, in order: one stitch, no concat.
+            places = tf.split(tf.argsort(mine, stable=True), [tf.shape(o)[0] for o in own])
+            found = tf.dynamic_stitch([tf.cast(p, tf.int32) for p in places], list(own))
             pad = tf.where(g < where["full_groups"], 0, chunk - tf.shape(found)[0])
             return tf.pad(found, [[0, pad]])
 
