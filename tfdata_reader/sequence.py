@@ -26,7 +26,7 @@ import numpy as np
 from tfdata_reader.mixing import quotas as apportioned
 from tfdata_reader.mixing import taken
 
-__all__ = ["EpochSequence", "Piece", "draws", "rotated_shards"]
+__all__ = ["EpochSequence", "Piece", "draws", "pieces_of", "rotated_shards"]
 
 _ORDER_KEY = 0x6F72646572  # "order": the draws of epoch orders, apart from other uses of a seed
 
