@@ -95,11 +95,11 @@ def _steps(path, global_batch: int, pipelines: int, **options) -> list[list[int]
 
 
 @pytest.mark.parametrize("name", ["seven", "gzip"])
-def test_a_global_step_holds_the_same_records_on_1_2_4_and_8_pipelines(datasets, name):
+def test_a_global_step_holds_the_same_records_on_1_2_and_8_pipelines(datasets, name):
     reference = _steps(datasets[name], 256, 1, seed=5)
     assert sorted(i for s in reference for i in s) == list(range(ROWS))
     assert all(len(s) == 256 for s in reference[:-1])
-    for pipelines in (2, 4, 8):
+    for pipelines in (2, 8):  # every count: test_order.py (the plan)
         assert _steps(datasets[name], 256, pipelines, seed=5) == reference, pipelines
 
 

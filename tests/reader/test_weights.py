@@ -106,12 +106,12 @@ def _steps(path, global_batch: int, pipelines: int, **options) -> list[list[int]
     return [sorted(i for p in per if s < len(p) for i in p[s].tolist()) for s in range(count)]
 
 
-def test_weighted_steps_are_the_same_on_1_2_4_and_8_pipelines_and_resume_on_another(sources):
+def test_weighted_steps_are_the_same_on_1_and_2_pipelines_and_resume_on_4(sources):
     path = {sources["big"]: 0.2, sources["mid"]: 0.5, sources["small"]: 0.3}
     reference = _steps(path, 256, 1, seed=9)
     assert len(reference) == -(-TOTAL // 256)
-    for pipelines in (2, 8):  # 4: below, resuming (and every count in test_order)
-        assert _steps(path, 256, pipelines, seed=9) == reference, pipelines
+    # 8: the plan's tests (test_mixed.py) take every count; 4 below, resuming.
+    assert _steps(path, 256, 2, seed=9) == reference
     done = 13
     resumed = _steps(path, 256, 4, seed=9, start_step=done)
     assert reference[:done] + resumed == reference
