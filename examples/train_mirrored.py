@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import math
+from typing import Any
 
 from tfdata_reader.quiet import import_tensorflow_quietly
 
@@ -55,10 +56,21 @@ def main() -> None:
     use_two_cpu_replicas()
     strategy = tf.distribute.MirroredStrategy()
     manifest = read_manifest(args.dataset)
+    loss = fit(strategy, args.dataset, args.global_batch_size, args.steps)
+    print(
+        f"trained {args.steps} steps on {strategy.num_replicas_in_sync} replicas from "
+        f"{manifest.total_records:,} records in {len(manifest.shards)} shards; "
+        f"final loss {loss:.4f}"
+    )
+
+
+def fit(strategy: tf.distribute.Strategy, path: Any, global_batch_size: int, steps: int) -> float:
+    """Fits the model for `steps` steps on `path` (anything `distribute` reads); the final
+    loss (a SystemExit when it is not finite)."""
     dataset = distribute(
         strategy,
-        args.dataset,
-        args.global_batch_size,
+        path,
+        global_batch_size,
         features=NUMERIC,
         label_key="label",
         num_epochs=None,
@@ -67,15 +79,11 @@ def main() -> None:
     )
     with strategy.scope():
         model = build_model()
-    history = model.fit(dataset, epochs=1, steps_per_epoch=args.steps, verbose=2, shuffle=False)
-    loss = history.history["loss"][-1]
-    print(
-        f"trained {args.steps} steps on {strategy.num_replicas_in_sync} replicas from "
-        f"{manifest.total_records:,} records in {len(manifest.shards)} shards; "
-        f"final loss {loss:.4f}"
-    )
+    history = model.fit(dataset, epochs=1, steps_per_epoch=steps, verbose=2, shuffle=False)
+    loss = float(history.history["loss"][-1])
     if not math.isfinite(loss):
         raise SystemExit("loss is not finite")
+    return loss
 
 
 if __name__ == "__main__":

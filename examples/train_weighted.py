@@ -21,9 +21,9 @@ import_tensorflow_quietly()  # TensorFlow without its C++ start-up notices (oneD
 
 import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402
-from train_mirrored import NUMERIC, build_model, use_two_cpu_replicas  # noqa: E402
+from train_mirrored import fit, use_two_cpu_replicas  # noqa: E402
 
-from tfdata_reader import distribute, make_dataset, read_manifest  # noqa: E402
+from tfdata_reader import make_dataset, read_manifest  # noqa: E402
 from tfdata_reader.mixing import quotas  # noqa: E402
 
 
@@ -74,26 +74,11 @@ def main() -> None:
             f"share of a batch {shares[:, k].mean():.3f} (spread {shares[:, k].std():.3f}, "
             f"random sampling's {random:.3f})"
         )
-    dataset = distribute(
-        strategy,
-        sources,
-        args.global_batch_size,
-        features=NUMERIC,
-        label_key="label",
-        num_epochs=None,
-        seed=1,
-        drop_remainder=True,
-    )
-    with strategy.scope():
-        model = build_model()
-    history = model.fit(dataset, epochs=1, steps_per_epoch=args.steps, verbose=2, shuffle=False)
-    loss = history.history["loss"][-1]
+    loss = fit(strategy, sources, args.global_batch_size, args.steps)
     print(
         f"trained {args.steps} steps on {strategy.num_replicas_in_sync} replicas from "
         f"{len(sources)} weighted sources; final loss {loss:.4f}"
     )
-    if not math.isfinite(loss):
-        raise SystemExit("loss is not finite")
 
 
 if __name__ == "__main__":
