@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import math
 from collections.abc import Sequence
 
 __all__ = ["WeightHistory", "Weights"]
@@ -55,10 +56,10 @@ class WeightHistory:
                 "(a position at step 0)"
             )
         kept = tuple((s, w) for s, w in self.segments if s <= step)
-        if kept[-1][1] == weights:
-            return dataclasses.replace(self, segments=kept)
         if kept[-1][0] == step and len(kept) > 1:  # changed again at the same step
             kept = kept[:-1]
+        if _same(kept[-1][1], weights):  # in force already (the same shares)
+            return dataclasses.replace(self, segments=kept)
         return dataclasses.replace(self, segments=(*kept, (step, weights)))
 
     def next_epoch(self) -> WeightHistory:
@@ -81,3 +82,19 @@ class WeightHistory:
             for s, w in state["segments"]
         )
         return cls(int(state["epoch"]), tuple(state["sources"]), segments)
+
+
+def _same(a: Weights, b: Weights) -> bool:
+    """Whether two weightings share alike (weights in proportion: 2 x the weights is the
+    same)."""
+    if a is None or b is None:
+        return a is b
+    if len(a) != len(b):
+        return False
+    sa = [x / max(a) for x in a]  # (scaled first: weights near the largest float)
+    sb = [y / max(b) for y in b]
+    ta, tb = sum(sa), sum(sb)
+    return all(
+        math.isclose(x / ta, y / tb, rel_tol=1e-12, abs_tol=1e-15)
+        for x, y in zip(sa, sb, strict=True)
+    )

@@ -26,7 +26,7 @@ Resuming at step `s` reads each part from the window that holds its `s`-th step'
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 
 import numpy as np
 
@@ -189,10 +189,10 @@ def _tags(
 @dataclasses.dataclass(frozen=True)
 class _Part:
     """Stream `stream`'s part of source `source`: `length` records of the source's own
-    sequence from `base` on (its share of the epoch's start), then, read further, blocks of
-    the rest of the sequence (from the source's quota on), dealt to the `streams` in turn, so
-    that all streams read further in step and no record comes twice before the source's
-    records run out."""
+    sequence from `base` on (its share of the epoch's start); read further, its share of the
+    rest of that pass (from the source's quota on), then its share of each next pass: each cut
+    among the `streams` in even runs, so that streams reading on in step take this pass's
+    records before the next's."""
 
     sequence: EpochSequence
     source: int
@@ -201,56 +201,57 @@ class _Part:
     length: int
     streams: int
 
-    @property
-    def block(self) -> int:
-        """Records of a block of the rest (by records, not weights: the same whatever the
-        weights)."""
-        return max(1, int(self.sequence.records[self.source]) // (8 * self.streams))
-
-    def windows(self, target: float) -> tuple[tuple[int, ...], tuple[int, ...]]:
-        """The part's windows (its records cut into windows of about `target`, as even as can
-        be), and each block's of the rest: a window never spans two blocks, so that records
-        of a block far ahead (of the source's next pass) are not drawn before nearer ones."""
-        return _even(self.length, target), _even(self.block, target)
+    def runs(self) -> Iterator[tuple[int, int]]:
+        """Its runs of the source's own sequence, in order: (first position, records)."""
+        yield self.base, self.length
+        records, quota = (
+            int(self.sequence.records[self.source]),
+            int(self.sequence.quotas[self.source]),
+        )
+        if not records:
+            return
+        end = -(-quota // records) * records  # the end of the pass the quota ends in
+        j, n = self.stream, self.streams
+        yield quota + (end - quota) * j // n, (end - quota) * (j + 1) // n - (end - quota) * j // n
+        share = records * (j + 1) // n - records * j // n
+        first = records * j // n if share else 0  # (a source of fewer records than streams)
+        turn = end // records
+        while True:
+            yield turn * records + first, share or records
+            turn += 1
 
     def read(self, done: int, need: int, target: float, key: int) -> SourceRead:
-        """Its reads of `need` records from record `done` of the part on, in windows of about
-        `target` records."""
+        """Its reads of `need` records from record `done` on, in windows of about `target`
+        records (each run cut into its own: a window never spans two)."""
         if not need:
             return SourceRead((), (), 0, 0, 0, key)
-        part, block = self.windows(target)
-        if done < self.length:
-            starts = np.concatenate([[0], np.cumsum(part)])
-            first = int(np.searchsorted(starts, done, side="right")) - 1
-            lo = int(starts[first])
-        else:
-            turn, at = divmod(done - self.length, self.block)
-            starts = np.concatenate([[0], np.cumsum(block)])
-            m = int(np.searchsorted(starts, at, side="right")) - 1
-            first = len(part) + turn * len(block) + m
-            lo = self.length + turn * self.block + int(starts[m])
-        sizes, hi, index = [], lo, first
-        while hi < done + need:
-            size = part[index] if index < len(part) else block[(index - len(part)) % len(block)]
-            sizes.append(size)
-            hi += size
-            index += 1
-        return SourceRead(tuple(self.pieces(lo, hi)), tuple(sizes), first, done - lo, need, key)
+        sizes: list[int] = []
+        at = index = 0
+        first = lo = -1
+        for _, length in self.runs():
+            for size in _even(length, target):
+                if at + size > done:  # a window that holds a record read
+                    if first < 0:
+                        first, lo = index, at
+                    sizes.append(size)
+                at, index = at + size, index + 1
+                if at >= done + need:
+                    return SourceRead(
+                        tuple(self.pieces(lo, at)), tuple(sizes), first, done - lo, need, key
+                    )
+        raise AssertionError("a source with records reads on without end")  # runs() is endless
 
     def pieces(self, lo: int, hi: int) -> list[Piece]:
-        """Records [lo, hi) of the part, as pieces of units."""
+        """Records [lo, hi) of the part (its runs end to end), as pieces of units."""
         found: list[Piece] = []
-        if lo < self.length:
-            end = min(hi, self.length)
-            found += self.sequence.pieces(self.source, self.base + lo, self.base + end)
-            lo = end
-        rest = int(self.sequence.quotas[self.source])  # where the rest of the sequence starts
-        while lo < hi:
-            turn, at = divmod(lo - self.length, self.block)
-            end = min(hi, lo + self.block - at)
-            own = rest + (turn * self.streams + self.stream) * self.block + at
-            found += self.sequence.pieces(self.source, own, own + end - lo)
-            lo = end
+        at = 0
+        for own, length in self.runs():
+            if at >= hi:
+                break
+            a, b = max(lo, at), min(hi, at + length)
+            if a < b:
+                found += self.sequence.pieces(self.source, own + a - at, own + b - at)
+            at += length
         return found
 
 

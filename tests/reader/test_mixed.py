@@ -196,3 +196,26 @@ def test_a_weight_raised_mid_epoch_reads_no_record_twice_while_its_source_has_mo
                          window=1000)  # fmt: skip
     big = [r for step in steps for r in step if r[0] == 0]
     assert len(big) < 50_000 and len(set(big)) == len(big)
+
+
+def test_weights_in_proportion_or_changed_back_at_the_same_step_change_nothing():
+    from tfdata_reader.history import WeightHistory
+
+    names = ("a", "b")
+    start = WeightHistory.starting(0, names, (50.0, 3.0))
+    assert start.reading(0, 30, names, (100.0, 6.0)) == start
+    changed = start.reading(0, 30, names, (49.0, 3.0))
+    assert changed.segments == ((0, (50.0, 3.0)), (30, (49.0, 3.0)))
+    assert changed.reading(0, 30, names, (50.0, 3.0)) == start  # back, at the same step
+    assert changed.reading(0, 40, names, (98.0, 6.0)) == changed
+    assert start.reading(0, 5, names, (1e308, 6e306)) == start
+
+
+def test_a_weight_raised_when_its_quota_was_near_its_records_reads_this_pass_first():
+    """Its part, then its share of the rest of this pass, then of the next: a raised source
+    whose quota left few of its records unread does not reach its next pass early."""
+    sources = [[50_000], [3_000], [5_000]]
+    steps = global_steps(256, 1, weights=(49, 3, 6), segments=((100, (49.5, 3, 5.5)),),
+                         sources=sources, window=1000)  # fmt: skip
+    big = [r for step in steps for r in step if r[0] == 0]
+    assert 49_000 < len(big) < 50_000 and len(set(big)) == len(big)
