@@ -8,10 +8,10 @@ step of an epoch without a record read twice or left out:
    interleaved by the quotas of the weights the epoch began with) is cut into `streams` as one
    source's is; stream `j`'s *part* of source `i` is the run of the source's own sequence it
    holds, `P_ij` records. Read past its end (a source whose share grew), a part goes on with
-   blocks of the rest of the source's sequence (after its quota) dealt to the streams in turn,
-   so parts never meet and a record comes twice only once the source's records run out.
-2. **Windows.** A stream reads each of its parts in order, in windows (a part cut into about
-   `window * chunk * P_ij / stream length` records, the sizes cycling past the part's end),
+   its even share of the rest of the source's pass (after its quota), then of each next pass:
+   parts never meet, and streams reading on in step take this pass's records before the next's.
+2. **Windows.** A stream reads each of its parts' runs in order, in windows (a run cut into
+   about `window * chunk * P_ij / stream length` records; a window never spans two runs),
    each permuted: a source's records come out of a stream in an order fixed by the part.
 3. **Counts.** Each step takes from each stream `chunk` records: a drawn number of each source
    (a stream's positions hold each source its share, `mixing.taken`, and those tags are
