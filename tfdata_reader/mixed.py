@@ -123,11 +123,11 @@ def mixed_plan(
     total = sequence.length
     full, partial = sharing.steps(total, start_step)
     slices = sharing.slices()
-    bounds = np.array([total * j // streams for j in range(streams + 1)], np.int64)
+    bounds = np.array(sharing.bounds(total), np.int64)
     lengths = np.diff(bounds)
     tails = lengths - full * chunk if partial else np.zeros_like(lengths)
     parts = sequence.counts(bounds)  # [sources, streams + 1]: where each stream's parts start
-    tags = _tags(sequence, bounds, chunk, [(0, sequence.weights), *segments])
+    tags = _tags(sequence, parts, lengths, chunk, segments)
     begin, end = start_step * chunk, full * chunk  # the positions read, of each stream
     sources = len(sequence.units)
     keys = draws(sequence.seed, sequence.epoch, streams * sources, _WINDOW_KEY) >> np.uint64(1)
@@ -155,34 +155,37 @@ def mixed_plan(
 
 
 def _tags(
-    sequence: EpochSequence, bounds: np.ndarray, chunk: int, segments: Sequence[Segment]
+    sequence: EpochSequence,
+    parts: np.ndarray,
+    lengths: np.ndarray,
+    chunk: int,
+    segments: Sequence[Segment],
 ) -> list[np.ndarray]:
     """The source each position of each stream takes (its next record), segment by segment:
-    a segment's records shared among the streams by quota (`mixing.taken`), and each stream's
-    tags permuted (so that a step's count of each source spreads as a random sample's)."""
-    streams, sources = len(bounds) - 1, len(sequence.units)
-    lengths = np.diff(bounds)
+    the epoch's start shares each stream's positions as its `parts` ([sources, streams + 1]);
+    a segment from step `s` shares the records from `s` on among the streams by its quotas
+    (`mixing.taken`) the same way. Each stream's tags are permuted, so that a step's count of
+    each source spreads as a random sample's."""
+    streams, sources = len(lengths), len(sequence.units)
     dtype = np.int16 if sources < 2**15 else np.int32
     tags = [np.zeros(int(n), dtype) for n in lengths]
-    starts = [s for s, _ in segments]
-    for k, (first, weights) in enumerate(segments):
-        if k + 1 < len(segments) and starts[k + 1] <= first:
+    every = [(0, sequence.weights), *segments]
+    key = [sequence.seed, (_TAG_KEY << 24) ^ sequence.epoch]
+    for k, (first, weights) in enumerate(every):
+        if k + 1 < len(every) and every[k + 1][0] <= first:
             continue  # changed again at the same step
-        # The rest of the epoch shared by these weights, stream by stream as the epoch's start
-        # shares it: each stream's positions from the segment's first step on.
-        left = np.maximum(lengths - first * chunk, 0)
         if k == 0:
-            quota = sequence.quotas
+            own = parts
         else:  # without weights: by records, as a list of datasets is read
+            left = np.maximum(lengths - first * chunk, 0)  # each stream's positions from `first`
             quota = apportion(int(left.sum()), sequence.records if weights is None else weights)
-        cuts = np.concatenate([[0], np.cumsum(left)])
-        own = sequence.counts(cuts) if k == 0 else taken(quota, cuts)
+            own = taken(quota, np.concatenate([[0], np.cumsum(left)]))
         for j in range(streams):
             mine = own[:, j + 1] - own[:, j]
-            key = [sequence.seed, (_TAG_KEY << 24) ^ sequence.epoch]
             rng = np.random.Generator(np.random.Philox(key=key, counter=[0, 0, j, k]))
-            drawn = rng.permutation(np.repeat(np.arange(sources, dtype=dtype), mine))
-            tags[j][first * chunk :] = drawn
+            tags[j][first * chunk :] = rng.permutation(
+                np.repeat(np.arange(sources, dtype=dtype), mine)
+            )
     return tags
 
 

@@ -200,6 +200,11 @@ class Sharing:
             (min(max(lo - j * c, 0), c), min(max(hi - j * c, 0), c)) for j in range(self.streams)
         ]
 
+    def bounds(self, total: int) -> list[int]:
+        """Where each stream starts in an epoch of `total` records, and the end: equal
+        contiguous cuts."""
+        return [total * j // self.streams for j in range(self.streams + 1)]
+
     def steps(self, total: int, start_step: int) -> tuple[int, bool]:
         """An epoch of `total` records: its full steps, and whether a final, partial step is
         read from `start_step` on.
@@ -254,7 +259,7 @@ def epoch_plan(
     chunk = sharing.chunk
     full, partial = sharing.steps(total, start_step)
     window = max(1, window)
-    bounds = [total * j // streams for j in range(streams + 1)]
+    bounds = sharing.bounds(total)
     lengths = [bounds[j + 1] - bounds[j] for j in range(streams)]
     drawn = _stream_draws(sequence.seed, sequence.epoch, lengths)
     share = global_batch // num_pipelines
