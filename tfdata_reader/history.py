@@ -11,7 +11,7 @@ import json
 import math
 from collections.abc import Sequence
 
-__all__ = ["WeightHistory", "Weights"]
+__all__ = ["WeightHistory", "Weights", "going_on"]
 
 Weights = tuple[float, ...] | None
 
@@ -82,6 +82,21 @@ class WeightHistory:
             for s, w in state["segments"]
         )
         return cls(int(state["epoch"]), tuple(state["sources"]), segments)
+
+
+def going_on(
+    before: str, epoch: int, step: int, sources: Sequence[str], weights: Weights
+) -> WeightHistory:
+    """The history (`before`: its JSON, "" for none) once a dataset of `sources` with
+    `weights` reads on from (epoch, step): `WeightHistory.reading`, or a new one.
+
+    Raises:
+      ValueError: for other sources within the epoch.
+    """
+    found = WeightHistory.from_json(before)
+    if found is None:
+        return WeightHistory.starting(epoch, sources, weights)
+    return found.reading(epoch, step, sources, weights)
 
 
 def _same(a: Weights, b: Weights) -> bool:

@@ -55,11 +55,12 @@ def mixed_tables(
     rows: list[tuple[int, ...]] = []
     tags: list[np.ndarray] = []
     first_tag = 0
+    # Where each full group ends in a stream's positions (the same in every stream).
+    cuts = np.minimum(np.arange(full_groups + 1) * group_steps, plan.full_steps) * plan.chunk
     for k, read in enumerate(plan.streams):
         streams[k] = (*read.final_slice, first_tag)
         first_tag += len(read.tags)
         tags.append(read.tags.astype(np.int64))
-        cuts = np.minimum(np.arange(full_groups + 1) * group_steps, plan.full_steps) * plan.chunk
         bounds[k] = np.concatenate([cuts, [len(read.tags)]]) if plan.has_final else cuts
         group_of = np.searchsorted(bounds[k], np.arange(len(read.tags)), side="right") - 1
         cells = np.bincount(group_of * sources + read.tags, minlength=groups * sources)

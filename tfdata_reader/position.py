@@ -35,7 +35,7 @@ from typing import Any
 
 import tensorflow as tf
 
-from tfdata_reader.history import WeightHistory, Weights
+from tfdata_reader.history import WeightHistory, Weights, going_on
 from tfdata_reader.streams import EpochCounter
 
 __all__ = ["ReadPosition", "WeightHistory"]
@@ -67,12 +67,7 @@ class ReadPosition(EpochCounter):
         """Notes that a dataset of `sources` with `weights` reads on from here; returns the
         weights of this epoch from each step on (`WeightHistory.reading`)."""
         epoch, step = int(self.epoch.numpy()), int(self.step.numpy())
-        before = self.history
-        found = (
-            before.reading(epoch, step, sources, weights)
-            if before
-            else WeightHistory.starting(epoch, sources, weights)
-        )
+        found = going_on(self.weights.numpy().decode("utf-8"), epoch, step, sources, weights)
         self.weights.assign(found.to_json())
         return found
 

@@ -22,7 +22,7 @@ from collections.abc import Callable, Sequence
 import numpy as np
 import tensorflow as tf
 
-from tfdata_reader.history import WeightHistory, Weights
+from tfdata_reader.history import WeightHistory, Weights, going_on
 from tfdata_reader.manifest import Compression, ShardInfo
 from tfdata_reader.mixed import MixedPlan, mixed_plan
 from tfdata_reader.mixed_streams import mixed_rows, mixed_tables
@@ -136,10 +136,7 @@ class ShuffledReads:
     def history(self, epoch: int, step: int, before: str) -> str:
         """The weight history (JSON) once this dataset reads on from (epoch, step) after
         `before` (`WeightHistory.reading`: other datasets within an epoch are refused)."""
-        found = WeightHistory.from_json(before)
-        if found is None:
-            return WeightHistory.starting(epoch, self.names, self.weights).to_json()
-        return found.reading(epoch, step, self.names, self.weights).to_json()
+        return going_on(before, epoch, step, self.names, self.weights).to_json()
 
     def tables(
         self, epoch: int, start_step: int, history: WeightHistory | None = None
