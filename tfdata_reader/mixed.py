@@ -7,9 +7,9 @@ step of an epoch without a record read twice or left out:
 1. **Parts.** The epoch's sequence (`sequence.EpochSequence`: each source's own sequence,
    interleaved by the quotas of the weights the epoch began with) is cut into `streams` as one
    source's is; stream `j`'s *part* of source `i` is the run of the source's own sequence it
-   holds, `P_ij` records. Read past its end (a source whose share grew), a part goes on with
-   its even share of the rest of the source's pass (after its quota), then of each next pass:
-   parts never meet, and streams reading on in step take this pass's records before the next's.
+   holds, `P_ij` records (of a quota over several passes: its share of each pass in turn).
+   Read past its end (a source whose share grew), a part goes on with its even share of the
+   rest of the source's pass (after its quota), then of each next pass: parts never meet.
 2. **Windows.** A stream reads each of its parts' runs in order, in windows (a run cut into
    about `window * chunk * P_ij / stream length` records; a window never spans two runs),
    each permuted: a source's records come out of a stream in an order fixed by the part.
@@ -18,7 +18,8 @@ step of an epoch without a record read twice or left out:
    permuted: the counts spread as a random sample's), each source's next records.
 4. **Segments.** Weights given from step `s` on share the rest of the epoch (the records
    `s * global_batch` on) by quota as the epoch's start did; each source of each stream goes on
-   from where the steps before `s` left it.
+   from where the steps before `s` left it, each stream's count of it bounded (`mixing.allot`)
+   so that no stream reads a pass of the source while another leaves an earlier one unread.
 
 Resuming at step `s` reads each part from the window that holds its `s`-th step's record on.
 """
@@ -30,7 +31,7 @@ from collections.abc import Iterator, Sequence
 
 import numpy as np
 
-from tfdata_reader.mixing import apportion, taken
+from tfdata_reader.mixing import allot, apportion, taken
 from tfdata_reader.order import Sharing
 from tfdata_reader.sequence import EpochSequence, Piece, draws
 
@@ -38,6 +39,10 @@ __all__ = ["MixedPlan", "MixedStream", "SourceRead", "mixed_plan"]
 
 _TAG_KEY = 0x746167  # "tag": each stream's draw of which source each of its positions takes
 _WINDOW_KEY = 0x77696E  # "win": each part's window keys
+# A part of a quota over at most this many passes of its source is read pass by pass (each
+# pass a run and windows of its own); one over more, as one run (a weight change may then
+# read a few records of a source's next pass while some of this one's are left unread).
+_LANE_PASSES = 64
 
 
 @dataclasses.dataclass(frozen=True)
@@ -175,18 +180,56 @@ def _tags(
         if k + 1 < len(every) and every[k + 1][0] <= first:
             continue  # changed again at the same step
         if k == 0:
-            own = parts
+            counts = np.diff(parts, axis=1)
         else:  # without weights: by records, as a list of datasets is read
             left = np.maximum(lengths - first * chunk, 0)  # each stream's positions from `first`
             quota = apportion(int(left.sum()), sequence.records if weights is None else weights)
-            own = taken(quota, np.concatenate([[0], np.cumsum(left)]))
+            done = np.stack([np.bincount(t[: first * chunk], minlength=sources) for t in tags], 1)
+            counts = _going_on(sequence, parts, done, quota, left)
         for j in range(streams):
-            mine = own[:, j + 1] - own[:, j]
+            mine = counts[:, j]
             rng = np.random.Generator(np.random.Philox(key=key, counter=[0, 0, j, k]))
             tags[j][first * chunk :] = rng.permutation(
                 np.repeat(np.arange(sources, dtype=dtype), mine)
             )
     return tags
+
+
+def _going_on(
+    sequence: EpochSequence,
+    parts: np.ndarray,
+    done: np.ndarray,
+    quota: np.ndarray,
+    left: np.ndarray,
+) -> np.ndarray:
+    """Each stream's count of each source (`[sources, streams]`) from a weight change on: the
+    streams' `left` positions shared so that source `i` gets `quota[i]` in all, each stream
+    going on in its part's runs from its `done` records, and no stream reading a pass of a
+    source (its next pass, or the one after) while another leaves records of an earlier pass
+    unread, nor stopping short of the pass its source ends in (`mixing.allot` with those
+    bounds). Where the steps before have read too far for that (a stream of an up-sampled
+    source already into its next pass as the change comes), as close to it as can be: no
+    stream reading further passes, or else none stopping short, or else shared by
+    `mixing.taken` as the epoch's start is."""
+    streams = done.shape[1]
+    low = np.zeros_like(done)
+    high = np.broadcast_to(left, done.shape).copy()
+    for i, records in enumerate(int(n) for n in sequence.records):
+        if not records:
+            continue
+        end = int(done[i].sum()) + int(quota[i])  # the source's records read by the epoch's end
+        last = max(0, -(-end // records) - 1)  # the pass that ends in
+        for j in range(streams):
+            part = _Part(sequence, i, j, int(parts[i, j]), int(parts[i, j + 1] - parts[i, j]),
+                         streams)  # fmt: skip
+            before, through = part.before(last * records), part.before((last + 1) * records)
+            low[i, j] = max(0, before - int(done[i, j]))
+            high[i, j] = max(low[i, j], through - int(done[i, j]))
+    for bounds in ((low, high), (np.zeros_like(low), high), (low, np.maximum(high, left))):
+        counts = allot(left, quota, *bounds)
+        if counts is not None:
+            return counts
+    return np.diff(taken(quota, np.concatenate([[0], np.cumsum(left)])), axis=1)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -206,11 +249,20 @@ class _Part:
 
     def runs(self) -> Iterator[tuple[int, int]]:
         """Its runs of the source's own sequence, in order: (first position, records)."""
-        yield self.base, self.length
         records, quota = (
             int(self.sequence.records[self.source]),
             int(self.sequence.quotas[self.source]),
         )
+        passes = -(-quota // records) if records else 1
+        if 1 < passes <= _LANE_PASSES and records >= self.streams:
+            # A part of a quota over several passes: the stream's share of each pass in turn,
+            # so that all streams finish a pass at about the same step.
+            cuts = [records] * (passes - 1) + [quota - (passes - 1) * records]
+            lo, hi = taken(cuts, self.base), taken(cuts, self.base + self.length)
+            for p in range(passes):
+                yield p * records + int(lo[p]), int(hi[p] - lo[p])
+        else:
+            yield self.base, self.length
         if not records:
             return
         end = -(-quota // records) * records  # the end of the pass the quota ends in
@@ -222,6 +274,15 @@ class _Part:
         while True:
             yield turn * records + first, share or records
             turn += 1
+
+    def before(self, position: int) -> int:
+        """Its records before `position` of the source's own sequence (its runs rise)."""
+        count = 0
+        for own, length in self.runs():
+            if own >= position:
+                return count
+            count += min(length, position - own)
+        raise AssertionError("runs() is endless")
 
     def read(self, done: int, need: int, target: float, key: int) -> SourceRead:
         """Its reads of `need` records from record `done` on, in windows of about `target`

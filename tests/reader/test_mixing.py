@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import itertools
+
 import numpy as np
 import pytest
 
-from tfdata_reader.mixing import quotas, taken
+from tfdata_reader.mixing import allot, quotas, taken
 
 
 def test_without_weights_every_record_once():
@@ -66,3 +68,37 @@ def test_any_stretch_holds_each_sources_share_to_within_a_record_a_level():
     counts = taken(q, starts + 256) - taken(q, starts)
     share = 256 * q[:, None] / total
     assert np.abs(counts - share).max() < 3
+
+
+def test_allot_shares_positions_within_bounds_near_proportion():
+    low = np.array([[0, 0, 0], [2, 0, 0]])
+    high = np.array([[9, 9, 1], [9, 9, 9]])
+    counts = allot([4, 4, 4], [5, 7], low, high)
+    assert counts.tolist() == [[2, 2, 1], [2, 2, 3]]
+    assert allot([4, 4, 4], [6, 6], low, high).tolist() == [[2, 3, 1], [2, 1, 3]]
+    unbounded = np.full((2, 3), 100)
+    assert allot([4, 4, 4], [6, 6], 0 * low, unbounded).tolist() == [[2, 2, 2]] * 2
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_allot_finds_counts_whenever_any_exist(seed):
+    """Against every choice of counts of 2 sources x 2 streams within small bounds."""
+    rng = np.random.default_rng(seed)
+    for _ in range(50):
+        low = rng.integers(0, 3, (2, 2))
+        high = low + rng.integers(0, 3, (2, 2))
+        positions = rng.integers(0, 7, 2)
+        for first in range(int(positions.sum()) + 1):
+            quota = [first, int(positions.sum()) - first]
+            exists = any(
+                (np.array(c).reshape(2, 2).sum(0) == positions).all()
+                and (np.array(c).reshape(2, 2).sum(1) == quota).all()
+                for c in itertools.product(*(range(a, b + 1) for a, b in
+                                             zip(low.flat, high.flat, strict=True)))
+            )  # fmt: skip
+            counts = allot(positions, quota, low, high)
+            assert (counts is not None) == exists
+            if counts is not None:
+                assert counts.sum(0).tolist() == positions.tolist()
+                assert counts.sum(1).tolist() == quota
+                assert (low <= counts).all() and (counts <= high).all()
