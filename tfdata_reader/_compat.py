@@ -50,9 +50,15 @@ except ImportError:  # pragma: no cover
 
 
 def records_at(
-    path: tf.Tensor, offset: tf.Tensor, compression: str, buffer: int
+    path: tf.Tensor,
+    offset: tf.Tensor,
+    compression: str,
+    buffer: int,
+    then: Callable[[tf.data.Dataset], tf.data.Dataset] = lambda records: records,
 ) -> tf.data.Dataset:
-    """The TFRecords of one file from byte `offset` of its framed stream on."""
+    """The TFRecords of one file from byte `offset` of its framed stream on, as `then` makes
+    them (inside the function that opens the file: a `then` that batches them leaves it a
+    batch at a time, not a record, which tf.data's per-element overhead makes dearer)."""
 
     class _RecordsAt(_dataset_ops.DatasetSource):
         @tf.autograph.experimental.do_not_convert
@@ -74,4 +80,6 @@ def records_at(
     # Made inside a dataset function: TensorFlow cannot write this op into a dataset's graph
     # (its serializer leaves out the offsets), which a dataset made at the top level needs.
     start = tf.data.Dataset.from_tensors((path, tf.cast(offset, tf.int64)))
-    return start.flat_map(tf.autograph.experimental.do_not_convert(lambda p, o: _RecordsAt(p, o)))
+    return start.flat_map(
+        tf.autograph.experimental.do_not_convert(lambda p, o: then(_RecordsAt(p, o)))
+    )

@@ -11,8 +11,9 @@ step of an epoch without a record read twice or left out:
    Read past its end (a source whose share grew), a part goes on with its even share of the
    rest of the source's pass (after its quota), then of each next pass: parts never meet.
 2. **Windows.** A stream reads each of its parts' runs in order, in windows (a run cut into
-   about `window * chunk * P_ij / stream length` records; a window never spans two runs),
-   each permuted: a source's records come out of a stream in an order fixed by the part.
+   about `window * chunk * P_ij / stream length` records, the first run's first ramping up from
+   a step's share as `order.Windows` do; a window never spans two runs), each permuted: a
+   source's records come out of a stream in an order fixed by the part.
 3. **Counts.** Each step takes from each stream `chunk` records: a drawn number of each source
    (a stream's positions hold each source its share, `mixing.taken`, and those tags are
    permuted: the counts spread as a random sample's), each source's next records.
@@ -153,7 +154,8 @@ def mixed_plan(
             # none of, an even share of the sources').
             share = part.length / max(1, lengths[j]) if part.length else 1 / sources
             target = window * chunk * share
-            reads.append(part.read(int(done[i]), int(need[i]), target, int(keys[j * sources + i])))
+            key = int(keys[j * sources + i])
+            reads.append(part.read(int(done[i]), int(need[i]), target, key, chunk * share))
         found.append(MixedStream(j, (lo, hi), final, tuple(reads), rest))
     share = int(sum(hi - lo for lo, hi in slices))
     return MixedPlan(chunk, tuple(found), max(0, full - start_step), share, partial)
@@ -284,16 +286,17 @@ class _Part:
             count += min(length, position - own)
         raise AssertionError("runs() is endless")
 
-    def read(self, done: int, need: int, target: float, key: int) -> SourceRead:
+    def read(self, done: int, need: int, target: float, key: int, step: float) -> SourceRead:
         """Its reads of `need` records from record `done` on, in windows of about `target`
-        records (each run cut into its own: a window never spans two)."""
+        records (each run cut into its own: a window never spans two), the first run's first
+        windows ramping up from about a step's records (`step`), as `order.Windows` do."""
         if not need:
             return SourceRead((), (), 0, 0, 0, key)
         sizes: list[int] = []
         at = index = 0
         first = lo = -1
-        for _, length in self.runs():
-            for size in _even(length, target):
+        for run, (_, length) in enumerate(self.runs()):
+            for size in _ramped(length, target, step) if run == 0 else _even(length, target):
                 if at + size > done:  # a window that holds a record read
                     if first < 0:
                         first, lo = index, at
@@ -317,6 +320,16 @@ class _Part:
                 found += self.sequence.pieces(self.source, own + a - at, own + b - at)
             at += length
         return found
+
+
+def _ramped(length: int, target: float, step: float) -> tuple[int, ...]:
+    """`length` records cut into windows of about `step`, twice that, ... while under `target`,
+    then the rest as `_even` cuts it."""
+    sizes, size = [], max(1, round(step))
+    while size < target and length:
+        sizes.append(min(size, length))
+        length, size = length - sizes[-1], size * 2
+    return (*sizes, *_even(length, target))
 
 
 def _even(length: int, target: float) -> tuple[int, ...]:

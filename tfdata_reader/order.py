@@ -15,7 +15,8 @@ has to vary where batches cut that order, and share it among input pipelines:
 3. each stream is read in *windows* of `window_steps` steps' records (memory decides how
    many: `window_steps`), and each window is permuted (seeded by the stream's key and the
    window's index): records that sat side by side in a shard share a step with chance about
-   1 / `window_steps`, so batches are drawn anew each epoch;
+   1 / `window_steps`, so batches are drawn anew each epoch. An epoch's first windows ramp up,
+   1, 4, 16, ... steps (`Windows`): its first batches wait for a step's records, not a window's;
 4. global step `s` takes the records `[s*c, (s+1)*c)` of every stream's permuted windows
    (`c = global_batch / streams`), stream after stream: a step is a fixed set of records
    whatever the number of pipelines;
@@ -44,6 +45,7 @@ __all__ = [
     "EpochPlan",
     "Sharing",
     "StreamRead",
+    "Windows",
     "epoch_plan",
     "epoch_steps",
     "stream_count",
@@ -77,6 +79,53 @@ def window_steps(global_batch: int, record_bytes: float, budget_bytes: int, step
     `steps` (a window of every step permutes each stream whole)."""
     fit = int(budget_bytes // max(1.0, global_batch * record_bytes))
     return max(1, min(fit, steps))
+
+
+@dataclasses.dataclass(frozen=True)
+class Windows:
+    """An epoch's windows, in steps: a ramp of 1, 4, 16, ... steps (each less than `steps`),
+    then `steps` each. A window is read whole before its first step comes out; with windows of
+    most of an epoch (a small dataset, a large `reshuffle_bytes`), the ramp lets the first
+    steps of an epoch come after a step's records are read rather than most of the epoch's.
+    (Small windows mix less: growing 4x, the ramp's few windows leave batch-mates meeting
+    again about as often as without it; growing 2x, 1.2-1.3x as often.)"""
+
+    steps: int
+    growth: int = 4
+
+    @property
+    def ramp(self) -> tuple[int, ...]:
+        """The ramp's windows' steps."""
+        sizes, size = [], 1
+        while size < self.steps:
+            sizes.append(size)
+            size *= self.growth
+        return tuple(sizes)
+
+    def start(self, index: int) -> int:
+        """The first step of window `index`."""
+        ramp = self.ramp
+        if index <= len(ramp):
+            return sum(ramp[:index])
+        return sum(ramp) + (index - len(ramp)) * self.steps
+
+    def index(self, step: int) -> int:
+        """The window that holds `step`."""
+        at = 0
+        for k, size in enumerate(self.ramp):
+            if step < at + size:
+                return k
+            at += size
+        return len(self.ramp) + (step - at) // max(1, self.steps)
+
+    def sizes(self, first: int, end: int) -> list[int]:
+        """The steps of windows `first`, `first + 1`, ... up to step `end` (the last cut
+        there)."""
+        found, k = [], first
+        while (at := self.start(k)) < end:
+            found.append(min(self.start(k + 1), end) - at)
+            k += 1
+        return found
 
 
 def _stream_draws(seed: int, epoch: int, lengths: Sequence[int]) -> list[tuple[int, int]]:
@@ -151,15 +200,16 @@ class EpochPlan:
     full_steps: int  # full steps read
     share: int  # records this pipeline takes of each full step
     final_records: int  # records it takes of the final, partial step (0: none)
-    window_steps: int = 1  # steps a window of each stream holds (permuted together)
+    windows: tuple[int, ...] = ()  # each window's steps, from the first read (`Windows`)
 
     @property
     def records(self) -> int:
         return self.full_steps * self.share + self.final_records
 
     @property
-    def window_records(self) -> int:
-        return self.window_steps * self.chunk
+    def window_records(self) -> tuple[int, ...]:
+        """Each window's records of a stream, from the first read."""
+        return tuple(steps * self.chunk for steps in self.windows)
 
 
 def epoch_steps(total: int, global_batch: int, drop_remainder: bool = False) -> int:
@@ -271,8 +321,9 @@ def epoch_plan(
     t_lo = tail_total * pipeline // num_pipelines
     t_hi = tail_total * (pipeline + 1) // num_pipelines
     full_steps = max(0, full - start_step)
-    first_window = start_step // window
-    begin = first_window * window  # the first full step read: its window's first
+    windows = Windows(window)
+    first_window = windows.index(start_step)
+    begin = windows.start(first_window)  # the first full step read: its window's first
     reads = []
     for j in range(streams):
         place = _Stream(bounds[j], lengths[j], drawn[j][0])
@@ -298,4 +349,5 @@ def epoch_plan(
                 )
             )
     partial_share = (t_hi - t_lo) if partial else 0
-    return EpochPlan(chunk, tuple(reads), full_steps, share, partial_share, window)
+    sizes = tuple(windows.sizes(first_window, full)) if full_steps else ()
+    return EpochPlan(chunk, tuple(reads), full_steps, share, partial_share, sizes)

@@ -59,21 +59,27 @@ def checked_blocks(
     wanted = stop - start
     with tf.control_dependencies([_assert_exists(path)]):
         count = tf.where(at_end, stop + 1, stop)
+    block_length = reading.block_length
     if seek is not None and HAS_BYTE_OFFSETS:
         first, offset = seek
-        records = records_at(path, offset, reading.compression, reading.buffer_bytes)
-        records = records.take(count - first).skip(start - first)
+        read = records_at(
+            path,
+            offset,
+            reading.compression,
+            reading.buffer_bytes,
+            lambda records: records.take(count - first).skip(start - first).batch(block_length),
+        )
     else:
-        records = (
+        read = (
             tf.data.TFRecordDataset(
                 path, compression_type=reading.compression, buffer_size=reading.buffer_bytes
             )
             .take(count)
             .skip(start)
+            .batch(block_length)
         )
-    block_length = reading.block_length
     blocks = (
-        records.batch(block_length)
+        read
         # A read error (a corrupt record) fails its block, and TF's reader moves past the file:
         # the check below then sees the range end early and names the file.
         .ignore_errors()

@@ -159,7 +159,8 @@ class ShuffledReads:
         rows += [self._piece_row(p) for read in plan.streams for p in read.final_pieces]
         pieces = np.array(rows, np.int64).reshape(len(rows), len(_PIECE_COLUMNS))
         offset = taken[0].full_slice[0] if taken else 0
-        return streams, pieces, np.array([offset, finals], np.int64)
+        windows = np.array(plan.window_records or (plan.chunk,), np.int64)
+        return streams, pieces, np.array([offset, finals], np.int64), windows
 
     @property
     def group_steps(self) -> int:
@@ -238,8 +239,8 @@ def shuffled_records(
                 mixed, reads.sharing, sources, num_parallel_calls, pieces_of, _permuter
             )
             return rows.rebatch(batch_size, drop_remainder=reads.sharing.drop_remainder)
-        streams, pieces, where = tf.numpy_function(
-            tables, [position[0], position[1], history], [tf.int64] * 3, stateful=False
+        streams, pieces, where, windows = tf.numpy_function(
+            tables, [position[0], position[1], history], [tf.int64] * 4, stateful=False
         )
         streams = tf.reshape(streams, [-1, len(_STREAM_COLUMNS)])
         pieces = tf.reshape(pieces, [-1, len(_PIECE_COLUMNS)])
@@ -249,9 +250,10 @@ def shuffled_records(
             """A stream's records from its start step on, its windows permuted, in groups of
             whole steps."""
             row = _named(streams[k], _STREAM_COLUMNS)
-            windows = pieces_of(pieces, row["first_piece"], row["end_piece"]).rebatch(window)
+            records = pieces_of(pieces, row["first_piece"], row["end_piece"])
             permute = _permuter(row["window_key"], row["first_window"], row["skip_steps"] * chunk)
-            return windows.enumerate().map(permute).rebatch(group)
+            windowed = records.rebatch(tf.reshape(windows, [-1])).enumerate()
+            return windowed.map(permute).rebatch(group)
 
         def steps_of(groups: tf.Tensor) -> tf.Tensor:
             """The streams' groups side by side -> the batches of their steps: each step the
@@ -301,8 +303,12 @@ def _permuter(
 
     def permute(index: tf.Tensor, records: tf.Tensor) -> tf.Tensor:
         seed = tf.stack([key, first + index])
-        permuted = tf.random.experimental.stateless_shuffle(records, seed=seed)
-        return permuted[tf.where(tf.equal(index, 0), skip, 0) :]
+        # The positions permuted, then one gather of the strings: half the time of shuffling
+        # the strings themselves, and the skip costs no copy of its own.
+        order = tf.random.experimental.stateless_shuffle(
+            tf.range(tf.shape(records, out_type=tf.int64)[0]), seed=seed
+        )
+        return tf.gather(records, order[tf.where(tf.equal(index, 0), skip, 0) :])
 
     return permute
 

@@ -11,6 +11,7 @@ import pytest
 from tfdata_reader.order import (
     EpochPlan,
     Sharing,
+    Windows,
     epoch_plan,
     epoch_steps,
     stream_count,
@@ -55,10 +56,11 @@ def pipeline_steps(plan: EpochPlan) -> list[list[tuple[int, int]]]:
     each stream's windows permuted, the steps before the start step left out, each chunk
     sliced."""
     steps: list[list[tuple[int, int]]] = [[] for _ in range(plan.full_steps)]
-    size = plan.window_records
+    cuts = np.cumsum([0, *plan.window_records])
     for read in plan.streams:
         records = _expand(read.full_pieces)
-        windows = [records[k : k + size] for k in range(0, len(records), size)]
+        assert len(records) == cuts[-1] or not read.full_pieces
+        windows = [records[a:b] for a, b in zip(cuts[:-1], cuts[1:], strict=True)]
         records = [r for w, window in enumerate(windows)
                    for r in _permuted(window, read.window_key, read.first_window + w)]  # fmt: skip
         records = records[read.skip_steps * plan.chunk :]
@@ -219,6 +221,32 @@ def test_a_window_holds_the_steps_that_fit_the_memory_at_most_the_epoch(
     global_batch, record_bytes, budget, steps, expected
 ):
     assert window_steps(global_batch, record_bytes, budget, steps) == expected
+
+
+@pytest.mark.parametrize(
+    "steps, starts, sizes",
+    [(1, [0, 1, 2, 3, 4], [1] * 20), (2, [0, 1, 3, 5, 7], [1, *[2] * 9, 1]),
+     (5, [0, 1, 5, 10, 15, 20], [1, 4, 5, 5, 5]), (8, [0, 1, 5, 13, 21, 29], [1, 4, 8, 7]),
+     (40, [0, 1, 5, 21, 61, 101], [1, 4, 15])],
+)  # fmt: skip
+def test_an_epochs_windows_ramp_up_from_one_step_then_hold_the_windows_steps(steps, starts, sizes):
+    """The first batches of an epoch wait for one step's records, not a window's."""
+    windows = Windows(steps)
+    assert [windows.start(k) for k in range(len(starts))] == starts
+    for step in range(60):
+        k = windows.index(step)
+        assert windows.start(k) <= step < windows.start(k + 1)
+    assert windows.sizes(0, 20) == sizes
+    assert windows.sizes(2, 20) == sizes[2:]
+
+
+def test_a_plan_reads_windows_ramping_up_from_its_start_steps_window():
+    sharing = Sharing(64, 2)
+    plan = plan_of([10_000], sharing, seed=0, epoch=0, window=40)
+    assert plan.windows == (1, 4, 16, 40, 40, 40, 15)  # 156 full steps
+    resumed = plan_of([10_000], sharing, seed=0, epoch=0, window=40, start_step=30)
+    assert resumed.windows == (40, 40, 40, 15)  # from step 21, its window's first
+    assert {read.skip_steps for read in resumed.streams} == {9}
 
 
 def test_a_start_step_past_the_epoch_is_refused():
