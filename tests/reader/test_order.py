@@ -60,7 +60,7 @@ def pipeline_steps(plan: EpochPlan) -> list[list[tuple[int, int]]]:
     for read in plan.streams:
         records = _expand(read.full_pieces)
         assert len(records) == cuts[-1] or not read.full_pieces
-        windows = [records[a:b] for a, b in zip(cuts[:-1], cuts[1:], strict=True)]
+        windows = [records[a:b] for a, b in itertools.pairwise(cuts)]
         records = [r for w, window in enumerate(windows)
                    for r in _permuted(window, read.window_key, read.first_window + w)]  # fmt: skip
         records = records[read.skip_steps * plan.chunk :]
