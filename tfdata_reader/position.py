@@ -92,12 +92,15 @@ class ReadPosition(EpochCounter):
             self.weights.assign(moved.to_json())
 
     def as_dict(self) -> dict[str, Any]:
-        """`{"epoch": e, "step": s}` (and `"weights"`, the epoch's weight history, for several
-        sources): the state, for a checkpoint of one's own (a `tf.train.Checkpoint` also
-        keeps which dataset one source was)."""
-        state: dict[str, Any] = {"epoch": int(self.epoch.numpy()), "step": int(self.step.numpy())}
+        """`{"epoch": e, "step": s}`, and within an epoch that a dataset read (or of several
+        sources) `"weights"`: the datasets and weights the epoch was read with from each step
+        (`WeightHistory`), so that other datasets given the position mid-epoch are refused as
+        with a `tf.train.Checkpoint`. The state, for a checkpoint of one's own."""
+        epoch, step = int(self.epoch.numpy()), int(self.step.numpy())
+        state: dict[str, Any] = {"epoch": epoch, "step": step}
         history = self.history
-        if history is not None and (len(history.sources) > 1 or len(history.segments) > 1):
+        several = history is not None and (len(history.sources) > 1 or len(history.segments) > 1)
+        if history is not None and (several or (step and history.epoch == epoch)):
             state["weights"] = json.loads(history.to_json())
         return state
 

@@ -174,7 +174,13 @@ def test_a_position_moves_on_with_training_and_rolls_into_the_next_epoch(dataset
     saved = checkpoint.save(str(datasets["seven"].parent / "ckpt" / "c"))
     fresh = ReadPosition()
     tf.train.Checkpoint(position=fresh).restore(saved)
-    assert fresh.as_dict() == {"epoch": 0, "step": 10}
+    state = fresh.as_dict()  # mid-epoch: with the dataset it was read from
+    assert state["weights"] == {
+        "epoch": 0,
+        "sources": [f"{path}/manifest.json"],
+        "segments": [[0, None]],
+    }
+    assert {k: state[k] for k in ("epoch", "step")} == {"epoch": 0, "step": 10}
     rest = make_dataset(path, 256, features=["id"], seed=1, position=fresh)
     for batch in rest:
         seen.append(batch["id"].numpy().tolist())

@@ -230,3 +230,7 @@ def test_one_dataset_and_several_do_not_share_an_epoch(sources, tmp_path):
     tf.train.Checkpoint(position=later).restore(saved)
     with pytest.raises(tf.errors.OpError, match=r"read from other datasets"):
         next(iter(ds))
+    kept = ReadPosition.from_dict(position.as_dict())  # a state kept as a dict: the same
+    assert position.as_dict()["weights"]["sources"] == [f"{sources['big']}/manifest.json"]
+    with pytest.raises(ValueError, match=r"the position is at step 3 of epoch 0, read from other"):
+        make_dataset([sources["big"], sources["mid"]], 256, position=kept)
