@@ -39,7 +39,10 @@ def _to_table(elements: Sequence[Any]) -> pa.Table:
     if kind is pa.RecordBatch:
         table = pa.Table.from_batches(list(elements))
     else:
-        table = pa.Table.from_pylist(list(elements))
+        # Every key any element has (pyarrow's from_pylist takes the first element's keys and
+        # silently leaves out the others'), in the order they first appear.
+        names = list(dict.fromkeys(key for element in elements for key in element))
+        table = pa.Table.from_pydict({name: [e.get(name) for e in elements] for name in names})
     return flatten_structs(table)
 
 

@@ -12,6 +12,7 @@ Rows that contradict the spec go to the dead letter, and `max_bad_fraction` appl
 
 from __future__ import annotations
 
+import logging
 import uuid
 from collections.abc import Sequence
 from typing import Any
@@ -23,16 +24,18 @@ from beam_jobs.core import flags
 from beam_jobs.core.errors import UsageError
 from beam_jobs.core.paths import worker_path
 from beam_jobs.core.sharding import ShardingOptions
+from beam_jobs.core.units import count_of
 from beam_jobs.publish.publish import PublishShards, PublishSpec
 from beam_jobs.sink.elements import EncodeElementsFn, infer_spec
 from beam_jobs.sink.grouped import PickShardFn, WriteGroupFn, every_index, framed_size, shard_count
 from beam_jobs.sink.temp_folder import TEMP_DIR_PREFIX
 from beam_jobs.transforms import local_runner_fix
-from tfdata_reader.manifest import FeatureSpec, Order, RecordOrder
+from tfdata_reader.manifest import FeatureSpec, Manifest, Order, RecordOrder
 
 __all__ = ["WriteShards"]
 
 SAMPLE_SIZE = 1000
+_log = logging.getLogger(__name__)
 
 
 class WriteShards(beam.PTransform[Any, Any]):
@@ -93,6 +96,11 @@ class WriteShards(beam.PTransform[Any, Any]):
         # Many elements cross stage boundaries here: on Beam 2.77's local runner in
         # multi_threading mode that loses elements unless this fix is in (harmless elsewhere).
         local_runner_fix.apply()
+        # Beam codes a PCollection by the type it inferred for it: dicts of ints by a 64-bit
+        # integer coder, which fails on an integer past int64 with a trace from inside this
+        # transform. Its general coder holds any element; such a value then becomes a dead
+        # letter that names its key, as in `convert`.
+        pcoll.element_type = Any
         spec = self._spec(pcoll)  # None when the features were given
         encoded = (
             pcoll
@@ -134,6 +142,7 @@ class WriteShards(beam.PTransform[Any, Any]):
                 tallies=beam.pvalue.AsList(encoded[EncodeElementsFn.TALLY]),
             )
             | "Publish" >> PublishShards(self._publish_spec(), features=spec)
+            | "WarnOfKeysLeftOut" >> beam.Map(_warn_of_keys_left_out)
         )
 
     def _spec(self, pcoll: beam.PCollection[Any]) -> Any:
@@ -160,3 +169,18 @@ class WriteShards(beam.PTransform[Any, Any]):
             else Order(),
             features=self._features,
         )
+
+
+def _warn_of_keys_left_out(manifest: Manifest) -> Manifest:
+    """Says which keys of the elements were not features (the manifest counts them)."""
+    left_out = manifest.counts.ignored_fields
+    if left_out:
+        shown = ", ".join(f"{key!r} ({n:,})" for key, n in list(left_out.items())[:10])
+        _log.warning(
+            "WriteShards left out %s values of %s that are not features: %s%s; first seen "
+            "after the sampled elements, they are not in the feature spec: pass features= "
+            "(or a larger sample_size) to keep them",
+            f"{sum(left_out.values()):,}", count_of(len(left_out), "key"), shown,
+            ", ..." if len(left_out) > 10 else "",
+        )  # fmt: skip
+    return manifest

@@ -273,3 +273,40 @@ def test_the_same_rows_give_the_same_records_dead_letters_and_counts_as_convert(
     too_big = "feature 'id': the integer 9223372036854775813 is beyond the int64 range"
     assert written == [too_big, x_list]
     assert converted == [f"cannot read as JSON: {too_big}", x_list]
+
+
+def test_a_key_first_seen_after_the_sample_is_counted_and_named_not_dropped_unsaid(
+    tmp_path, caplog
+):
+    """Rows that make one table (pyarrow's from_pylist would keep the first row's keys only)."""
+    rows = [{"id": i, "v": float(i)} for i in range(3000)]
+    rows[2500] = {"id": 2500, "v": 1.0, "late": "surprise"}
+    features = [FeatureSpec("id", "int64"), FeatureSpec("v", "float32")]
+    with caplog.at_level("WARNING", logger="beam_jobs.transforms.write_shards"):
+        manifest = _run(rows, tmp_path / "out", features=features)
+    assert manifest["counts"]["ignored_fields"] == {"late": 1}
+    assert manifest["total_records"] == 3000
+    assert "WriteShards left out 1 values of 1 key that are not features: 'late' (1)" in (
+        caplog.text
+    )
+
+
+def test_an_integer_past_int64_from_a_typed_map_is_a_dead_letter_not_a_coder_error(tmp_path):
+    """Beam infers dict[str, int] for this Map and would code it with a 64-bit integer coder."""
+    out = tmp_path / "out"
+    with beam.Pipeline(argv=OPTIONS) as p:
+        _ = (
+            p
+            | beam.Create(range(2000))
+            | beam.Map(lambda i: {"id": i, "v": 2**70 if i == 1234 else i})
+            | WriteShards(str(out), max_bad_fraction=0.01)
+        )
+    manifest = json.loads((out / "manifest.json").read_text())
+    assert (manifest["counts"]["records_written"], manifest["counts"]["bad_records"]) == (1999, 1)
+    (dead,) = [json.loads(line) for f in manifest["dead_letter"]
+               for line in (out / f).read_text().splitlines()]  # fmt: skip
+    assert (
+        dead["reason"]
+        == "feature 'v': the integer 1180591620717411303424 is beyond the int64 range"
+    )
+    assert dead["cells"] == {"id": 1234, "v": 2**70}
