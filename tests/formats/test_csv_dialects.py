@@ -452,3 +452,20 @@ def test_a_bom_read_as_text_of_another_encoding_is_the_same_in_every_check(tmp_p
     manifest = convert([str(path)], tmp_path / "out", "--encoding", "cp1252")
     assert next(f.name for f in manifest.features) == "column_1"
     assert manifest.counts.records_written == 2
+
+
+def test_short_rows_take_part_in_inferring_their_columns_types(tmp_path):
+    # `dog` in a short row's first column makes that column text, as pandas reads it.
+    import pandas as pd
+
+    path = tmp_path / "short.csv"
+    path.write_text("a,b,c\n1,cat\ndog,c\n3,b,c\n")
+    manifest = convert([str(path)], tmp_path / "out", "--order", "input")
+    assert manifest.counts.bad_records == 0
+    assert [(f.name, f.dtype) for f in manifest.features] == [
+        ("a", "bytes"), ("b", "bytes"), ("c", "bytes")
+    ]  # fmt: skip
+    rows = read_all(tmp_path / "out", label_key="")
+    frame = pd.read_csv(path, dtype=str, keep_default_na=False)
+    assert [r["a"].decode() for r in rows] == frame["a"].tolist() == ["1", "dog", "3"]
+    assert [r["b"].decode() for r in rows] == frame["b"].tolist() == ["cat", "c", "b"]

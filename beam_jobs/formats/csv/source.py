@@ -211,12 +211,7 @@ def parse_sample(path: str, head: bytes, is_whole_file: bool, dialect: Dialect) 
                 parse_options=parse_options,
                 convert_options=convert_options(),
             )
-        texts = pcsv.read_csv(
-            io.BytesIO(parsed),
-            read_options=_read_options(dialect),
-            parse_options=parse_options,
-            convert_options=convert_options(dict.fromkeys(table.column_names, pa.string())),
-        )
+        texts = _texts(parsed, dialect, parse_options, table.column_names)
     except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as e:
         raise DataError(f"{path}: bytes 0-{end}: {e}") from e
     except UnicodeDecodeError:  # pyarrow decodes the header's names (and with --encoding all)
@@ -232,6 +227,41 @@ def parse_sample(path: str, head: bytes, is_whole_file: bool, dialect: Dialect) 
     records = int(np.count_nonzero(starts <= end))
     one_line_each = records == head[:end].count(b"\n")
     return CsvSample(path, names, table, head[:end], dialect, texts, header, one_line_each)
+
+
+def _texts(
+    parsed: bytes, dialect: Dialect, parse_options: pcsv.ParseOptions, names: list[str]
+) -> pa.Table:
+    """The sample's cells as text, short rows included with their missing trailing fields
+    missing (`short_rows`: the writers read them so, so inference must see their cells: a
+    word in a short row's first column makes that column text)."""
+    short: list[str] = []
+    delimiter = dialect.delimiter or ","
+
+    def keep_short(row: pcsv.InvalidRow) -> str:
+        if 0 < row.actual_columns < row.expected_columns and row.text.count('"') % 2 == 0:
+            short.append(row.text + delimiter * (row.expected_columns - row.actual_columns))
+        return "skip"
+
+    parse_options.invalid_row_handler = keep_short
+    strings = convert_options(dict.fromkeys(names, pa.string()))
+    texts = pcsv.read_csv(
+        io.BytesIO(parsed),
+        read_options=_read_options(dialect),
+        parse_options=parse_options,
+        convert_options=strings,
+    )
+    if not short:
+        return texts
+    filled = pcsv.read_csv(  # decoded by pyarrow already: UTF-8
+        io.BytesIO("".join(f"{row}\n" for row in short).encode()),
+        read_options=pcsv.ReadOptions(use_threads=False, column_names=texts.column_names),
+        parse_options=pcsv.ParseOptions(
+            delimiter=delimiter, newlines_in_values=True, ignore_empty_lines=False
+        ),
+        convert_options=strings,
+    )
+    return pa.concat_tables([texts, filled.cast(texts.schema)])
 
 
 _TITLE_LINES_SEEN = 200  # lines whose fields are counted to find title lines above a header
