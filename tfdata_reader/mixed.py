@@ -209,15 +209,16 @@ def _going_on(
     going on in its part's runs from its `done` records, and no stream reading a pass of a
     source (its next pass, or the one after) while another leaves records of an earlier pass
     unread, nor stopping short of the pass its source ends in (`mixing.allot` with those
-    bounds). Where the steps before have read too far for that (a stream of an up-sampled
-    source already into its next pass as the change comes), as close to it as can be: no
-    stream reading further passes, or else none stopping short, or else shared by
-    `mixing.taken` as the epoch's start is."""
+    bounds). A source read as one run per stream (fewer records than streams, or up-sampled
+    past `_LANE_PASSES`) has no such bounds. Where the steps before have read too far for them
+    (a stream already into a source's next pass as the change comes), the bounds of the
+    sources furthest from them are let go, one at a time, until counts exist (at last:
+    shared by `mixing.taken`, as the epoch's start is)."""
     streams = done.shape[1]
     low = np.zeros_like(done)
     high = np.broadcast_to(left, done.shape).copy()
     for i, records in enumerate(int(n) for n in sequence.records):
-        if not records:
+        if not _by_pass(records, int(sequence.quotas[i]), streams):
             continue
         end = int(done[i].sum()) + int(quota[i])  # the source's records read by the epoch's end
         last = max(0, -(-end // records) - 1)  # the pass that ends in
@@ -227,11 +228,23 @@ def _going_on(
             before, through = part.before(last * records), part.before((last + 1) * records)
             low[i, j] = max(0, before - int(done[i, j]))
             high[i, j] = max(low[i, j], through - int(done[i, j]))
-    for bounds in ((low, high), (np.zeros_like(low), high), (low, np.maximum(high, left))):
-        counts = allot(left, quota, *bounds)
+    shared = np.diff(taken(quota, np.concatenate([[0], np.cumsum(left)])), axis=1)
+    # How far sharing by `taken` would fall outside each source's bounds: the furthest first.
+    outside = (np.maximum(low - shared, 0) + np.maximum(shared - high, 0)).sum(axis=1)
+    for i in [None, *np.argsort(-outside, kind="stable")]:
+        if i is not None:
+            if not outside[i] and not (low[i].any() or (high[i] < left).any()):
+                continue  # no bounds to let go
+            low[i], high[i] = 0, left
+        counts = allot(left, quota, low, high)
         if counts is not None:
             return counts
-    return np.diff(taken(quota, np.concatenate([[0], np.cumsum(left)])), axis=1)
+    return shared
+
+
+def _by_pass(records: int, quota: int, streams: int) -> bool:
+    """Whether a source's parts are read pass by pass, each stream a share of each pass."""
+    return records >= streams and -(-quota // records) <= _LANE_PASSES
 
 
 @dataclasses.dataclass(frozen=True)
@@ -256,7 +269,7 @@ class _Part:
             int(self.sequence.quotas[self.source]),
         )
         passes = -(-quota // records) if records else 1
-        if 1 < passes <= _LANE_PASSES and records >= self.streams:
+        if passes > 1 and _by_pass(records, quota, self.streams):
             # A part of a quota over several passes: the stream's share of each pass in turn,
             # so that all streams finish a pass at about the same step.
             cuts = [records] * (passes - 1) + [quota - (passes - 1) * records]

@@ -233,6 +233,8 @@ def _times_read(steps, sources) -> list[tuple[int, int]]:
         ([[5_000], [1_500]], (1, 1), (1, 0.1), 6, [(1, 2), (0, 1)]),
         ([[5_000], [1_500]], (1, 1), (1, 0.01), 9, [(1, 2), (0, 1)]),
         ([[5_000], [1_500]], (1, 1), (0.2, 1), 12, [(0, 1), (2, 3)]),
+        # a source up-sampled past 64 passes has no such bounds; the others keep theirs
+        ([[60], [6_000], [1_500]], (0.7, 0.3, 0), (0.35, 0.3, 0.5), 1, [(33, 43), (0, 1), (2, 3)]),
     ],
 )
 def test_weights_changed_at_a_step_read_no_record_twice_while_one_of_its_source_is_left_out(
