@@ -24,6 +24,7 @@ import time
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
+from beam_jobs.core.units import count_of
 from beam_jobs.core.version import __version__
 from beam_jobs.job.interrupt import Interrupted, deferred_while, interruptible, raised
 from beam_jobs.job.quiet import beam_errors_quiet
@@ -150,7 +151,7 @@ def _converted(result: ConvertResult, elapsed: float) -> int:
     else:
         print(
             f"already converted: the output holds a complete manifest of these inputs and options "
-            f"({manifest.total_records:,} records in {len(manifest.shards)} shards); "
+            f"({manifest.total_records:,} records in {count_of(len(manifest.shards), 'shard')}); "
             "pass --overwrite to convert again"
         )
     _summary_line(
@@ -263,7 +264,7 @@ def _verify(argv: list[str]) -> int:
         print(f"verify failed: {bad} bad file(s) in {args.output}")
         return EXIT_DATA
     print(
-        f"verify ok: {len(manifest.shards)} shards, {manifest.total_records:,} records "
+        f"verify ok: {count_of(len(manifest.shards), 'shard')}, {manifest.total_records:,} records "
         f"match {args.output}/manifest.json"
     )
     return EXIT_OK
@@ -315,7 +316,7 @@ def _report(argv: list[str]) -> int:
     data = write_report(args.output, args.out)
     print(
         f"report written to {args.out}: {data.manifest.total_records:,} records, "
-        f"{len(data.manifest.shards)} shards, {len(data.manifest.features)} features"
+        f"{count_of(len(data.manifest.shards), 'shard')}, {len(data.manifest.features)} features"
     )
     return EXIT_OK
 

@@ -25,6 +25,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from beam_jobs.codec.examples import decode_examples
+from beam_jobs.core.units import count_of
 from beam_jobs.publish.output_dir import load_manifest
 from tfdata_reader.manifest import Manifest
 
@@ -341,7 +342,7 @@ def _storage(first: Manifest, second: Manifest) -> str:
     if first.compression != second.compression:
         parts.append(f"compression {first.compression} against {second.compression}")
     if len(first.shards) != len(second.shards):
-        parts.append(f"{len(first.shards)} shards against {len(second.shards)}")
+        parts.append(f"{count_of(len(first.shards), 'shard')} against {len(second.shards)}")
     if [s.bytes for s in first.shards] != [s.bytes for s in second.shards]:
         parts.append(f"{first.total_bytes:,} bytes against {second.total_bytes:,}")
     return ", ".join(parts) or (

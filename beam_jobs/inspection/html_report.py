@@ -20,7 +20,7 @@ from tensorflow_metadata.proto.v0 import statistics_pb2
 
 from beam_jobs.core.bad_rows import row_location
 from beam_jobs.core.errors import ManifestError
-from beam_jobs.core.units import format_size
+from beam_jobs.core.units import count_of, format_size
 from beam_jobs.inspection.stats_table import load_statistics
 from beam_jobs.publish.output_dir import load_manifest
 from beam_jobs.stats.proto import DISTINCT_EXACT, TOP_VALUES_EXACT, is_exact
@@ -230,7 +230,7 @@ def _shards(m: Manifest) -> str:
     balance = max(sizes) / max(1, min(sizes))
     return (
         "<h2>Shard sizes</h2>"
-        f'<div class="muted">{len(sizes):,} shards, {_e(format_size(min(sizes)))} to '
+        f'<div class="muted">{count_of(len(sizes), "shard")}, {_e(format_size(min(sizes)))} to '
         f"{_e(format_size(max(sizes)))}, largest/smallest {balance:.2f}</div>"
         f'<svg class="chart" id="shard-sizes" viewBox="0 0 {width} {height}" width="100%" '
         f'height="{height}" preserveAspectRatio="none" role="img" '

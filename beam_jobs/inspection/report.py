@@ -81,7 +81,7 @@ def describe(manifest: Manifest, location: str) -> str:
         f"inputs       {count_of(len(manifest.inputs.get('files', [])), 'file')}, "
         f"{format_size(manifest.inputs.get('total_bytes', 0))}",
         *(
-            f"split        {name}: {v['records']:,} records in {v['shards']} shards "
+            f"split        {name}: {v['records']:,} records in {count_of(v['shards'], 'shard')} "
             f"({format_size(v['bytes'])}), weight {v['weight']}"
             for name, v in manifest.split_summary().items()
         ),

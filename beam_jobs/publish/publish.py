@@ -244,7 +244,7 @@ def publish(
         (w.temp_path, with_generation(w.name, generation), w.bytes) for w in written
     ] + _dead_letter_moves(written, generation)
     prefixes = set(spec.prefixes) | _prefixes(previous)
-    progress.write_stage_note(spec.temp_dir, "publish", f"naming {len(written)} shards")
+    progress.write_stage_note(spec.temp_dir, "publish", f"naming {count_of(len(written), 'shard')}")
     # Written down before anything is moved (`journal`): from here publishing is finished by
     # this worker, or by the next run when this one is killed; a signal lets it finish.
     done = journal.write(spec.temp_dir, moves, files, manifest, sorted(prefixes))

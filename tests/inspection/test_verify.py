@@ -97,6 +97,7 @@ def test_cli_verify_exit_codes(dataset, capsys):
     assert capsys.readouterr().out == (
         f"verify ok: {len(manifest.shards)} shards, 12,000 records match {out}/manifest.json\n"
     )
+    assert len(manifest.shards) > 1
     os.remove(out / manifest.shards[0].path)
     assert main(["verify", str(out)]) == 1
     assert capsys.readouterr().out == (
@@ -210,3 +211,14 @@ def test_a_cut_gzip_shard_cannot_be_decompressed(tmp_path):
     # Written whole, a shard is one member, and verifies.
     fresh, _ = gzip_dataset(tmp_path / "again")
     assert verify(str(fresh))[1] == []
+
+
+def test_verify_of_one_shard_says_one_shard(tmp_path, capsys):
+    from support.datasets import convert
+
+    (tmp_path / "in.csv").write_text("id\n1\n2\n")
+    out = tmp_path / "out"
+    convert([str(tmp_path / "in.csv")], out)
+    capsys.readouterr()
+    assert main(["verify", str(out)]) == 0
+    assert capsys.readouterr().out == f"verify ok: 1 shard, 2 records match {out}/manifest.json\n"
