@@ -82,8 +82,8 @@ def main() -> None:
     if not args.stop_after:
         manager.save()
     print(
-        f"started at epoch {start['epoch']} step {start['step']}; now at {position.as_dict()} "
-        f"({steps} steps an epoch)"
+        f"started at epoch {start['epoch']} step {start['step']}; now at epoch "
+        f"{int(position.epoch)} step {int(position.step)} ({steps} steps an epoch)"
     )
 
 

@@ -143,10 +143,10 @@ def test_resume_example_continues_the_epoch_after_an_interruption(converted, tmp
     out, manifest = converted
     flags = [str(out), "--checkpoints", str(tmp_path / "ckpt"), "--global_batch_size", "256"]
     stopped = _run_example("resume_training.py", *flags, "--epochs", "2", "--stop_after", "7")
-    assert "started at epoch 0 step 0; now at {'epoch': 0, 'step': 7}" in stopped, stopped
+    assert "started at epoch 0 step 0; now at epoch 0 step 7" in stopped, stopped
     steps = -(-manifest.total_records // 256)
     resumed = _run_example("resume_training.py", *flags, "--epochs", "2")
     assert (
-        f"started at epoch 0 step 7; now at {{'epoch': 2, 'step': 0}} ({steps} steps an epoch)"
+        f"started at epoch 0 step 7; now at epoch 2 step 0 ({steps} steps an epoch)"
         in resumed
     ), resumed
