@@ -147,6 +147,5 @@ def test_resume_example_continues_the_epoch_after_an_interruption(converted, tmp
     steps = -(-manifest.total_records // 256)
     resumed = _run_example("resume_training.py", *flags, "--epochs", "2")
     assert (
-        f"started at epoch 0 step 7; now at epoch 2 step 0 ({steps} steps an epoch)"
-        in resumed
+        f"started at epoch 0 step 7; now at epoch 2 step 0 ({steps} steps an epoch)" in resumed
     ), resumed
