@@ -29,6 +29,7 @@ from beam_jobs.formats.csv.source import (
     header_not_decodable,
     name_columns,
     not_decodable,
+    short_of,
 )
 from beam_jobs.formats.lines.layout import Dialect
 from beam_jobs.formats.lines.quotes import FILE_START, QuoteScanner
@@ -352,13 +353,9 @@ class _RangeReader:
         self._well_formed = 0  # rows pyarrow gave so far
 
     def _on_malformed(self, row: pcsv.InvalidRow) -> str:
-        if (
-            row.number is not None
-            and 0 < row.actual_columns < row.expected_columns
-            and row.text.count('"') % 2 == 0  # not a quote left open to the end of the file
-        ):
+        missing = short_of(row)
+        if row.number is not None and missing:
             # Read with its missing trailing fields missing (`short_rows`), in its place.
-            missing = row.expected_columns - row.actual_columns
             self.short.add(row.number, row.text, missing, len(self._malformed))
             return "skip"
         reason = f"expected {row.expected_columns} columns, got {row.actual_columns}"

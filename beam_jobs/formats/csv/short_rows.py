@@ -13,14 +13,12 @@ from __future__ import annotations
 
 import bisect
 import dataclasses
-import io
 from collections.abc import Sequence
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.csv as pcsv
 
-from beam_jobs.formats.csv.source import convert_options
+from beam_jobs.formats.csv.source import read_filled
 
 __all__ = ["ShortRows"]
 
@@ -87,14 +85,8 @@ class ShortRows:
 
     def _parsed(self, rows: list[_Held]) -> pa.RecordBatch:
         """The rows, their missing fields added as empty ones (missing values)."""
-        text = "".join(f"{h.text}{self._delimiter * h.missing}\n" for h in rows)
-        table = pcsv.read_csv(
-            io.BytesIO(text.encode()),
-            read_options=pcsv.ReadOptions(use_threads=False, column_names=self._names),
-            parse_options=pcsv.ParseOptions(
-                delimiter=self._delimiter, newlines_in_values=True, ignore_empty_lines=False
-            ),
-            convert_options=convert_options(dict.fromkeys(self._names, pa.binary())),
+        table = read_filled(
+            [(h.text, h.missing) for h in rows], self._names, self._delimiter, pa.binary()
         )
         if table.num_rows != len(rows):
             raise ValueError(f"{len(rows)} short rows read as {table.num_rows}")

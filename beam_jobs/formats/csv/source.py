@@ -229,38 +229,54 @@ def parse_sample(path: str, head: bytes, is_whole_file: bool, dialect: Dialect) 
     return CsvSample(path, names, table, head[:end], dialect, texts, header, one_line_each)
 
 
+def short_of(row: pcsv.InvalidRow) -> int:
+    """The trailing fields a row that pyarrow set aside lacks, when it is a short row (read with
+    them missing, `short_rows`); 0 for others: no fields, more than the header, or a quote left
+    open to the end of the file."""
+    if 0 < row.actual_columns < row.expected_columns and row.text.count('"') % 2 == 0:
+        return row.expected_columns - row.actual_columns
+    return 0
+
+
+def read_filled(
+    rows: Sequence[tuple[str, int]], names: Sequence[str], delimiter: str, dtype: pa.DataType
+) -> pa.Table:
+    """Short rows (their text as pyarrow decoded it, and the fields each lacks) read with their
+    missing fields added as empty ones, each column of `dtype`."""
+    text = "".join(f"{row}{delimiter * missing}\n" for row, missing in rows)
+    return pcsv.read_csv(
+        io.BytesIO(text.encode()),
+        read_options=pcsv.ReadOptions(use_threads=False, column_names=list(names)),
+        parse_options=pcsv.ParseOptions(
+            delimiter=delimiter, newlines_in_values=True, ignore_empty_lines=False
+        ),
+        convert_options=convert_options(dict.fromkeys(names, dtype)),
+    )
+
+
 def _texts(
     parsed: bytes, dialect: Dialect, parse_options: pcsv.ParseOptions, names: list[str]
 ) -> pa.Table:
     """The sample's cells as text, short rows included with their missing trailing fields
     missing (`short_rows`: the writers read them so, so inference must see their cells: a
     word in a short row's first column makes that column text)."""
-    short: list[str] = []
-    delimiter = dialect.delimiter or ","
+    short: list[tuple[str, int]] = []
 
     def keep_short(row: pcsv.InvalidRow) -> str:
-        if 0 < row.actual_columns < row.expected_columns and row.text.count('"') % 2 == 0:
-            short.append(row.text + delimiter * (row.expected_columns - row.actual_columns))
+        if missing := short_of(row):
+            short.append((row.text, missing))
         return "skip"
 
     parse_options.invalid_row_handler = keep_short
-    strings = convert_options(dict.fromkeys(names, pa.string()))
     texts = pcsv.read_csv(
         io.BytesIO(parsed),
         read_options=_read_options(dialect),
         parse_options=parse_options,
-        convert_options=strings,
+        convert_options=convert_options(dict.fromkeys(names, pa.string())),
     )
     if not short:
         return texts
-    filled = pcsv.read_csv(  # decoded by pyarrow already: UTF-8
-        io.BytesIO("".join(f"{row}\n" for row in short).encode()),
-        read_options=pcsv.ReadOptions(use_threads=False, column_names=texts.column_names),
-        parse_options=pcsv.ParseOptions(
-            delimiter=delimiter, newlines_in_values=True, ignore_empty_lines=False
-        ),
-        convert_options=strings,
-    )
+    filled = read_filled(short, texts.column_names, dialect.delimiter or ",", pa.string())
     return pa.concat_tables([texts, filled.cast(texts.schema)])
 
 
