@@ -12,7 +12,7 @@ step of an epoch without a record read twice or left out:
    rest of the source's pass (after its quota), then of each next pass: parts never meet.
 2. **Windows.** A stream reads each of its parts' runs in order, in windows (a run cut into
    about `window * chunk * P_ij / stream length` records, the first run's first ramping up from
-   a step's share as `order.Windows` do; a window never spans two runs), each permuted: a
+   a step's share, doubling; a window never spans two runs), each permuted: a
    source's records come out of a stream in an order fixed by the part.
 3. **Counts.** Each step takes from each stream `chunk` records: a drawn number of each source
    (a stream's positions hold each source its share, `mixing.taken`, and those tags are
@@ -302,7 +302,8 @@ class _Part:
     def read(self, done: int, need: int, target: float, key: int, step: float) -> SourceRead:
         """Its reads of `need` records from record `done` on, in windows of about `target`
         records (each run cut into its own: a window never spans two), the first run's first
-        windows ramping up from about a step's records (`step`), as `order.Windows` do."""
+        windows ramping up from about a step's records (`step`), doubling (`order.Windows`
+        grows its ramp 4x)."""
         if not need:
             return SourceRead((), (), 0, 0, 0, key)
         sizes: list[int] = []
