@@ -43,6 +43,8 @@ __all__ = [
     "not_decodable",
     "parse_sample",
     "parse_stretch",
+    "read_filled",
+    "short_of",
 ]
 
 unraisable.install()  # pyarrow's message about rows the readers handle themselves
