@@ -153,6 +153,7 @@ class Counts:
       float32_stored_as_zero: by float32 feature, numbers below float32's range (1e-50),
         stored as 0.
       null_markers: by feature, cells read as missing for holding a marker (`NA`, `NULL`).
+      markers_seen: by feature, those cells by marker as written (`{"x": {"NA": 3, ".": 1}}`).
       short_rows: by input file, CSV rows with fewer fields than the header, read with their
         missing trailing fields missing.
       tasks: the run's tasks (write tasks and the shuffle's units; 0: not recorded).
@@ -172,6 +173,7 @@ class Counts:
     float32_rounded_integers: dict[str, int] = dataclasses.field(default_factory=dict)
     float32_stored_as_zero: dict[str, int] = dataclasses.field(default_factory=dict)
     null_markers: dict[str, int] = dataclasses.field(default_factory=dict)
+    markers_seen: dict[str, dict[str, int]] = dataclasses.field(default_factory=dict)
     short_rows: dict[str, int] = dataclasses.field(default_factory=dict)
     tasks: int = 0
     tasks_reused: int = 0
@@ -179,21 +181,16 @@ class Counts:
     @classmethod
     def total(cls, counts: Iterable[Counts]) -> Counts:
         """Counts added up: numbers summed (an unrecorded one counts 0), counts by name summed
-        by name, names sorted."""
+        by name (and by name within a name), names sorted."""
         sums: dict[str, Any] = {}
         for each in counts:
             for field in dataclasses.fields(cls):
                 value = getattr(each, field.name)
                 if isinstance(value, dict):
-                    into = sums.setdefault(field.name, {})
-                    for name, count in value.items():
-                        into[name] = into.get(name, 0) + count
+                    _add_up(sums.setdefault(field.name, {}), value)
                 else:
                     sums[field.name] = sums.get(field.name, 0) + (value or 0)
-        fields: dict[str, Any] = {
-            k: dict(sorted(v.items())) if isinstance(v, dict) else v for k, v in sums.items()
-        }
-        return cls(**fields)
+        return cls(**{k: _sorted(v) for k, v in sums.items()})
 
     @property
     def recorded(self) -> bool:
@@ -213,6 +210,8 @@ class Counts:
         for name in _COUNT_MAPS:
             if getattr(self, name):
                 obj[name] = dict(getattr(self, name))
+        if self.markers_seen:
+            obj["markers_seen"] = {k: dict(v) for k, v in self.markers_seen.items()}
         if self.tasks:
             obj["tasks"] = self.tasks
             obj["tasks_reused"] = self.tasks_reused
@@ -232,6 +231,7 @@ class Counts:
                     obj.get("missing_values", obj.get("null_values", {})), "missing_values"
                 ),
                 **{name: _int_map(obj.get(name, {}), name) for name in _COUNT_MAPS},
+                markers_seen=_int_maps(obj.get("markers_seen", {}), "markers_seen"),
                 tasks=int(obj.get("tasks", 0)),
                 tasks_reused=int(obj.get("tasks_reused", 0)),
             )
@@ -249,6 +249,26 @@ _COUNT_MAPS = (
     "null_markers",
     "short_rows",
 )
+
+
+def _add_up(into: dict[str, Any], counts: dict[str, Any]) -> None:
+    for name, count in counts.items():
+        if isinstance(count, dict):
+            _add_up(into.setdefault(name, {}), count)
+        else:
+            into[name] = into.get(name, 0) + count
+
+
+def _sorted(value: Any) -> Any:
+    if not isinstance(value, dict):
+        return value
+    return {k: _sorted(v) for k, v in sorted(value.items())}
+
+
+def _int_maps(obj: Any, what: str) -> dict[str, dict[str, int]]:
+    if not isinstance(obj, dict):
+        raise ManifestError(f"counts: {what} must map names to counts by name, got {obj!r}")
+    return {str(k): _int_map(v, what) for k, v in obj.items()}
 
 
 def _optional_int(value: Any) -> int | None:

@@ -66,13 +66,15 @@ class PieceReport:
     (when it can tell), the values of keys the spec lacks that it left out, by key, and the
     whole numbers float32 rounded and the numbers it stored as 0 when its values were
     conformed, by feature, and the cells read as missing for holding a missing-value marker
-    (CSV), by column, and the rows with fewer fields than the header (CSV), by file."""
+    (CSV), by column and by column and marker, and the rows with fewer fields than the
+    header (CSV), by file."""
 
     covered: Covered | None = None
     ignored_fields: dict[str, int] = dataclasses.field(default_factory=dict)
     rounded_integers: dict[str, int] = dataclasses.field(default_factory=dict)
     zeroed_numbers: dict[str, int] = dataclasses.field(default_factory=dict)
     null_markers: dict[str, int] = dataclasses.field(default_factory=dict)
+    markers_seen: dict[str, dict[str, int]] = dataclasses.field(default_factory=dict)
     short_rows: dict[str, int] = dataclasses.field(default_factory=dict)  # CSV: by file
 
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 from beam_jobs.core.bad_rows import DEAD_LETTER_DIR
 from beam_jobs.core.units import count_of, format_size
@@ -45,15 +45,19 @@ def _shape(shape: list[int] | None) -> str:
     return "variable" if shape is None else str(shape)
 
 
-def feature_table(features: Sequence[FeatureSpec]) -> str:
+def feature_table(
+    features: Sequence[FeatureSpec], seen: Mapping[str, Mapping[str, int]] | None = None
+) -> str:
     """One row per feature: name, dtype, shape, nullable, and its missing-value markers
-    when any feature has some."""
+    when any feature has some: those a conversion found, with how many cells (`seen`, by
+    feature: a manifest's `markers_seen`), else those it would take (a plan)."""
     header = ["feature", "dtype", "shape", "nullable"]
     rows = [[f.name, f.dtype, _shape(f.shape), "yes" if f.nullable else "no"] for f in features]
-    if any(f.null_values for f in features):
-        header.append("missing markers")
-        for row, feature in zip(rows, features, strict=True):
-            row.append(_markers(feature))
+    shown = [_markers(f) if seen is None else _markers_seen(seen.get(f.name, {})) for f in features]
+    if any(m != "-" for m in shown):
+        header.append("missing markers" if seen is None else "missing markers seen")
+        for row, markers in zip(rows, shown, strict=True):
+            row.append(markers)
     return format_table(header, rows)
 
 
@@ -61,9 +65,23 @@ def _markers(feature: FeatureSpec) -> str:
     markers = tuple(feature.null_values or ())
     if not markers:
         return "-"
-    if markers == column_markers(feature.dtype, None):
-        return "pandas' defaults (NA, N/A, NULL, null, None, #N/A, <NA>, ...)"
+    defaults = column_markers(feature.dtype, None)
+    if markers[: len(defaults)] == defaults:
+        more = "".join(f", {m!r}" for m in markers[len(defaults) :])
+        return f"pandas' defaults (NA, N/A, NULL, null, None, #N/A, <NA>, ...){more}"
     return ", ".join(markers)
+
+
+def _markers_seen(seen: Mapping[str, int]) -> str:
+    return ", ".join(f"{m!r} {n:,}" for m, n in seen.items()) or "-"
+
+
+def _seen(manifest: Manifest) -> Mapping[str, Mapping[str, int]] | None:
+    """The markers found by feature, when the manifest records them (since 2026-12-07)."""
+    counts = manifest.counts
+    if counts.markers_seen or (counts.recorded and not counts.null_markers):
+        return counts.markers_seen
+    return None
 
 
 def describe(manifest: Manifest, location: str) -> str:
@@ -100,7 +118,7 @@ def describe(manifest: Manifest, location: str) -> str:
             [(s.path, f"{s.records:,}", format_size(s.bytes), s.crc32c) for s in manifest.shards],
         ),
         "",
-        feature_table(manifest.features),
+        feature_table(manifest.features, _seen(manifest)),
     ]
     return "\n".join(lines)
 
@@ -204,15 +222,17 @@ def null_markers_note(manifest: Manifest) -> list[str]:
     found = manifest.counts.null_markers
     if not found:
         return []
-    by_name = {f.name: f for f in manifest.features}
-    shown = ", ".join(f"{k} ({n:,})" for k, n in list(found.items())[:10])
+    seen = manifest.counts.markers_seen
+    shown = ", ".join(
+        f"{k} ({_markers_seen(seen[k])})" if k in seen else f"{k} ({n:,})"
+        for k, n in list(found.items())[:10]
+    )
     more = f", and {len(found) - 10} more" if len(found) > 10 else ""
-    described = {_markers(by_name[k]) for k in found if k in by_name}
-    markers = described.pop() if len(described) == 1 else "those of each feature"
     return [
         f"warning: {sum(found.values()):,} cells held a missing-value marker and were read as "
-        f"missing values: {shown}{more} (markers: {markers}; `inspect --schema` lists them per "
-        "feature, --null_values sets them)"
+        f"missing values: {shown}{more} (`inspect` lists them per feature, `inspect --schema` "
+        "the markers each reads; --null_values sets them, --infer_null_values false keeps "
+        "one-token ones such as '.' as they are)"
     ]
 
 

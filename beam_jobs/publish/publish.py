@@ -134,7 +134,12 @@ def build_manifest(
             for w in ordered
         ],
         features=[
-            dataclasses.replace(f, nullable=f.nullable or nulls[f.name] > 0) for f in features
+            dataclasses.replace(
+                f,
+                nullable=f.nullable or nulls[f.name] > 0,
+                null_values=_with_markers_seen(f.null_values, tally.markers_seen.get(f.name, {})),
+            )
+            for f in features
         ],
         compression=spec.compression,
         inputs=spec.inputs,
@@ -154,6 +159,17 @@ def build_manifest(
         generation=generation,
         order=spec.order,
     )
+
+
+def _with_markers_seen(listed: Sequence[str] | None, seen: dict[str, int]) -> list[str] | None:
+    """A feature's missing-value markers and those its writers found besides (a one-token
+    marker such as `nil` first seen after the sample), so that `--schema` reads the same. A
+    marker seen with a digit is another spelling of a number marker (`-999.0` of `-999`),
+    which the number itself covers."""
+    found = [m for m in seen if m not in (listed or ()) and not any(c.isdigit() for c in m)]
+    if not found:
+        return None if listed is None else list(listed)
+    return [*(listed or ()), *sorted(found)]
 
 
 def _text_labels(written: Sequence[WrittenShard]) -> list[str]:

@@ -181,6 +181,10 @@ def _counts(output: TaskOutput, task: WriteTask, first: bool, read: Read) -> Cou
         input_bytes_read=task.input_bytes,
         ignored_fields=sum_counts(r.ignored_fields for r in reports),
         null_markers=_renamed((r.null_markers for r in reports), read.renames),
+        markers_seen=Counts.total(
+            Counts(markers_seen={read.renames.get(k, k): v for k, v in r.markers_seen.items()})
+            for r in reports
+        ).markers_seen,
         short_rows=sum_counts(r.short_rows for r in reports),
     )
 

@@ -319,18 +319,44 @@ def test_columns_typed_at_once_are_typed_as_one_by_one(given):
     assert len(found) >= 10, found
 
 
-@pytest.mark.parametrize("marker", [".", "-", "nil", "--"])
-def test_a_marker_among_numbers_gets_the_null_values_hint_and_following_it_is_exact(
+@pytest.mark.parametrize("marker", [".", "-", "nil", "--", "?", "n.a."])
+def test_a_one_token_marker_among_numbers_is_missing_by_default_and_recorded(
     tmp_path, caplog, marker
 ):
-    # FRED and Stata exports write a missing number as '.': the hint names --null_values,
-    # and the file converted with it holds every number and the markers as missing values.
+    # FRED and Stata exports write a missing number as '.': by default such a token is the
+    # column's missing value, counted, named and recorded per feature, so that --schema
+    # with the manifest's schema.pbtxt reads the same.
+    rows = [(f"d{i}", marker if i % 29 == 3 else f"{i * 1.25:.2f}") for i in range(600)]
+    path = tmp_path / "series.csv"
+    path.write_text("date,value\n" + "".join(f"{d},{v}\n" for d, v in rows))
+    first = convert([str(path)], tmp_path / "first")
+    value = first.feature("value")
+    assert (value.dtype, value.null_values[-1]) == ("float32", marker)
+    assert first.counts.null_markers == {"value": 21}
+    assert first.counts.markers_seen == {"value": {marker: 21}}
+    assert first.counts.bad_records == 0
+    got = {r["date"].decode(): list(r["value"]) for r in read_all(tmp_path / "first")}
+    want = {d: [] if v == marker else [float(pa.scalar(float(v), pa.float32()).as_py())]
+            for d, v in rows}  # fmt: skip
+    assert got == want
+    again = convert([str(path)], tmp_path / "again", "--schema",
+                    str(tmp_path / "first" / "schema.pbtxt"))  # fmt: skip
+    assert again.fingerprint == first.fingerprint
+    assert again.counts.markers_seen == first.counts.markers_seen
+
+
+@pytest.mark.parametrize("marker", [".", "nil"])
+def test_without_token_inference_a_marker_gets_the_null_values_hint_and_following_it_is_exact(
+    tmp_path, caplog, marker
+):
+    # --infer_null_values false keeps such a column as text, with the hint that reads it.
     import shlex
 
     rows = [(f"d{i}", marker if i % 29 == 3 else f"{i * 1.25:.2f}") for i in range(600)]
     path = tmp_path / "series.csv"
     path.write_text("date,value\n" + "".join(f"{d},{v}\n" for d, v in rows))
-    convert([str(path)], tmp_path / "first")
+    off = convert([str(path)], tmp_path / "first", "--infer_null_values", "false")
+    assert off.feature("value").dtype == "bytes"
     warned = [r.getMessage() for r in caplog.records if "mostly numbers" in r.getMessage()]
     assert len(warned) == 1
     flag = shlex.quote(f"--null_values={marker}")
@@ -345,6 +371,58 @@ def test_a_marker_among_numbers_gets_the_null_values_hint_and_following_it_is_ex
     want = {d: [] if v == marker else [float(pa.scalar(float(v), pa.float32()).as_py())]
             for d, v in rows}  # fmt: skip
     assert {d: list(v) for d, v in got.items()} == want
+
+
+def test_one_token_markers_rule(tmp_path):
+    # A token in a column mostly of numbers is missing; in a column mostly of tokens, or
+    # of text, it is text; a word of letters (a grade 'K') is a value, not a marker.
+    half = ["."] * 40 + [str(i) for i in range(60)]
+    most = ["."] * 60 + [str(i) for i in range(40)]
+    grades = ["K"] * 10 + [str(i % 12 + 1) for i in range(90)]
+    words = ["-"] * 10 + [f"w{i}" for i in range(90)]
+    lines = ["h,m,g,w"] + [",".join(r) for r in zip(half, most, grades, words, strict=True)]
+    path = tmp_path / "t.csv"
+    path.write_text("\n".join(lines) + "\n")
+    manifest = convert([str(path)], tmp_path / "out")
+    assert [(f.name, f.dtype) for f in manifest.features] == [
+        ("h", "int64"), ("m", "bytes"), ("g", "bytes"), ("w", "bytes")
+    ]  # fmt: skip
+    assert manifest.counts.markers_seen == {"h": {".": 40}}
+    got = [(list(r["h"]), r["m"]) for r in read_all(tmp_path / "out")]
+    want = [([] if h == "." else [int(h)], m.encode()) for h, m in zip(half, most, strict=True)]
+    assert sorted(got, key=repr) == sorted(want, key=repr)
+
+
+def test_a_token_first_seen_after_the_sample_is_missing_and_recorded(tmp_path):
+    # 'nil' first appears past the sampled head (52,281 rows, 1,061 of them 'nil', as a real
+    # file had): a missing value, counted, and added to the feature's markers, so that
+    # --schema reads the same; '?' later in another column too. (GZIP: the sample is the
+    # file's head only.)
+    import gzip
+
+    rows = [(i, "nil" if i > 40_000 and i % 11 == 0 else str(i * 3),
+             "?" if i > 45_000 and i % 13 == 0 else f"{i / 4}") for i in range(52_281)]  # fmt: skip
+    path = tmp_path / "late.csv.gz"
+    text = "id,n,x\n" + "".join(f"{i},{n},{x}\n" for i, n, x in rows)
+    path.write_bytes(gzip.compress(text.encode()))
+    first = convert([str(path)], tmp_path / "first", "--sample_bytes", "65536")
+    nils = sum(n == "nil" for _, n, _ in rows)
+    asks = sum(x == "?" for _, _, x in rows)
+    assert (first.counts.bad_records, first.counts.records_written) == (0, 52_281)
+    assert first.counts.markers_seen == {"n": {"nil": nils}, "x": {"?": asks}}
+    assert first.feature("n").null_values[-1] == "nil"
+    assert first.feature("x").null_values[-1] == "?"
+    got = {r["id"]: (list(r["n"]), list(r["x"])) for r in read_all(tmp_path / "first")}
+    want = {i: ([] if n == "nil" else [int(n)],
+                [] if x == "?" else [float(pa.scalar(float(x), pa.float32()).as_py())])
+            for i, n, x in rows}  # fmt: skip
+    assert got == want
+    again = convert([str(path)], tmp_path / "again", "--schema",
+                    str(tmp_path / "first" / "schema.pbtxt"))  # fmt: skip
+    assert again.fingerprint == first.fingerprint
+    off = convert([str(path)], tmp_path / "off", "--sample_bytes", "65536",
+                  "--infer_null_values", "false", "--max_bad_fraction", "0.1")  # fmt: skip
+    assert off.counts.bad_records == len({i for i, n, x in rows if n == "nil" or x == "?"})
 
 
 def test_a_number_marker_is_every_spelling_of_that_number_and_travels_in_schema_pbtxt(tmp_path):

@@ -18,7 +18,12 @@ import pyarrow.compute as pc
 from beam_jobs.core.bad_rows import as_text
 from beam_jobs.formats.csv.encoding_hint import not_utf8
 from beam_jobs.formats.csv.inference import schema_hint
-from beam_jobs.formats.csv.markers import readable_as, without_markers
+from beam_jobs.formats.csv.markers import (
+    readable_as,
+    value_counts,
+    without_markers,
+    without_tokens,
+)
 from beam_jobs.formats.csv.numbers import BOOLEAN, NUMBER, reads_as
 from beam_jobs.schema.conform import check_float32_range, temporal_integers
 from tfdata_reader.manifest import FeatureSpec
@@ -215,11 +220,15 @@ def _part(failed: _Failed, keep: np.ndarray) -> pa.Array:
 
 
 def typed_batch(
-    batch: pa.RecordBatch, features: Sequence[FeatureSpec], found: Counter[str]
+    batch: pa.RecordBatch,
+    features: Sequence[FeatureSpec],
+    found: Counter[tuple[str, str]],
+    tokens: bool = False,
 ) -> tuple[pa.RecordBatch, dict[int, str]]:
     """Converts a batch of binary columns; returns the good rows and {bad row index: reason}.
     Cells that hold a missing-value marker of their column become null, counted in `found`
-    by column.
+    by (column, marker); so do, with `tokens`, a number column's cells that are no number but
+    a one-token missing value (`markers.TOKEN`: `.`, `-`, `nil`).
 
     The whole column is converted at once; only a column that fails is looked at again, to
     find the rows at fault, and its good rows are converted once.
@@ -239,15 +248,20 @@ def typed_batch(
             converted[feature.name] = _convert(column, feature)
             continue
         except pa.ArrowInvalid:
-            if markers and not first:
-                # A clean column never gets here: markers are looked for only when it fails.
-                column, count = _count_markers(column, feature, markers, found)
-                if count:
-                    try:
-                        converted[feature.name] = _convert(column, feature)
-                        continue
-                    except pa.ArrowInvalid:
-                        pass
+            pass
+        # A clean column never gets here: markers are looked for only when it fails.
+        count = 0
+        if markers and not first:
+            column, count = _count_markers(column, feature, markers, found)
+        if tokens and feature.dtype != "bytes" and not feature.logical_type:
+            column, seen = without_tokens(column)
+            count += _counted(found, feature.name, seen)
+        if count:
+            try:
+                converted[feature.name] = _convert(column, feature)
+                continue
+            except pa.ArrowInvalid:
+                pass
         failed[feature.name] = _bad_rows(column, feature)
         for index, reason in failed[feature.name].bad.items():
             bad.setdefault(index, reason)
@@ -261,6 +275,12 @@ def typed_batch(
         converted[n].filter(keep) if n in converted else _part(failed[n], keep) for n in names
     ]
     return pa.RecordBatch.from_arrays(columns, names), bad
+
+
+def _counted(found: Counter[tuple[str, str]], name: str, seen: dict[str, int]) -> int:
+    """Adds `seen` (cells by marker) to `found` under column `name`; how many in all."""
+    found.update({(name, marker): n for marker, n in seen.items()})
+    return sum(seen.values())
 
 
 def _converted_together(
@@ -305,18 +325,20 @@ def _markers_first_for(dtype: str, logical: bool, markers: tuple[str, ...]) -> b
 
 
 def _count_markers(
-    column: pa.Array, feature: FeatureSpec, markers: tuple[str, ...], found: Counter[str]
+    column: pa.Array,
+    feature: FeatureSpec,
+    markers: tuple[str, ...],
+    found: Counter[tuple[str, str]],
 ) -> tuple[pa.Array, int]:
-    """`without_markers`, the cells made null counted in `found` by column. In a number
-    column a marker that is a number is every spelling of that number (`-1` is also `-1.0`
-    and `-1e0`), as pandas reads its `na_values`."""
-    column, count = without_markers(column, markers)
+    """`without_markers`, the cells made null counted in `found` by (column, cell). In a
+    number column a marker that is a number is every spelling of that number (`-1` is also
+    `-1.0` and `-1e0`), as pandas reads its `na_values`."""
+    column, seen = without_markers(column, markers)
+    count = _counted(found, feature.name, seen)
     numbers = _marker_numbers(feature.dtype, markers)
     if numbers:
-        column, more = _without_numbers(column, numbers)
-        count += more
-    if count:
-        found[feature.name] += count
+        column, spelled = _without_numbers(column, numbers)
+        count += _counted(found, feature.name, spelled)
     return column, count
 
 
@@ -328,16 +350,18 @@ def _marker_numbers(dtype: str, markers: tuple[str, ...]) -> tuple[float, ...]:
     return tuple(float(m) for m in markers if re.match(NUMBER, m) and float(m) == float(m))
 
 
-def _without_numbers(column: pa.Array, numbers: tuple[float, ...]) -> tuple[pa.Array, int]:
+def _without_numbers(
+    column: pa.Array, numbers: tuple[float, ...]
+) -> tuple[pa.Array, dict[str, int]]:
     """`column` (binary) with its cells that are a number of `numbers`, however written, made
-    null; and how many."""
+    null; and how many of each spelling."""
     text = column.view(pa.string()) if pa.types.is_binary(column.type) else column
     numeric = pc.fill_null(pc.match_substring_regex(text, NUMBER), False)
     if not pc.any(numeric).as_py():
-        return column, 0
+        return column, {}
     values = pc.cast(pc.utf8_trim_whitespace(pc.if_else(numeric, text, None)), pa.float64())
     found = pc.fill_null(pc.is_in(values, value_set=pa.array(numbers, pa.float64())), False)
-    count = pc.sum(found).as_py() or 0
-    if not count:
-        return column, 0
-    return pc.if_else(found, pa.scalar(None, column.type), column), count
+    if not pc.any(found).as_py():
+        return column, {}
+    counts = value_counts(text.filter(found))
+    return pc.if_else(found, pa.scalar(None, column.type), column), counts

@@ -32,7 +32,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from beam_jobs.formats.csv.markers import DEFAULT_MARKERS, column_markers, readable_as
+from beam_jobs.formats.csv.markers import DEFAULT_MARKERS, TOKEN, column_markers, readable_as
 from beam_jobs.formats.csv.numbers import BOOLEAN, INTEGER, NUMBER
 from beam_jobs.schema.precision import FLOAT32_ROUNDING
 from beam_jobs.schema.type_notes import TypeNote
@@ -84,21 +84,33 @@ def _significant_digits(values: pa.Array) -> pa.Array:
     return pc.utf8_length(digits)
 
 
-def infer_column(name: str, texts: pa.Array, given: tuple[str, ...] | None = None) -> ColumnType:
+def infer_column(
+    name: str, texts: pa.Array, given: tuple[str, ...] | None = None, tokens: bool = True
+) -> ColumnType:
     """The type of a column from its sampled non-empty values, as written (strings), and its
     missing-value markers (`markers`): those `--null_values` gave (`given`), or, when not
-    given, pandas' default markers in a column whose other values are numbers."""
+    given, pandas' default markers in a column whose other values are numbers, and with
+    `tokens` the one-token markers (`markers.TOKEN`: `.`, `-`, `nil`) of a column mostly of
+    numbers."""
     candidates = given if given is not None else _NOT_NUMBERS
     is_marker = pc.is_in(texts, value_set=pa.array(candidates, pa.string()))
-    typed = _infer_values(name, texts.filter(pc.invert(is_marker)))
-    markers = column_markers(typed.dtype, given)
+    rest = texts.filter(pc.invert(is_marker))
+    found = _tokens(rest) if tokens and given is None else []
+    if found:
+        is_token = pc.is_in(rest, value_set=pa.array(found, pa.string()))
+        typed = _infer_values(name, rest.filter(pc.invert(is_token)))
+        if typed.dtype == "bytes" or _token_share(rest, is_token) > 1 - _SOME_NUMBERS:
+            found = []  # text, or not mostly numbers: the tokens are values of a text column
+    typed = _infer_values(name, rest) if not found else typed
+    markers = column_markers(typed.dtype, given) + tuple(found)
     seen = texts.filter(pc.is_in(texts, value_set=pa.array(markers, pa.string())))
     notes = list(typed.notes)
     if len(seen) and given is None:
         notes.append(
             TypeNote(
                 "numbers with missing-value markers: those cells are missing values (pandas' "
-                "markers; --null_values names others)",
+                "markers and one-token ones such as '.' or 'nil'; --null_values names "
+                "others, --infer_null_values false keeps one-token ones as they are)",
                 name,
                 _counted(seen, len(texts)),
                 warning=False,
@@ -122,6 +134,16 @@ def infer_column(name: str, texts: pa.Array, given: tuple[str, ...] | None = Non
         null_values=markers if markers or given is not None else None,
         markers_seen=len(seen),
     )
+
+
+def _tokens(texts: pa.Array) -> list[str]:
+    """The distinct one-token markers (`markers.TOKEN`) among a column's sampled texts."""
+    candidates = texts.filter(pc.fill_null(pc.match_substring_regex(texts, TOKEN), False))
+    return sorted(pc.unique(candidates).to_pylist()) if len(candidates) else []
+
+
+def _token_share(texts: pa.Array, is_token: pa.Array) -> float:
+    return (pc.sum(is_token).as_py() or 0) / max(len(texts), 1)
 
 
 # pandas' markers that are no number: `NaN` is a float's value when typing a column.

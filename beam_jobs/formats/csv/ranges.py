@@ -202,14 +202,22 @@ class RangeStart:
 @dataclasses.dataclass
 class RangeTally:
     """What reading ranges counted (once per row or cell, however many passes a range
-    takes): by column, the cells read as missing for holding a marker; by file, the rows
-    with fewer fields than the header, their missing fields read as missing (`short_rows`)."""
+    takes): by (column, marker), the cells read as missing for holding a marker; by file, the
+    rows with fewer fields than the header, their missing fields read as missing
+    (`short_rows`)."""
 
-    markers: Counter[str] = dataclasses.field(default_factory=Counter)
+    markers: Counter[tuple[str, str]] = dataclasses.field(default_factory=Counter)
     short_rows: Counter[str] = dataclasses.field(default_factory=Counter)
 
     def report(self) -> PieceReport:
-        return PieceReport(null_markers=dict(self.markers), short_rows=dict(self.short_rows))
+        by_column: Counter[str] = Counter()
+        seen: dict[str, dict[str, int]] = {}
+        for (column, marker), count in self.markers.items():
+            by_column[column] += count
+            seen.setdefault(column, {})[marker] = count
+        return PieceReport(
+            null_markers=dict(by_column), markers_seen=seen, short_rows=dict(self.short_rows)
+        )
 
 
 def read_range(
@@ -347,7 +355,9 @@ class _RangeReader:
         # Bad rows wait for the end of the range, when one more read places each at its offset.
         self._malformed: list[tuple[BadRow, int | None]] = []  # with pyarrow's record number
         self._typed: list[BadRow] = []
-        self.markers: Counter[str] = Counter()  # cells read as missing, by column
+        self.markers: Counter[tuple[str, str]] = Counter()  # cells made missing, by marker
+        dialect = source.dialect
+        self._tokens = dialect.null_values is None and dialect.infer_null_values
         names = [feature.name for feature in source.features]
         self.short = ShortRows(names, source.delimiter, begins.header)
         self._well_formed = 0  # rows pyarrow gave so far
@@ -364,7 +374,7 @@ class _RangeReader:
         return "skip"
 
     def _typed_rows(self, raw: pa.RecordBatch) -> pa.RecordBatch:
-        batch, bad = typed_batch(raw, self._converted_features, self.markers)
+        batch, bad = typed_batch(raw, self._converted_features, self.markers, self._tokens)
         if bad:
             indices = sorted(bad)
             path, start, end, before = self._path, self._start, self._end, self._rows_before

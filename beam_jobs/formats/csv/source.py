@@ -494,7 +494,7 @@ def infer_features(
         if guess is None:
             chunks = [chunk for column in columns for chunk in column.chunks]
             texts = pa.chunked_array(chunks, type=pa.string()).combine_chunks().drop_null()
-            guess = infer_column(name, texts, given)
+            guess = infer_column(name, texts, given, samples[0].dialect.infer_null_values)
         notes.extend(guess.notes)
         markers = None if guess.null_values is None else list(guess.null_values)
         nullable = nullable or guess.markers_seen > 0

@@ -109,6 +109,8 @@ class Dialect:
       encoding: the files' text encoding (`--encoding`); pyarrow decodes it to UTF-8.
       null_values: the cells read as missing besides empty ones (`--null_values`); None: in
         number columns, pandas' default markers (`beam_jobs.formats.csv.markers`).
+      infer_null_values: without `null_values`, whether one-token cells (`.`, `-`, `nil`)
+        are missing values in number columns (`markers.TOKEN`).
     """
 
     delimiter: str | None = flags.option(
@@ -152,6 +154,16 @@ class Dialect:
         help="CSV: cells read as missing in every column besides empty ones, e.g. NA,NULL "
         "('' for none). Default: in columns of numbers, pandas' markers (NA, N/A, NULL, null, "
         "None, #N/A, <NA>, ...), recorded per feature; text columns keep them as text.",
+    )
+    infer_null_values: bool = flags.option(
+        True,
+        parse=flags.parse_bool,
+        accept=flags.accept_bool,
+        reading=True,
+        metavar="true|false",
+        help="CSV, without --null_values: in a column of numbers, a one-token cell that is "
+        "no number (., -, --, ?, nil, n.a.) is a missing value, counted and recorded per "
+        "feature (default true); false: such cells make a column text, or their rows bad rows.",
     )
 
     @property
