@@ -116,6 +116,7 @@ def _converted(result: ConvertResult, elapsed: float) -> int:
         resumed_note,
         short_rows_note,
         summarize_run,
+        units_note,
     )
 
     status = result.status
@@ -144,6 +145,7 @@ def _converted(result: ConvertResult, elapsed: float) -> int:
             *float32_changes_note(manifest),
             *null_markers_note(manifest),
             *short_rows_note(manifest),
+            *units_note(manifest),
         ]
         print("\n".join([summarize_run(manifest, elapsed), *notes]))
         if manifest.counts.bad_records:

@@ -34,6 +34,8 @@ class FeatureSpec:
         the source gave), `time64[us]` (microseconds since midnight), `duration[us]`.
       null_values: the cells of a text input (CSV) that were read as missing besides empty
         ones (`NA`, `NULL`, ...); None when there were none to look for.
+      unit: what a units line under a CSV header said of the column (`mm`, `kg`, `°C`), taken
+        out of the data; None: no such line, or nothing under this name.
     """
 
     name: str
@@ -42,6 +44,7 @@ class FeatureSpec:
     nullable: bool = False
     logical_type: str | None = None
     null_values: list[str] | None = None
+    unit: str | None = None
 
     def __post_init__(self) -> None:
         if not self.name:
@@ -75,6 +78,8 @@ class FeatureSpec:
                 f"feature {self.name!r}: null_values must be a list of texts, got "
                 f"{self.null_values!r}"
             )
+        if self.unit is not None and not isinstance(self.unit, str):
+            raise ManifestError(f"feature {self.name!r}: unit must be a text, got {self.unit!r}")
 
     @property
     def is_fixed(self) -> bool:
@@ -94,6 +99,8 @@ class FeatureSpec:
             obj["logical_type"] = self.logical_type
         if self.null_values is not None:
             obj["null_values"] = list(self.null_values)
+        if self.unit is not None:
+            obj["unit"] = self.unit
         return obj
 
     @classmethod
@@ -110,6 +117,7 @@ class FeatureSpec:
             nullable=bool(obj.get("nullable", False)),
             logical_type=obj.get("logical_type"),
             null_values=obj.get("null_values"),
+            unit=obj.get("unit"),
         )
 
 

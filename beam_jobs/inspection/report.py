@@ -25,6 +25,7 @@ __all__ = [
     "resumed_note",
     "short_rows_note",
     "summarize_run",
+    "units_note",
 ]
 
 
@@ -53,6 +54,10 @@ def feature_table(
     feature: a manifest's `markers_seen`), else those it would take (a plan)."""
     header = ["feature", "dtype", "shape", "nullable"]
     rows = [[f.name, f.dtype, _shape(f.shape), "yes" if f.nullable else "no"] for f in features]
+    if any(f.unit is not None for f in features):
+        header.append("unit")
+        for row, feature in zip(rows, features, strict=True):
+            row.append(feature.unit or "-")
     shown = [_markers(f) if seen is None else _markers_seen(seen.get(f.name, {})) for f in features]
     if any(m != "-" for m in shown):
         header.append("missing markers" if seen is None else "missing markers seen")
@@ -233,6 +238,21 @@ def null_markers_note(manifest: Manifest) -> list[str]:
         f"missing values: {shown}{more} (`inspect` lists them per feature, `inspect --schema` "
         "the markers each reads; --null_values sets them, --infer_null_values false keeps "
         "one-token ones such as '.' as they are)"
+    ]
+
+
+def units_note(manifest: Manifest) -> list[str]:
+    """A line naming the units a units line under the CSV header gave the features: that
+    line was taken out of the data."""
+    units = [(f.name, f.unit) for f in manifest.features if f.unit is not None]
+    if not units:
+        return []
+    shown = ", ".join(f"{name} ({unit})" for name, unit in units[:8])
+    more = f", and {len(units) - 8} more" if len(units) > 8 else ""
+    return [
+        f"units: the line under the header held the columns' units, taken out of the data and "
+        f"kept as the features' units: {shown}{more} (`inspect` lists them; --units_row false "
+        "reads that line as data)"
     ]
 
 

@@ -13,6 +13,8 @@ schema curated in TFX drives a conversion. The mapping:
                                                    `tfrecord_etl.logical_type=<type>`
     null_values   a text input's markers     <->  an annotation tag
                                                    `tfrecord_etl.null_values=<JSON list>`
+    unit          a CSV units line's cell    <->  an annotation tag
+                                                   `tfrecord_etl.unit=<JSON text>`
     a label with a vocabulary                 ->  string_domain (text) / categorical int_domain
 
 Features marked deprecated, or in the PLANNED, DEPRECATED or DISABLED lifecycle stage, are not
@@ -31,6 +33,7 @@ __all__ = ["SCHEMA_NAME", "schema_from_pbtxt", "schema_pbtxt"]
 SCHEMA_NAME = "schema.pbtxt"
 _TAG = "tfrecord_etl.logical_type="
 _MARKERS_TAG = "tfrecord_etl.null_values="  # + the JSON list of a text input's markers
+_UNIT_TAG = "tfrecord_etl.unit="  # + the JSON text of a CSV column's unit
 _TYPES = {"int64": "INT", "float32": "FLOAT", "bytes": "BYTES"}
 _TIME_FORMATS = {
     "date32[day]": "UNIX_DAYS",
@@ -82,8 +85,7 @@ def schema_pbtxt(
                     time_format
                 )
             feature.annotation.tag.append(_TAG + spec.logical_type)
-        if spec.null_values is not None:  # so that --schema reads the same cells as missing
-            feature.annotation.tag.append(_MARKERS_TAG + json.dumps(list(spec.null_values)))
+        feature.annotation.tag.extend(_our_tags(spec))
         if spec.name == label and label_vocabulary:
             if spec.dtype == "bytes":
                 schema.string_domain.add(name=spec.name, value=list(label_vocabulary))
@@ -93,6 +95,17 @@ def schema_pbtxt(
                 feature.int_domain.max = len(label_vocabulary) - 1
                 feature.int_domain.is_categorical = True
     return text_format.MessageToString(schema)
+
+
+def _our_tags(spec: FeatureSpec) -> list[str]:
+    """The annotation tags that carry what TFMD has no field for: the markers (so that
+    --schema reads the same cells as missing) and the unit."""
+    tags = []
+    if spec.null_values is not None:
+        tags.append(_MARKERS_TAG + json.dumps(list(spec.null_values)))
+    if spec.unit is not None:
+        tags.append(_UNIT_TAG + json.dumps(spec.unit))
+    return tags
 
 
 def _shape(feature, source: str) -> tuple[list[int] | None, bool]:
@@ -129,6 +142,22 @@ def _markers(feature, source: str) -> list[str] | None:
                     "list of texts"
                 )
             return markers
+    return None
+
+
+def _unit(feature, source: str) -> str | None:
+    """The unit an annotation tag of ours names (None: none)."""
+    for tag in feature.annotation.tag:
+        if tag.startswith(_UNIT_TAG):
+            try:
+                unit = json.loads(tag.removeprefix(_UNIT_TAG))
+            except ValueError:
+                unit = None
+            if not isinstance(unit, str):
+                raise ManifestError(
+                    f"{source}: feature {feature.name!r}: the tag {tag!r} does not hold a JSON text"
+                )
+            return unit
     return None
 
 
@@ -169,9 +198,11 @@ def schema_from_pbtxt(text: str | bytes, source: str = "schema") -> list[Feature
             formats = {v: k for k, v in _TIME_FORMATS.items()}
             name = schema_pb2.TimeDomain.IntegerTimeFormat.Name(feature.time_domain.integer_format)
             logical = formats.get(name)
-        markers = _markers(feature, source)
+        markers, unit = _markers(feature, source), _unit(feature, source)
         try:
-            specs.append(FeatureSpec(feature.name, dtype, shape, not required, logical, markers))
+            specs.append(
+                FeatureSpec(feature.name, dtype, shape, not required, logical, markers, unit)
+            )
         except ManifestError as e:
             raise ManifestError(f"{source}: {e}") from e
     return specs

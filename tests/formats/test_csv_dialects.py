@@ -359,32 +359,48 @@ def _in_shard_order(out, manifest):
 
 
 @pytest.mark.parametrize("rows", [40, 120_000])
-def test_a_units_row_under_the_header_is_refused_alike_in_small_and_large_files(tmp_path, rows):
+def test_a_units_row_under_the_header_is_taken_out_alike_in_small_and_large_files(tmp_path, rows):
     # `id,mm,kg,C` under the header: small files made every number column text, large ones
-    # dead-lettered it (and read numbers). Both refuse it naming the flags, which then read
-    # the rows exactly.
+    # dead-lettered it. By default it is taken out of the data and kept as the features'
+    # units (manifest, schema.pbtxt: --schema reads the same); --units_row false reads it as
+    # data.
     path = tmp_path / "parts.csv"
     data = [(f"P{i}", 100 + i % 800, round((i % 500) / 8, 3), i % 60 - 20) for i in range(rows)]
-    path.write_text("part,length,weight,temp\nid,mm,kg,C\n"
+    path.write_text("part,length,weight,temp\nid,mm,kg,°C\n"
                     + "".join(f"{p},{n},{w},{t}\n" for p, n, w, t in data))  # fmt: skip
-    with pytest.raises(DataError) as raised:
-        convert([str(path)], tmp_path / "first")
-    assert str(raised.value) == (
-        f"{path}: line 2, the first under the header, holds text in the number columns "
-        "'length' (mm), 'weight' (kg), 'temp' (C): a units row? --skip_header_lines 2 "
-        "--column_names part,length,weight,temp reads the rows below it as numbers"
-    )
-    manifest = convert([str(path)], tmp_path / "out", "--skip_header_lines", "2",
-                       "--column_names", "part,length,weight,temp")  # fmt: skip
-    assert [f.dtype for f in manifest.features] == ["bytes", "int64", "float32", "int64"]
+    manifest = convert([str(path)], tmp_path / "out")
+    assert [(f.dtype, f.unit) for f in manifest.features] == [
+        ("bytes", "id"), ("int64", "mm"), ("float32", "kg"), ("int64", "°C")
+    ]  # fmt: skip
+    assert (manifest.counts.records_read, manifest.counts.bad_records) == (rows, 0)
     got = sorted((r["part"].decode(), r["length"], r["weight"], r["temp"])
                  for r in read_all(tmp_path / "out"))  # fmt: skip
     assert got == sorted((p, n, float(np.float32(w)), t) for p, n, w, t in data)
+    again = convert([str(path)], tmp_path / "again", "--schema",
+                    str(tmp_path / "out" / "schema.pbtxt"))  # fmt: skip
+    assert again.fingerprint == manifest.fingerprint and again.features == manifest.features
+    kept = convert([str(path)], tmp_path / "kept", "--units_row", "false",
+                   "--max_bad_fraction", "0.5")  # fmt: skip
+    assert kept.counts.records_read == rows + 1
+    assert all(f.unit is None for f in kept.features)
 
 
-def test_a_units_row_in_some_files_or_under_names_flags_cannot_give_names_no_flags(tmp_path):
-    # Following a hint must read every row: files without the row would lose their first,
-    # and a name holding a comma cannot be given to --column_names.
+def test_a_units_row_with_units_in_a_few_columns_is_taken_out(tmp_path):
+    # Only the voltage and current columns name a unit; the others are blank.
+    path = tmp_path / "log.csv"
+    data = [(i, i * 0.5, 3.3 + i % 3 / 10, i % 9) for i in range(5_000)]
+    path.write_text("step,time,voltage,current\n,,V,A\n"
+                    + "".join(f"{a},{b},{c},{d}\n" for a, b, c, d in data))  # fmt: skip
+    manifest = convert([str(path)], tmp_path / "out")
+    assert [(f.name, f.dtype, f.unit) for f in manifest.features] == [
+        ("step", "int64", None), ("time", "float32", None),
+        ("voltage", "float32", "V"), ("current", "int64", "A"),
+    ]  # fmt: skip
+    assert (manifest.counts.records_written, manifest.counts.bad_records) == (5_000, 0)
+
+
+def test_a_units_row_must_be_in_every_file_sampled_or_not(tmp_path):
+    # A file without the line would lose its first row: refused, naming it and the line.
     folder = tmp_path / "in"
     folder.mkdir()
     rows = "".join(f"p{i},{i},{i / 4},{i % 30}\n" for i in range(30))
@@ -392,22 +408,24 @@ def test_a_units_row_in_some_files_or_under_names_flags_cannot_give_names_no_fla
     (folder / "b.csv").write_text("part,length,weight,temp\n" + rows)
     with pytest.raises(DataError) as raised:
         convert([str(folder / "*.csv")], tmp_path / "out")
-    assert str(raised.value).endswith(
-        f"a units row? {folder / 'b.csv'} has no such row: remove the row from the files that "
-        "have it, or convert them apart"
+    assert str(raised.value) == (
+        f"{folder / 'b.csv'}: line 2 b'p0,0,0.0,0' is not the units line of "
+        f"{folder / 'a.csv'} (b'id,mm,kg,C'), whose line 2 holds the columns' units and is "
+        "taken out of every file; convert such files apart, or read that line as data in all "
+        "(--units_row false)"
     )
-    spaced = tmp_path / "spaced.csv"  # names a shell would split: quoted for it
-    spaced.write_text("part,length mm,weight (kg),temp\nid,mm,kg,C\n" + rows)
-    with pytest.raises(DataError) as raised:
-        convert([str(spaced)], tmp_path / "spaced")
-    assert "--column_names 'part,length mm,weight (kg),temp' reads" in str(raised.value)
-    manifest = convert([str(spaced)], tmp_path / "spaced", "--skip_header_lines", "2",
-                       "--column_names", "part,length mm,weight (kg),temp")  # fmt: skip
-    assert manifest.counts.records_written == 30 and manifest.counts.bad_records == 0
-    comma = tmp_path / "comma.csv"
-    comma.write_text('part,"length, mm",weight,temp\nid,mm,kg,C\n' + rows)
-    with pytest.raises(DataError, match=r"a units row\? Remove that row from the files to read"):
-        convert([str(comma)], tmp_path / "comma")
+    many = tmp_path / "many"
+    many.mkdir()
+    for k in range(40):
+        units = "" if k == 33 else "id,mm,kg,C\n"
+        (many / f"f{k:03d}.csv").write_text("part,length,weight,temp\n" + units + rows)
+    with pytest.raises(DataError, match=r"f033\.csv: line 2 b'p0,0,0\.0,0' is not the units"):
+        convert([str(many / "*.csv")], tmp_path / "many_out")  # 8 of 40 are sampled
+    spaced = tmp_path / "spaced.csv"  # names --column_names could not give: no matter now
+    spaced.write_text('part,"length, mm",weight (kg),temp\nid,mm,kg,C\n' + rows)
+    manifest = convert([str(spaced)], tmp_path / "spaced")
+    assert [f.name for f in manifest.features] == ["part", "length, mm", "weight (kg)", "temp"]
+    assert (manifest.counts.records_written, manifest.counts.bad_records) == (30, 0)
 
 
 def test_a_first_row_of_markers_or_words_in_text_columns_is_no_units_row(tmp_path):

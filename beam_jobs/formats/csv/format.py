@@ -21,7 +21,7 @@ import pyarrow as pa
 from beam_jobs.core.errors import DataError
 from beam_jobs.core.inputs import InputFile, Piece
 from beam_jobs.formats.base import InputFormat, OnBadRow, PieceReport, ReadSettings, Sample
-from beam_jobs.formats.compressed import compression_of, open_input, read_head
+from beam_jobs.formats.compressed import Head, compression_of, open_input, read_head
 from beam_jobs.formats.csv import record_starts, small_files
 from beam_jobs.formats.csv.dialect import detect_delimiter, skip_lines
 from beam_jobs.formats.csv.header_fit import CompletedHeader, complete_header, without_bom
@@ -32,7 +32,7 @@ from beam_jobs.formats.csv.source import (
     parse_sample,
     parse_stretch,
 )
-from beam_jobs.formats.csv.units_row import refuse_units_row
+from beam_jobs.formats.csv.units_row import UnitsRow, find_units_row, line_of, may_be_units
 from beam_jobs.formats.lines.cut_counts import Counting, CutCounts
 from beam_jobs.formats.lines.layout import Dialect
 from tfdata_reader.manifest import FeatureSpec
@@ -55,6 +55,25 @@ def _stretches(f: InputFile, sample: CsvSample, sample_bytes: int, size: int) ->
             if table is not None:
                 found.append(table)
     return found
+
+
+def _units_row(first: InputFile, read: Head, given: Dialect, dialect: Dialect) -> UnitsRow | None:
+    """The units line under the first file's header (`units_row`), or None. `given`: the
+    dialect as the flags gave it; `dialect`: as planning made it (the header's names given
+    when it was completed)."""
+    lines, head = given.skip_header_lines, read.content
+    encoding = dialect.encoding
+    header, line = line_of(head, lines + 1, encoding), line_of(head, lines + 2, encoding)
+    if header is None or not may_be_units(line, dialect.delimiter or ",", encoding):
+        return None
+    try:
+        sample = parse_sample(first.path, head, read.is_whole_file, dialect)
+    except DataError:
+        return None  # said when the file is sampled
+    units = find_units_row(sample)
+    if units is None or line is None:
+        return None
+    return UnitsRow(first.path, lines + 2, header, line, units, tuple(sample.column_names))
 
 
 def _data_start(f: BinaryIO, path: str, lines: int) -> int:
@@ -84,34 +103,63 @@ class CsvFormat(InputFormat):
     dialect: Dialect = Dialect(",")
     detected: bool = False
     completed: CompletedHeader | None = None
-    files: int = 1  # input files listed (a units row's flags need every one sampled)
+    files: int = 1  # input files listed
+    units: UnitsRow | None = None  # the units line under the header, skipped in every file
 
     @classmethod
     def prepare(cls, files: Sequence[InputFile], settings: ReadSettings) -> CsvFormat:
         dialect, detected = settings.dialect, settings.dialect.delimiter is None
-        completed = None
+        completed = units = None
         if files and (detected or dialect.has_header):
             # The first file decides, for all (it is always sampled): its head read once.
             first = files[0]
-            head = read_head(first, settings.sample_bytes, compression_of(first.path)).content
+            read = read_head(first, settings.sample_bytes, compression_of(first.path))
+            head = read.content
             body = head[skip_lines(head, dialect.skip_header_lines) or 0 :]
             if detected:
                 dialect = dataclasses.replace(dialect, delimiter=detect_delimiter(first.path, body))
             if dialect.has_header:
                 completed = complete_header(first.path, body, dialect.delimiter or ",",
                                             dialect.encoding)  # fmt: skip
-        if completed is not None:
-            _log.warning("%s", completed.note)
+                if completed is not None:
+                    _log.warning("%s", completed.note)
+                    dialect = dataclasses.replace(
+                        dialect,
+                        column_names=completed.names,
+                        skip_header_lines=dialect.skip_header_lines + 1,
+                    )
+                if dialect.units_row:
+                    units = _units_row(first, read, settings.dialect, dialect)
+        if units is not None:
+            _log.warning(
+                "%s: line %d, under the header, holds the columns' units: %s; taken out of the "
+                "data (in every file) and kept as the features' units (--units_row false reads "
+                "it as data)",
+                units.path,
+                units.number,
+                units.describe(),
+            )
             dialect = dataclasses.replace(
                 dialect,
-                column_names=completed.names,
-                skip_header_lines=dialect.skip_header_lines + 1,
+                column_names=tuple(units.names),
+                skip_header_lines=units.number,
             )
         return cls(
-            settings.kept, settings.max_record_bytes, dialect, detected, completed, len(files)
+            settings.kept,
+            settings.max_record_bytes,
+            dialect,
+            detected,
+            completed,
+            len(files),
+            units,
         )
 
     def describe(self) -> str:
+        if self.units is not None:
+            return (
+                f"csv: {self.dialect.describe(self.detected)}: units line {self.units.number} "
+                "taken out"
+            )
         if self.completed is not None:
             names = ",".join(self.completed.names)
             return f"csv: {self.dialect.describe(self.detected)}: {names} (header completed)"
@@ -126,8 +174,7 @@ class CsvFormat(InputFormat):
     def sample(self, f: InputFile, sample_bytes: int) -> Sample:
         compression = compression_of(f.path)
         head = read_head(f, sample_bytes, compression)
-        if self.completed is not None:
-            self._check_header(f.path, head.content)
+        self._check_heading(f.path, head.content)
         parsed = parse_sample(f.path, head.content, head.is_whole_file, self.dialect)
         stretch = max(64 << 10, sample_bytes // 8)
         if (
@@ -140,11 +187,19 @@ class CsvFormat(InputFormat):
             parsed = dataclasses.replace(parsed, texts=pa.concat_tables(stretches))
         return Sample(f.path, parsed.table, len(parsed.data) * head.stored_per_byte, data=parsed)
 
+    def _check_heading(self, path: str, head: bytes) -> None:
+        """Raises DataError when the lines a file skips as its heading are not the first
+        file's: the header whose names the conversion completed, the header and units line."""
+        if self.units is not None:
+            self.units.check(path, head, self.dialect.encoding)
+        if self.completed is not None:
+            self._check_header(path, head)
+
     def _check_header(self, path: str, head: bytes) -> None:
         """Raises DataError when a file's header line (skipped, as the dialect has names) is not
         the first file's, whose names the conversion completed."""
         assert self.completed is not None
-        lines = self.dialect.skip_header_lines
+        lines = self.dialect.skip_header_lines - (self.units is not None)
         start = skip_lines(head, lines - 1) or 0
         end = skip_lines(head, lines)
         line = head[start : len(head) if end is None else end].rstrip(b"\r\n")
@@ -160,9 +215,16 @@ class CsvFormat(InputFormat):
     def infer_features(
         self, samples: Sequence[Sample], overrides: Sequence[FeatureSpec]
     ) -> list[FeatureSpec]:
-        if not overrides:
-            refuse_units_row([s.data for s in samples], self.files)
-        return infer_features([s.data for s in samples], overrides)
+        features = infer_features([s.data for s in samples], overrides)
+        if self.units is None:
+            return features
+        units = self.units.units
+        return [
+            f
+            if f.unit is not None or f.name not in units
+            else dataclasses.replace(f, unit=units[f.name])
+            for f in features
+        ]
 
     def sample_batches(
         self,
@@ -228,9 +290,9 @@ class CsvFormat(InputFormat):
         delimiter = source.delimiter
         with open_input(piece.path, compression) as f:
             data_start = _data_start(f, piece.path, lines)
-            if self.completed is not None:  # every file, sampled or not: its header is skipped
-                f.seek(0)
-                self._check_header(piece.path, f.read(data_start))
+            if self.completed is not None or self.units is not None:
+                f.seek(0)  # every file, sampled or not: its header (and units) are skipped
+                self._check_heading(piece.path, f.read(data_start))
             if compression:
                 begins = RangeStart(self.dialect.has_header, 1 + lines)
                 yield from read_range(f, source, data_start, sys.maxsize, on_bad_row, begins, tally)

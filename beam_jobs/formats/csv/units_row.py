@@ -1,88 +1,169 @@
-"""A units row under the header (`id,mm,kg,C` below `part,length,weight,temp`, as engineering
-parts lists and lab exports ship): its text would make every number column text in a small
-file, and be a dead letter besides number columns in a large one, whose sample is mostly
-numbers. Either way not what the file means: the conversion is refused with the flags that
-read the rows below it as numbers (`--skip_header_lines` past both lines, `--column_names`).
+"""A units line under the header (`id,mm,kg,C` below `part,length,weight,temp`, as engineering
+parts lists and lab exports ship; day types `SA,FT,WT` under month names): read as data, its
+text would make every number column text in a small file, and be a dead letter beside number
+columns in a large one, whose sample is mostly numbers. It is taken out of the data instead,
+and each cell kept as its column's unit (`FeatureSpec.unit`: the manifest, `schema.pbtxt`,
+`inspect`); `--units_row false` reads it as a row of data.
 
-The rule: in the first file's sample, the first row holds no number and unit-like text (a
-letter, `%` or `°`; not a missing-value marker: `?` is none) in at least two columns whose
-other sampled values, at least three, are all numbers or markers. The flags are named only
-when every input file was sampled and starts with that row, and the names can be given to
-`--column_names` (none holds a comma or a quote); else the message asks for the row to be
-removed (flags that skip a line of every file would lose a row of a file without it). A
-`--schema` file decides the types itself: no check then.
+The rule, on the first file's head (it decides, like the delimiter): the first row under the
+header holds no number, and in at least one number column (one whose other sampled values,
+at least three, are numbers or missing-value markers by inference's share) unit-like text (a
+letter, `%` or `°`; not a marker: `?` is none), and in at least half of the number columns
+unit-like text or nothing (so that a row of data with one bad value among numbers is still a
+row, a bad one), and no cell longer than a unit. Every file, sampled or not, must then start
+with the same header and units lines (`UnitsRow.check`), as its first two lines are skipped.
 """
 
 from __future__ import annotations
 
+import csv
+import dataclasses
 import re
-import shlex
-from collections.abc import Sequence
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
 from beam_jobs.core.errors import DataError
-from beam_jobs.formats.csv.markers import DEFAULT_MARKERS
+from beam_jobs.formats.csv.dialect import skip_lines
+from beam_jobs.formats.csv.inference import NUMERIC_SHARE
+from beam_jobs.formats.csv.markers import DEFAULT_MARKERS, TOKEN
 from beam_jobs.formats.csv.numbers import NUMBER, reads_as
-from beam_jobs.formats.csv.source import CsvSample, first_row
+from beam_jobs.formats.csv.source import CsvSample
 
-__all__ = ["refuse_units_row"]
+__all__ = ["UnitsRow", "find_units_row", "line_of", "may_be_units"]
 
-_LEAST_COLUMNS = 2  # number columns whose first cell is text
-_LEAST_VALUES = 3  # other values of each, all numbers
-
+_LEAST_VALUES = 3  # other values of a number column
+_LONGEST_UNIT = 40  # characters: a longer cell is data, not a unit
 
 _UNIT_LIKE = re.compile(r"[^\W\d_]|[%°µ‰]")
-_NOT_A_NAME = re.compile(r"[,\"]|^\s|\s$")  # what --column_names cannot say
 
 
-def refuse_units_row(samples: Sequence[CsvSample], files: int) -> None:
-    """Raises DataError for a units row under the header, by the module's rule (`files`:
-    the input files listed)."""
-    sample = samples[0]
+@dataclasses.dataclass(frozen=True)
+class UnitsRow:
+    """The units line found under the first file's header.
+
+    Attributes:
+      path: the first file, where it was found.
+      number: its line number (1 = the first line of a file).
+      header: the header line above it, as written (every file must have it).
+      line: the units line, as written.
+      units: by column name, the unit (columns whose cell is empty have none).
+      names: the columns, as the features are named.
+    """
+
+    path: str
+    number: int
+    header: bytes
+    line: bytes
+    units: dict[str, str]
+    names: tuple[str, ...]
+
+    def describe(self) -> str:
+        shown = ", ".join(f"{name} ({unit})" for name, unit in list(self.units.items())[:6])
+        more = f", and {len(self.units) - 6} more" if len(self.units) > 6 else ""
+        return f"{shown}{more}"
+
+    def check(self, path: str, head: bytes, encoding: str) -> None:
+        """Raises DataError when a file's header and units lines (the last two it skips,
+        line `number` and the one before) are not the first file's."""
+        for number, what, want in (
+            (self.number - 1, "header", self.header),
+            (self.number, "units line", self.line),
+        ):
+            found = line_of(head, number, encoding) or b""
+            if found != want:
+                raise DataError(
+                    f"{path}: line {number} {found[:200]!r} is not the {what} of {self.path} "
+                    f"({want[:200]!r}), whose line {self.number} holds the columns' units and "
+                    "is taken out of every file; convert such files apart, or read that line "
+                    "as data in all (--units_row false)"
+                )
+
+
+def line_of(head: bytes, number: int, encoding: str) -> bytes | None:
+    """Line `number` (1 = the first) of a file's head, without its line end (and a UTF-8 BOM
+    on the first); None when the head is shorter."""
+    start = skip_lines(head, number - 1) if number > 1 else 0
+    if start is None or start >= len(head):
+        return None
+    end = skip_lines(head, number)
+    line = head[start : len(head) if end is None else end].rstrip(b"\r\n")
+    if number == 1 and encoding.lower().replace("_", "-") in ("utf-8", "utf8"):
+        line = line.removeprefix(b"\xef\xbb\xbf")
+    return line
+
+
+def may_be_units(line: bytes | None, delimiter: str, encoding: str) -> bool:
+    """A first look at the line under a header (cheap: planning reads the head again only
+    when it passes): no cell a number, some cell unit-like."""
+    if line is None:
+        return False
+    try:
+        cells = next(csv.reader([line.decode(encoding)], delimiter=delimiter), [])
+    except (UnicodeDecodeError, LookupError, csv.Error):
+        return False
+    present = [c for c in cells if c.strip()]
+    return not any(reads_as(c, "float32") for c in present) and any(
+        _UNIT_LIKE.search(c) for c in present
+    )
+
+
+def find_units_row(sample: CsvSample) -> dict[str, str] | None:
+    """The units of the sample's first row, by column name, when it is a units line by the
+    module's rule; None when it is data."""
     texts = sample.texts
-    if not sample.dialect.has_header or texts.num_rows <= _LEAST_VALUES:
-        return
-    markers = set(DEFAULT_MARKERS) | set(sample.dialect.null_values or ())
+    if texts.num_rows <= _LEAST_VALUES:
+        return None
     first = [texts.column(i)[0].as_py() for i in range(texts.num_columns)]
     present = [i for i, cell in enumerate(first) if cell is not None and cell.strip()]
-    if any(reads_as(first[i], "float32") for i in present):
-        return  # a row of data (`unknown,unknown,200,alice`): a units row holds no number
-    worded = [i for i in present if first[i] not in markers and _UNIT_LIKE.search(first[i])]
-    if len(worded) < _LEAST_COLUMNS:
-        return  # the common case: a row of numbers, or of text columns
-    rest = [texts.column(i).slice(1).combine_chunks() for i in worded]
-    values = pa.concat_arrays([r.cast(pa.string()) for r in rest])
+    if not present or any(reads_as(first[i], "float32") for i in present):
+        return None  # a row of data (`unknown,unknown,200,alice`): a units row holds no number
+    if any(len(first[i]) > _LONGEST_UNIT for i in present):
+        return None
+    markers = sorted(set(DEFAULT_MARKERS) | set(sample.dialect.null_values or ()))
+    numeric = _number_columns(texts, markers)
+    marker_set = set(markers)
+    worded = [
+        i
+        for i in numeric
+        if i in present
+        and first[i] not in marker_set
+        and not re.match(TOKEN, first[i])
+        and _UNIT_LIKE.search(first[i])
+    ]
+    blank = [i for i in numeric if i not in present]
+    if not worded or 2 * (len(worded) + len(blank)) < len(numeric):
+        return None
+    return {sample.column_names[i]: first[i].strip() for i in present}
+
+
+def _number_columns(texts: pa.Table, markers: list[str]) -> list[int]:
+    """The columns whose values under the first row, at least three, are numbers or markers
+    (pandas', given, one-token) by inference's share."""
+    rest = [
+        texts.column(i).slice(1).combine_chunks().cast(pa.string())
+        for i in range(texts.num_columns)
+    ]
+    values = pa.concat_arrays(rest)
     labels = np.repeat(np.arange(len(rest)), [len(r) for r in rest])
-    valid = np.asarray(pc.is_valid(values).to_numpy(zero_copy_only=False), bool)
-    number = pc.fill_null(pc.match_substring_regex(values, NUMBER), False)
-    marker = pc.fill_null(pc.is_in(values, value_set=pa.array(sorted(markers), pa.string())), False)
-    fits = np.asarray(number.to_numpy(zero_copy_only=False), bool) | np.asarray(
-        marker.to_numpy(zero_copy_only=False), bool
+    valid = _flags(pc.is_valid(values))
+    fits = (
+        _flags(pc.match_substring_regex(values, NUMBER))
+        | _flags(pc.is_in(values, value_set=pa.array(markers, pa.string())))
+        | _flags(pc.match_substring_regex(values, TOKEN))
     )
     counts = np.bincount(labels, weights=valid, minlength=len(rest))
-    misfits = np.bincount(labels, weights=valid & ~fits, minlength=len(rest))
-    numeric = [worded[k] for k in range(len(rest)) if counts[k] >= _LEAST_VALUES and not misfits[k]]
-    if len(numeric) < _LEAST_COLUMNS:
-        return
-    lines = sample.dialect.skip_header_lines
-    shown = ", ".join(f"{sample.column_names[i]!r} ({first[i]})" for i in numeric[:5])
-    found = (
-        f"{sample.path}: line {lines + 2}, the first under the header, holds text in the number "
-        f"columns {shown}: a units row?"
+    fitting = np.bincount(labels, weights=valid & fits, minlength=len(rest))
+    numbers = np.bincount(
+        labels,
+        weights=valid & _flags(pc.match_substring_regex(values, NUMBER)),
+        minlength=len(rest),
     )
-    others = [s.path for s in samples[1:] if first_row(s.texts) != first_row(texts)]
-    if others:
-        raise DataError(
-            f"{found} {others[0]} has no such row: remove the row from the files that have "
-            "it, or convert them apart"
-        )
-    if len(samples) < files or any(_NOT_A_NAME.search(n) for n in sample.column_names):
-        raise DataError(f"{found} Remove that row from the files to read them as numbers")
-    names = shlex.quote(",".join(sample.column_names))
-    raise DataError(
-        f"{found} --skip_header_lines {lines + 2} --column_names {names} reads the rows below "
-        "it as numbers"
-    )
+    share = np.divide(fitting, counts, out=np.zeros(len(rest)), where=counts > 0)
+    keep = (counts >= _LEAST_VALUES) & (share >= NUMERIC_SHARE) & (2 * numbers >= counts)
+    return np.flatnonzero(keep).tolist()
+
+
+def _flags(mask: pa.Array) -> np.ndarray:
+    return np.asarray(pc.fill_null(mask, False).to_numpy(zero_copy_only=False), dtype=bool)

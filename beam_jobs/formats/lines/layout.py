@@ -111,6 +111,7 @@ class Dialect:
         number columns, pandas' default markers (`beam_jobs.formats.csv.markers`).
       infer_null_values: without `null_values`, whether one-token cells (`.`, `-`, `nil`)
         are missing values in number columns (`markers.TOKEN`).
+      units_row: whether a units line under the header is taken out (`csv.units_row`).
     """
 
     delimiter: str | None = flags.option(
@@ -164,6 +165,16 @@ class Dialect:
         help="CSV, without --null_values: in a column of numbers, a one-token cell that is "
         "no number (., -, --, ?, nil, n.a.) is a missing value, counted and recorded per "
         "feature (default true); false: such cells make a column text, or their rows bad rows.",
+    )
+    units_row: bool = flags.option(
+        True,
+        parse=flags.parse_bool,
+        accept=flags.accept_bool,
+        reading=True,
+        metavar="true|false",
+        help="CSV: a line under the header that holds units (mm, kg, °C) in columns of numbers "
+        "is taken out of the data of every file and kept as the features' units (default "
+        "true); false: read as a row of data.",
     )
 
     @property
