@@ -112,6 +112,7 @@ def _converted(result: ConvertResult, elapsed: float) -> int:
         float32_changes_note,
         ignored_fields_note,
         missing_label_note,
+        notes_lines_note,
         null_markers_note,
         resumed_note,
         short_rows_note,
@@ -145,6 +146,7 @@ def _converted(result: ConvertResult, elapsed: float) -> int:
             *float32_changes_note(manifest),
             *null_markers_note(manifest),
             *short_rows_note(manifest),
+            *notes_lines_note(manifest),
             *units_note(manifest),
         ]
         print("\n".join([summarize_run(manifest, elapsed), *notes]))

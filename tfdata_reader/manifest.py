@@ -156,6 +156,8 @@ class Counts:
       markers_seen: by feature, those cells by marker as written (`{"x": {"NA": 3, ".": 1}}`).
       short_rows: by input file, CSV rows with fewer fields than the header, read with their
         missing trailing fields missing.
+      notes_lines: by input file, CSV lines of notes after the last row of the table (a
+        source line, footnotes), left out.
       tasks: the run's tasks (write tasks and the shuffle's units; 0: not recorded).
       tasks_reused: of those, the ones whose finished work a failed run had kept, checked and
         reused (a resumed conversion).
@@ -175,6 +177,7 @@ class Counts:
     null_markers: dict[str, int] = dataclasses.field(default_factory=dict)
     markers_seen: dict[str, dict[str, int]] = dataclasses.field(default_factory=dict)
     short_rows: dict[str, int] = dataclasses.field(default_factory=dict)
+    notes_lines: dict[str, int] = dataclasses.field(default_factory=dict)
     tasks: int = 0
     tasks_reused: int = 0
 
@@ -248,6 +251,7 @@ _COUNT_MAPS = (
     "float32_stored_as_zero",
     "null_markers",
     "short_rows",
+    "notes_lines",
 )
 
 

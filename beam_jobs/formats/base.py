@@ -67,7 +67,7 @@ class PieceReport:
     whole numbers float32 rounded and the numbers it stored as 0 when its values were
     conformed, by feature, and the cells read as missing for holding a missing-value marker
     (CSV), by column and by column and marker, and the rows with fewer fields than the
-    header (CSV), by file."""
+    header (CSV), by file, and the lines of notes under the table (CSV), by file."""
 
     covered: Covered | None = None
     ignored_fields: dict[str, int] = dataclasses.field(default_factory=dict)
@@ -76,6 +76,7 @@ class PieceReport:
     null_markers: dict[str, int] = dataclasses.field(default_factory=dict)
     markers_seen: dict[str, dict[str, int]] = dataclasses.field(default_factory=dict)
     short_rows: dict[str, int] = dataclasses.field(default_factory=dict)  # CSV: by file
+    notes_lines: dict[str, int] = dataclasses.field(default_factory=dict)  # CSV: by file
 
 
 @dataclasses.dataclass(frozen=True)

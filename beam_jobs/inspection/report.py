@@ -21,6 +21,7 @@ __all__ = [
     "format_table",
     "ignored_fields_note",
     "missing_label_note",
+    "notes_lines_note",
     "null_markers_note",
     "resumed_note",
     "short_rows_note",
@@ -214,6 +215,20 @@ def short_rows_note(manifest: Manifest) -> list[str]:
         f"warning: {sum(found.values()):,} rows held fewer fields than the header and were read "
         f"with their missing trailing fields as missing values, as pandas reads them: {shown}"
         f"{more} (a row cut short by a damaged file would be among them)"
+    ]
+
+
+def notes_lines_note(manifest: Manifest) -> list[str]:
+    """A line naming the CSV files that ended with lines of notes, left out."""
+    found = manifest.counts.notes_lines
+    if not found:
+        return []
+    shown = _by_name(dict(list(found.items())[:5]))
+    more = f", and {len(found) - 5} more files" if len(found) > 5 else ""
+    return [
+        f"notes: {sum(found.values()):,} lines after the last row of a table held one field or "
+        f"fewer than half the columns (a source line, footnotes, a date): taken as notes, not "
+        f"rows: {shown}{more}"
     ]
 
 

@@ -186,6 +186,7 @@ def _counts(output: TaskOutput, task: WriteTask, first: bool, read: Read) -> Cou
             for r in reports
         ).markers_seen,
         short_rows=sum_counts(r.short_rows for r in reports),
+        notes_lines=sum_counts(r.notes_lines for r in reports),
     )
 
 

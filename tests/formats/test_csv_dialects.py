@@ -487,3 +487,96 @@ def test_short_rows_take_part_in_inferring_their_columns_types(tmp_path):
     frame = pd.read_csv(path, dtype=str, keep_default_na=False)
     assert [r["a"].decode() for r in rows] == frame["a"].tolist() == ["1", "dog", "3"]
     assert [r["b"].decode() for r in rows] == frame["b"].tolist() == ["cat", "c", "b"]
+
+
+_NOTES = (
+    "\nSource: U.S. Census Bureau, table 7\nFootnotes: https://example.gov/notes, p. 2\n"
+    "Retrieved 2024-05-01\n"
+)
+
+
+@pytest.mark.parametrize("gzipped", [False, True])
+def test_notes_under_the_table_are_left_out_counted_and_named(tmp_path, gzipped):
+    # A government export: 65 rows, then a blank line and three lines of notes (one holds a
+    # comma: two fields of five, fewer than half). They were 3 dead letters and a refusal.
+    import gzip
+
+    rows = [(1960 + i, f"S{i % 5}", "" if i == 9 else 1000 + i * 7, f"{i / 3:.2f}", f"n{i}")
+            for i in range(65)]  # fmt: skip
+    text = "Year,State,Population,Rate,Name\n" + "".join(
+        f"{y},{s},{p},{r},{n}\n" if y != 1970 else f"{y},{s},{p}\n" for y, s, p, r, n in rows
+    )  # the row of 1970 is short (three fields of five): a row, not a note
+    path = tmp_path / ("gov.csv.gz" if gzipped else "gov.csv")
+    data = (text + _NOTES).encode()
+    path.write_bytes(gzip.compress(data) if gzipped else data)
+    manifest = convert([str(path)], tmp_path / "out")
+    assert [(f.name, f.dtype) for f in manifest.features] == [
+        ("Year", "int64"), ("State", "bytes"), ("Population", "int64"), ("Rate", "float32"),
+        ("Name", "bytes"),
+    ]  # fmt: skip
+    assert manifest.counts.notes_lines == {str(path): 3}
+    assert manifest.counts.short_rows == {str(path): 1}
+    assert (manifest.counts.records_read, manifest.counts.bad_records) == (65, 0)
+    got = sorted((r["Year"], r["State"], r["Population"], r["Rate"], r["Name"])
+                 for r in read_all(tmp_path / "out"))  # fmt: skip
+    want = [
+        (y, s.encode(), [] if p == "" else [p], [] if y == 1970 else [float(np.float32(r))],
+         [] if y == 1970 else [n.encode()])
+        for y, s, p, r, n in rows
+    ]  # fmt: skip
+    assert got == want
+
+
+def test_notes_end_a_large_file_read_in_ranges_and_only_at_its_end(tmp_path):
+    # Notes are counted once, whichever range holds them; a short row of one field in the
+    # middle of the file is a row.
+    rows = [(i, f"w{i % 7}", i % 13) for i in range(300_000)]
+    lines = [f"{a},{b},{c}\n" for a, b, c in rows]
+    lines[1000] = "1000\n"  # one field of three, mid-file: a short row
+    path = tmp_path / "big.csv"
+    path.write_text("a,b,c\n" + "".join(lines) + "Source: a survey\n\nRetrieved 2024-05-01\n\n")
+    manifest = convert([str(path)], tmp_path / "out", "--target_shard_bytes", "1MiB")
+    assert manifest.counts.tasks > 2
+    assert manifest.counts.notes_lines == {str(path): 2}
+    assert manifest.counts.short_rows == {str(path): 1}
+    assert (manifest.counts.records_read, manifest.counts.bad_records) == (300_000, 0)
+
+
+def test_notes_start_and_the_rest_of_a_file():
+    from beam_jobs.formats.csv.notes import notes_start, rest_is_notes
+
+    table = b"a,b,c\n1,2,3\n4,5,6\n"
+    notes = b"\nSource: x\nNotes: see x; y\r\n\n"
+    assert notes_start(table + notes, ",", 3) == len(table) + 1  # past the blank line
+    assert notes_start(table, ",", 3) == len(table)
+    assert notes_start(table + b"7\n" + b'"quoted"\n', ",", 3) == len(table) + 11
+    assert notes_start(b"Source: x\n", ",", 3) == 10  # no row above: no notes
+    data = io.BytesIO(table + notes)
+    assert rest_is_notes(data, len(table) + 3, ",", 3)  # a range cut inside the notes
+    assert rest_is_notes(data, len(table + notes), ",", 3)
+    assert not rest_is_notes(data, 6, ",", 3)
+
+
+@pytest.mark.parametrize("gzipped", [False, True])
+def test_a_large_file_of_cr_line_ends_reads_as_its_lf_twin(tmp_path, gzipped):
+    # Old Mac line ends (CR alone) past the sample size: "no complete header line" before.
+    # The same records, bad rows on the same lines, the same fingerprint as the LF file.
+    import gzip
+
+    lines = ["id,name,score"] + [f"{i},n{i},{i * 0.5}" for i in range(150_000)]
+    lines[70_001] = "70000,oops,not a number"
+    lf, cr = tmp_path / "lf", tmp_path / "cr"
+    lf.mkdir()
+    cr.mkdir()
+    name = "data.csv.gz" if gzipped else "data.csv"
+    for folder, end in ((lf, "\n"), (cr, "\r")):
+        data = (end.join(lines) + end).encode()
+        (folder / name).write_bytes(gzip.compress(data) if gzipped else data)
+    flags = ("--target_shard_bytes", "1MiB", "--max_bad_fraction", "0.01")
+    want = convert([str(lf / name)], tmp_path / "lf_out", *flags)
+    got = convert([str(cr / name)], tmp_path / "cr_out", *flags)
+    assert (got.counts.records_read, got.counts.bad_records) == (150_000, 1)
+    assert got.fingerprint == want.fingerprint
+    dead = [json.loads(line) for f in sorted((tmp_path / "cr_out" / "dead_letter").iterdir())
+            for line in f.read_text().splitlines()]  # fmt: skip
+    assert [d["line"] for d in dead] == [70_002]

@@ -48,7 +48,7 @@ def _stretches(f: InputFile, sample: CsvSample, sample_bytes: int, size: int) ->
     """The records of stretches of `size` bytes spread evenly through the file past its head
     (an eighth of --sample_bytes, at least 64 KiB), as written."""
     found = []
-    with open_input(f.path) as stream:
+    with open_input(f.path, lines=True) as stream:
         for k in range(1, _STRETCHES + 1):
             stream.seek(sample_bytes + (f.size - sample_bytes - size) * k // _STRETCHES)
             table = parse_stretch(stream.read(size), sample)
@@ -113,7 +113,7 @@ class CsvFormat(InputFormat):
         if files and (detected or dialect.has_header):
             # The first file decides, for all (it is always sampled): its head read once.
             first = files[0]
-            read = read_head(first, settings.sample_bytes, compression_of(first.path))
+            read = read_head(first, settings.sample_bytes, compression_of(first.path), True)
             head = read.content
             body = head[skip_lines(head, dialect.skip_header_lines) or 0 :]
             if detected:
@@ -173,7 +173,7 @@ class CsvFormat(InputFormat):
 
     def sample(self, f: InputFile, sample_bytes: int) -> Sample:
         compression = compression_of(f.path)
-        head = read_head(f, sample_bytes, compression)
+        head = read_head(f, sample_bytes, compression, lines=True)
         self._check_heading(f.path, head.content)
         parsed = parse_sample(f.path, head.content, head.is_whole_file, self.dialect)
         stretch = max(64 << 10, sample_bytes // 8)
@@ -262,7 +262,7 @@ class CsvFormat(InputFormat):
                 yield from super().read_pieces(group, features, on_bad_row, cut_counts, reports)
             else:
                 yield from read
-        if tally.markers or tally.short_rows:
+        if tally.markers or tally.short_rows or tally.notes_lines:
             reports.append(tally.report())
 
     def read_piece(
@@ -288,7 +288,7 @@ class CsvFormat(InputFormat):
         lines = self.dialect.skip_header_lines
         source = self._source(piece.path, features)
         delimiter = source.delimiter
-        with open_input(piece.path, compression) as f:
+        with open_input(piece.path, compression, lines=True) as f:
             data_start = _data_start(f, piece.path, lines)
             if self.completed is not None or self.units is not None:
                 f.seek(0)  # every file, sampled or not: its header (and units) are skipped

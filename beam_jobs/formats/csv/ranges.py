@@ -20,6 +20,7 @@ from beam_jobs.core.errors import DataError
 from beam_jobs.formats.base import PieceReport
 from beam_jobs.formats.csv.bad_rows import place_bad_rows
 from beam_jobs.formats.csv.casting import cells, typed_batch
+from beam_jobs.formats.csv.notes import rest_is_notes
 from beam_jobs.formats.csv.record_starts import nonempty_record_starts
 from beam_jobs.formats.csv.short_rows import ShortRows
 from beam_jobs.formats.csv.source import (
@@ -204,10 +205,11 @@ class RangeTally:
     """What reading ranges counted (once per row or cell, however many passes a range
     takes): by (column, marker), the cells read as missing for holding a marker; by file, the
     rows with fewer fields than the header, their missing fields read as missing
-    (`short_rows`)."""
+    (`short_rows`), and the lines of notes under the table (`short_rows.is_note`)."""
 
     markers: Counter[tuple[str, str]] = dataclasses.field(default_factory=Counter)
     short_rows: Counter[str] = dataclasses.field(default_factory=Counter)
+    notes_lines: Counter[str] = dataclasses.field(default_factory=Counter)
 
     def report(self) -> PieceReport:
         by_column: Counter[str] = Counter()
@@ -216,7 +218,10 @@ class RangeTally:
             by_column[column] += count
             seen.setdefault(column, {})[marker] = count
         return PieceReport(
-            null_markers=dict(by_column), markers_seen=seen, short_rows=dict(self.short_rows)
+            null_markers=dict(by_column),
+            markers_seen=seen,
+            short_rows=dict(self.short_rows),
+            notes_lines=dict(self.notes_lines),
         )
 
 
@@ -360,6 +365,7 @@ class _RangeReader:
         self._tokens = dialect.null_values is None and dialect.infer_null_values
         names = [feature.name for feature in source.features]
         self.short = ShortRows(names, source.delimiter, begins.header)
+        self.notes = 0  # lines of notes under the table, left out
         self._well_formed = 0  # rows pyarrow gave so far
 
     def _on_malformed(self, row: pcsv.InvalidRow) -> str:
@@ -475,6 +481,8 @@ class _RangeReader:
                     yield batch
                 pending = raw
         if self.short.held:  # after the last well-formed row (or with none)
+            self._leave_out_notes()
+        if self.short.held:
             rest = self.short.merged(None, self._well_formed)
             assert rest is not None
             if pending is not None and (batch := self._typed_rows(pending)).num_rows:
@@ -489,11 +497,27 @@ class _RangeReader:
         if pending is not None and (batch := self._typed_rows(pending)).num_rows:
             yield batch
 
+    def _leave_out_notes(self) -> None:
+        """Leaves out the held rows after the range's last row that are notes, when the file
+        ends with them (here, or after more notes)."""
+        notes = self.short.trailing_notes(self._well_formed)
+        if not notes:
+            return
+        columns = len(self._source.features)
+        if self._end != sys.maxsize and not rest_is_notes(
+            self._f, self._end, self._source.delimiter, columns
+        ):
+            return
+        self.short.drop_last(notes)
+        self.notes = notes
+
     def count_into(self, tally: RangeTally) -> None:
         """Adds what this pass counted (the range's last pass: once per row or cell)."""
         tally.markers.update(self.markers)
         if self.short.count:
             tally.short_rows[self._path] += self.short.count
+        if self.notes:
+            tally.notes_lines[self._path] += self.notes
 
     def _with_short_rows(self, raw: pa.RecordBatch) -> pa.RecordBatch:
         """`raw` with the short rows among (or right after) its rows (none held: `raw`)."""

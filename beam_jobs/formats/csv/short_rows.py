@@ -7,6 +7,9 @@ letter: no rule says which field is extra.
 pyarrow's reader cannot fill them in: it hands each to its invalid-row handler, which keeps
 its text and record number; they are parsed again with the missing delimiters added (one
 parse for all of a batch's) and put back among the well-formed rows in file order.
+
+Short rows after the last row of a file may be notes, not rows (`notes`): held to the end of
+a range (a row right after a batch waits for the next), where those are left out.
 """
 
 from __future__ import annotations
@@ -18,6 +21,7 @@ from collections.abc import Sequence
 import numpy as np
 import pyarrow as pa
 
+from beam_jobs.formats.csv.notes import is_note
 from beam_jobs.formats.csv.source import read_filled
 
 __all__ = ["ShortRows"]
@@ -63,14 +67,32 @@ class ShortRows:
     def held(self) -> bool:
         return bool(self._held)
 
+    def trailing_notes(self, well_formed: int) -> int:
+        """How many of the held rows are notes after the last of the range's `well_formed`
+        rows (`is_note`); the caller decides whether the file ends there."""
+        columns, k = len(self._names), len(self._held)
+        while k and self._held[k - 1].position == well_formed:
+            held = self._held[k - 1]
+            if not is_note(columns - held.missing, columns, held.text):
+                break
+            k -= 1
+        return len(self._held) - k
+
+    def drop_last(self, count: int) -> None:
+        """Leaves out the last `count` held rows (notes): not rows, not short rows."""
+        if count:
+            del self._held[-count:]
+            del self._numbers[-count:]
+
     def merged(self, raw: pa.RecordBatch | None, before: int) -> pa.RecordBatch | None:
         """`raw` (the range's well-formed rows from number `before` on; None: no more) with
         the held rows that fall among or right after them, in file order."""
+        # A row right after `raw` waits for the next batch (or the end): it may be a note.
         end = before + (raw.num_rows if raw is not None else 0)
-        taken = [h for h in self._held if raw is None or h.position <= end]
+        taken = [h for h in self._held if raw is None or h.position < end]
         if not taken:
             return raw
-        self._held = [h for h in self._held if raw is not None and h.position > end]
+        self._held = [h for h in self._held if raw is not None and h.position >= end]
         filled = self._parsed(taken)
         if raw is None or raw.num_rows == 0:
             return filled

@@ -126,7 +126,7 @@ def read_joined(
     """
     files: list[_File] = []
     for piece in pieces:
-        with reading_input(piece.path, piece.stamp), open_input(piece.path) as stream:
+        with reading_input(piece.path, piece.stamp), open_input(piece.path, lines=True) as stream:
             data = stream.read()
         joined = _split(piece, data, source(piece.path))
         if joined is None or joined.header != (files[0].header if files else joined.header):
@@ -141,8 +141,10 @@ def read_joined(
     except (DataError, pa.ArrowException, ValueError):  # said again when read one by one
         return None
     rows = sum(b.num_rows for b in batches)
-    if bad or found.short_rows or rows != sum(f.records for f in files) or not batches:
+    if bad or found.short_rows or found.notes_lines or rows != sum(f.records for f in files):
         # Said again when read one by one, where short rows are counted by their file.
+        return None
+    if not batches:
         return None
     table = pa.Table.from_batches(batches).combine_chunks()
     dealt, offset = [], 0

@@ -25,6 +25,7 @@ from beam_jobs.formats.csv import unraisable
 from beam_jobs.formats.csv.dialect import looks_like_data, skip_lines
 from beam_jobs.formats.csv.inference import infer_column, plain_number_columns
 from beam_jobs.formats.csv.markers import column_markers
+from beam_jobs.formats.csv.notes import notes_start
 from beam_jobs.formats.lines.layout import Dialect
 from beam_jobs.formats.lines.pieces import refuse_wide_text
 from beam_jobs.formats.lines.quotes import QuoteScanner, record_starts
@@ -165,7 +166,8 @@ def convert_options(column_types: dict[str, pa.DataType] | None = None) -> pcsv.
 
 
 def parse_sample(path: str, head: bytes, is_whole_file: bool, dialect: Dialect) -> CsvSample:
-    """Parses the first bytes of a CSV file: its header and the complete records among them.
+    """Parses the first bytes of a CSV file: its header and the complete records among them;
+    of a whole file, less the notes under the table (`notes`: the writers leave them out).
 
     Args:
       path: the file's path, for error messages.
@@ -173,6 +175,16 @@ def parse_sample(path: str, head: bytes, is_whole_file: bool, dialect: Dialect) 
       is_whole_file: True when `head` is the entire file (so its last record is complete).
       dialect: the layout, its delimiter known.
     """
+    sample = _parse_head(path, head, is_whole_file, dialect)
+    if not is_whole_file or len(sample.column_names) < 2:
+        return sample
+    cut = notes_start(sample.data, dialect.delimiter or ",", len(sample.column_names))
+    if cut == len(sample.data):
+        return sample
+    return _parse_head(path, head[: len(head) - len(sample.data) + cut], True, dialect)
+
+
+def _parse_head(path: str, head: bytes, is_whole_file: bool, dialect: Dialect) -> CsvSample:
     if not head.strip():
         raise DataError(f"{path}: the file is empty; a CSV input needs at least a header line")
     refuse_wide_text(path, head)

@@ -20,6 +20,7 @@ from apache_beam.io.filesystems import FileSystems
 
 from beam_jobs.core.errors import DataError, raised_for_launcher
 from beam_jobs.core.inputs import Stamp, reading_input
+from beam_jobs.formats.lines.line_ends import lines_opened
 from beam_jobs.formats.lines.quotes import QUOTE, QuoteEffect, QuoteScanner
 
 __all__ = [
@@ -147,7 +148,8 @@ def count_segment_in_worker(segment: Segment) -> Counted:
 
 def _count(segment: Segment) -> Counted:
     newlines = 0
-    with FileSystems.open(segment.path, compression_type=CompressionTypes.UNCOMPRESSED) as f:
+    opened = FileSystems.open(segment.path, compression_type=CompressionTypes.UNCOMPRESSED)
+    with lines_opened(opened) as f:  # a CR-only file as its readers read it
         scanner = None
         counting = segment.counting
         if counting.quotes:

@@ -35,7 +35,7 @@ def with_line_numbers(
             continue
         before = counts.newlines_before(piece.path, piece.start)
         # A compressed file is one piece from 0, and offsets are in its decompressed bytes.
-        with open_input(piece.path, compression_of(piece.path)) as f:
+        with open_input(piece.path, compression_of(piece.path), lines=True) as f:
             chunks = read_chunks(f, piece.start, offsets[-1])
             found = count_lines_to(chunks, [o - piece.start for o in offsets])
         lines.update(((piece.path, o), before + n + 1) for o, n in zip(offsets, found, strict=True))
