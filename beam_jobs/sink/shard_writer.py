@@ -224,8 +224,9 @@ class WriteShardFn(beam.DoFn):
                 output.writer.close()
         tally.check(sum(o.writer.records for o in outputs), self._task_name(task))
         bad_rows = tally.bad_rows
-        if bad_rows and spec.input_format.counting():
-            bad_rows = with_line_numbers(bad_rows, task.pieces, cut_counts)
+        counting = spec.input_format.counting()
+        if bad_rows and counting:
+            bad_rows = with_line_numbers(bad_rows, task.pieces, cut_counts, counting.cr_lines)
         outputs[0].bad_rows[:0] = bad_rows  # the format's bad rows: with the first output's
         records = sum(o.writer.records for o in outputs)
         stored = sum(o.writer.bytes for o in outputs)

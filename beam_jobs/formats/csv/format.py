@@ -35,6 +35,7 @@ from beam_jobs.formats.csv.source import (
 from beam_jobs.formats.csv.units_row import UnitsRow, find_units_row, line_of, may_be_units
 from beam_jobs.formats.lines.cut_counts import Counting, CutCounts
 from beam_jobs.formats.lines.layout import Dialect
+from beam_jobs.formats.lines.line_ends import cr_only, with_lf
 from tfdata_reader.manifest import FeatureSpec
 
 __all__ = ["CsvFormat"]
@@ -44,11 +45,13 @@ _log = logging.getLogger(__name__)
 _STRETCHES = 4  # stretches of a large file sampled besides its head
 
 
-def _stretches(f: InputFile, sample: CsvSample, sample_bytes: int, size: int) -> list[pa.Table]:
+def _stretches(
+    f: InputFile, sample: CsvSample, sample_bytes: int, size: int, cr_lines: bool
+) -> list[pa.Table]:
     """The records of stretches of `size` bytes spread evenly through the file past its head
     (an eighth of --sample_bytes, at least 64 KiB), as written."""
     found = []
-    with open_input(f.path, lines=True) as stream:
+    with open_input(f.path, cr_lines=cr_lines) as stream:
         for k in range(1, _STRETCHES + 1):
             stream.seek(sample_bytes + (f.size - sample_bytes - size) * k // _STRETCHES)
             table = parse_stretch(stream.read(size), sample)
@@ -105,15 +108,20 @@ class CsvFormat(InputFormat):
     completed: CompletedHeader | None = None
     files: int = 1  # input files listed
     units: UnitsRow | None = None  # the units line under the header, skipped in every file
+    cr_lines: bool = False  # the first file's lines end in CR alone: read all as LF
 
     @classmethod
     def prepare(cls, files: Sequence[InputFile], settings: ReadSettings) -> CsvFormat:
         dialect, detected = settings.dialect, settings.dialect.delimiter is None
         completed = units = None
+        cr_lines = False
         if files and (detected or dialect.has_header):
             # The first file decides, for all (it is always sampled): its head read once.
             first = files[0]
-            read = read_head(first, settings.sample_bytes, compression_of(first.path), True)
+            read = read_head(first, settings.sample_bytes, compression_of(first.path))
+            cr_lines = cr_only(read.content)
+            if cr_lines:
+                read = dataclasses.replace(read, content=with_lf(read.content))
             head = read.content
             body = head[skip_lines(head, dialect.skip_header_lines) or 0 :]
             if detected:
@@ -152,6 +160,7 @@ class CsvFormat(InputFormat):
             completed,
             len(files),
             units,
+            cr_lines,
         )
 
     def describe(self) -> str:
@@ -166,14 +175,15 @@ class CsvFormat(InputFormat):
         return f"csv: {self.dialect.describe(self.detected)}"
 
     def counting(self) -> Counting:
-        return Counting(True, self.dialect.delimiter or ",", self.dialect.skip_header_lines)
+        dialect = self.dialect
+        return Counting(True, dialect.delimiter or ",", dialect.skip_header_lines, self.cr_lines)
 
     def _source(self, path: str, features: Sequence[FeatureSpec]) -> CsvSource:
         return CsvSource(path, tuple(features), self.dialect, self.kept, self.max_record_bytes)
 
     def sample(self, f: InputFile, sample_bytes: int) -> Sample:
         compression = compression_of(f.path)
-        head = read_head(f, sample_bytes, compression, lines=True)
+        head = read_head(f, sample_bytes, compression, self.cr_lines)
         self._check_heading(f.path, head.content)
         parsed = parse_sample(f.path, head.content, head.is_whole_file, self.dialect)
         stretch = max(64 << 10, sample_bytes // 8)
@@ -183,7 +193,7 @@ class CsvFormat(InputFormat):
             and parsed.lines_are_records
         ):
             # Types from the whole file, not its head alone: stretches spread through it.
-            stretches = [parsed.texts, *_stretches(f, parsed, sample_bytes, stretch)]
+            stretches = [parsed.texts, *_stretches(f, parsed, sample_bytes, stretch, self.cr_lines)]
             parsed = dataclasses.replace(parsed, texts=pa.concat_tables(stretches))
         return Sample(f.path, parsed.table, len(parsed.data) * head.stored_per_byte, data=parsed)
 
@@ -257,7 +267,9 @@ class CsvFormat(InputFormat):
         for group in small_files.groups(pieces, self.dialect):
             read = None
             if len(group) > 1:
-                read = small_files.read_joined(group, lambda p: self._source(p, features), tally)
+                read = small_files.read_joined(
+                    group, lambda p: self._source(p, features), tally, self.cr_lines
+                )
             if read is None:
                 yield from super().read_pieces(group, features, on_bad_row, cut_counts, reports)
             else:
@@ -288,7 +300,7 @@ class CsvFormat(InputFormat):
         lines = self.dialect.skip_header_lines
         source = self._source(piece.path, features)
         delimiter = source.delimiter
-        with open_input(piece.path, compression, lines=True) as f:
+        with open_input(piece.path, compression, self.cr_lines) as f:
             data_start = _data_start(f, piece.path, lines)
             if self.completed is not None or self.units is not None:
                 f.seek(0)  # every file, sampled or not: its header (and units) are skipped

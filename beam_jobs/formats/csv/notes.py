@@ -19,8 +19,8 @@ _NOTES_LOOKED_AT = 64 << 10  # bytes at a file's end that may hold notes
 def is_note(fields: int, columns: int, text: str | bytes) -> bool:
     """Whether a line after the last row of a table, of `fields` fields under `columns`
     names, is a note: one field, or fewer than half the columns, and no quote."""
-    quote = '"' if isinstance(text, str) else b'"'
-    return columns >= 2 and (fields <= 1 or 2 * fields < columns) and quote not in text
+    quoted = '"' in text if isinstance(text, str) else b'"' in text
+    return columns >= 2 and (fields <= 1 or 2 * fields < columns) and not quoted
 
 
 def notes_start(data: bytes, delimiter: str, columns: int) -> int:

@@ -117,16 +117,18 @@ def read_joined(
     pieces: Sequence[Piece],
     source: Callable[[str], CsvSource],
     tally: RangeTally,
+    crs: bool = False,
 ) -> list[tuple[Piece, pa.RecordBatch]] | None:
     """Each file's rows (files without rows left out), read in one parse; None when the group
-    does not read clean and must be read file by file. `source`: the CsvSource of a path.
+    does not read clean and must be read file by file. `source`: the CsvSource of a path;
+    `crs`: every CR reads as LF (`lines.line_ends`).
 
     Raises:
       DataError: a file that is gone or changed since it was listed (as reading it alone).
     """
     files: list[_File] = []
     for piece in pieces:
-        with reading_input(piece.path, piece.stamp), open_input(piece.path, lines=True) as stream:
+        with reading_input(piece.path, piece.stamp), open_input(piece.path, cr_lines=crs) as stream:
             data = stream.read()
         joined = _split(piece, data, source(piece.path))
         if joined is None or joined.header != (files[0].header if files else joined.header):

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Iterable, Iterator, Mapping, Sequence
-from typing import BinaryIO, NoReturn
+from typing import BinaryIO, NoReturn, cast
 
 import numpy as np
 from apache_beam.io.filesystem import CompressionTypes
@@ -20,7 +20,7 @@ from apache_beam.io.filesystems import FileSystems
 
 from beam_jobs.core.errors import DataError, raised_for_launcher
 from beam_jobs.core.inputs import Stamp, reading_input
-from beam_jobs.formats.lines.line_ends import lines_opened
+from beam_jobs.formats.lines.line_ends import CrLines
 from beam_jobs.formats.lines.quotes import QUOTE, QuoteEffect, QuoteScanner
 
 __all__ = [
@@ -48,6 +48,7 @@ class Counting:
     quotes: bool = True
     delimiter: str = ","
     leading_lines: int = 0
+    cr_lines: bool = False  # files read with every CR as LF (`line_ends`)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -149,7 +150,9 @@ def count_segment_in_worker(segment: Segment) -> Counted:
 def _count(segment: Segment) -> Counted:
     newlines = 0
     opened = FileSystems.open(segment.path, compression_type=CompressionTypes.UNCOMPRESSED)
-    with lines_opened(opened) as f:  # a CR-only file as its readers read it
+    if segment.counting.cr_lines:
+        opened = cast(BinaryIO, CrLines(opened))
+    with opened as f:
         scanner = None
         counting = segment.counting
         if counting.quotes:

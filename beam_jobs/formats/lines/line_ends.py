@@ -4,9 +4,11 @@ but everything here that finds records, cuts files and counts lines looks for LF
 such a file past the sample size had "no complete header line".
 
 The translation is byte for byte (`CR -> LF`), so offsets, sizes, cuts and seek points are the
-file's own. A file is taken as CR-only when the first bytes an open sees (up to 64 KiB) hold a
-CR and no LF; every reader of a line-based input opens it through `open_input(..., lines=True)`
-and so decides alike. A CR inside a quoted value of such a file (its line break) reads as LF.
+file's own. The first file decides for a conversion, as it decides the delimiter: when its
+first 64 KiB hold a CR and no LF, every file is read so (`open_input(..., cr_lines=True)`, the
+counts before each cut and the bad rows' line numbers alike: `Counting.cr_lines`). A CR inside
+a quoted value of such a file (its line break) reads as LF; a CRLF file among them reads with
+a blank line after each line, which is no record (a file of one column aside).
 """
 
 from __future__ import annotations
@@ -14,7 +16,7 @@ from __future__ import annotations
 import io
 from typing import BinaryIO
 
-__all__ = ["CrLines", "cr_only", "lines_opened", "with_lf"]
+__all__ = ["CrLines", "cr_only", "with_lf"]
 
 _LOOKED_AT = 64 << 10
 _CR_TO_LF = bytes.maketrans(b"\r", b"\n")
@@ -45,18 +47,15 @@ class CrLines(io.BufferedIOBase):
         return self._inner.seekable()
 
     def read(self, size: int | None = -1) -> bytes:
-        return with_lf(self._inner.read(size))
+        return with_lf(self._inner.read(-1 if size is None else size))
 
     def read1(self, size: int = -1) -> bytes:
         return self.read(size)
 
-    def readinto(self, buffer) -> int:  # type: ignore[no-untyped-def]
+    def readinto(self, buffer: bytearray | memoryview) -> int:  # type: ignore[override]
         data = self.read(len(buffer))
         buffer[: len(data)] = data
         return len(data)
-
-    def peek(self, size: int = 0) -> bytes:
-        return with_lf(self._inner.peek(size))  # type: ignore[attr-defined]
 
     def seek(self, offset: int, whence: int = io.SEEK_SET) -> int:
         return self._inner.seek(offset, whence)
@@ -67,14 +66,3 @@ class CrLines(io.BufferedIOBase):
     def close(self) -> None:
         self._inner.close()
         super().close()
-
-
-def lines_opened(stream: BinaryIO) -> BinaryIO:
-    """`stream` (just opened, at its start), read as `CrLines` when the file is CR-only."""
-    peek = getattr(stream, "peek", None)
-    if peek is not None:
-        head = peek(_LOOKED_AT)
-    else:
-        head = stream.read(_LOOKED_AT)
-        stream.seek(0)
-    return CrLines(stream) if cr_only(head) else stream

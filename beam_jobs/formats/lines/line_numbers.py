@@ -18,7 +18,7 @@ __all__ = ["with_line_numbers"]
 
 
 def with_line_numbers(
-    rows: Sequence[BadRow], pieces: Sequence[Piece], counts: CutCounts | None
+    rows: Sequence[BadRow], pieces: Sequence[Piece], counts: CutCounts | None, cr_lines: bool
 ) -> list[BadRow]:
     """`rows` with `line` set where the row's byte offset is known.
 
@@ -26,6 +26,7 @@ def with_line_numbers(
       rows: bad rows of one shard, from the files of `pieces`.
       pieces: the shard's pieces; a shard holds at most one piece of a file.
       counts: newlines before each cut point (None when no file was cut).
+      cr_lines: the files' lines end in CR alone (`Counting.cr_lines`).
     """
     counts = counts or CutCounts()
     lines: dict[tuple[str, int | None], int] = {}
@@ -35,7 +36,7 @@ def with_line_numbers(
             continue
         before = counts.newlines_before(piece.path, piece.start)
         # A compressed file is one piece from 0, and offsets are in its decompressed bytes.
-        with open_input(piece.path, compression_of(piece.path), lines=True) as f:
+        with open_input(piece.path, compression_of(piece.path), cr_lines) as f:
             chunks = read_chunks(f, piece.start, offsets[-1])
             found = count_lines_to(chunks, [o - piece.start for o in offsets])
         lines.update(((piece.path, o), before + n + 1) for o, n in zip(offsets, found, strict=True))

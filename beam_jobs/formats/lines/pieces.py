@@ -27,7 +27,7 @@ def sample_head(
 ) -> tuple[bytes, float]:
     """A file's first whole lines and the stored input bytes they stand for; `as_lines` turns
     the head's content into lines first (a JSON array's elements)."""
-    head = read_head(f, sample_bytes, compression_of(f.path), lines=True)
+    head = read_head(f, sample_bytes, compression_of(f.path))
     content = as_lines(head.content) if as_lines else head.content
     lines = complete_lines(content, head.is_whole_file)
     share = len(head.content) / max(1, len(content))  # content bytes per line byte
@@ -49,9 +49,7 @@ def piece_chunks(
     compression = compression_of(piece.path)
     whole = compression or as_lines
     start, end = (0, sys.maxsize) if whole else (piece.start, piece.end)
-    with open_input(
-        piece.path, compression, lines=True
-    ) as stored:  # damage: DataError, decompressing
+    with open_input(piece.path, compression) as stored:  # damage: DataError, decompressing
         f = as_lines(stored) if as_lines else stored
         try:
             yield from line_chunks(f, start, end, max_line_bytes=2 * max_record_bytes)
