@@ -164,11 +164,12 @@ class CsvFormat(InputFormat):
         )
 
     def describe(self) -> str:
-        if self.units is not None:
-            return (
-                f"csv: {self.dialect.describe(self.detected)}: units line {self.units.number} "
-                "taken out"
+        if self.units is not None and self.completed is None:
+            # As the flags gave it: a header line, with its units line taken out.
+            given = dataclasses.replace(
+                self.dialect, column_names=(), skip_header_lines=self.units.number - 2
             )
+            return f"csv: {given.describe(self.detected)}, units line {self.units.number} taken out"
         if self.completed is not None:
             names = ",".join(self.completed.names)
             return f"csv: {self.dialect.describe(self.detected)}: {names} (header completed)"
