@@ -543,18 +543,24 @@ def test_notes_end_a_large_file_read_in_ranges_and_only_at_its_end(tmp_path):
 
 
 def test_notes_start_and_the_rest_of_a_file():
-    from beam_jobs.formats.csv.notes import notes_start, rest_is_notes
+    from beam_jobs.formats.csv.notes import fits_features, notes_start, rest_is_notes
+    from tfdata_reader.manifest import FeatureSpec
 
+    fits = fits_features([FeatureSpec("a", "int64"), FeatureSpec("b", "bytes"),
+                          FeatureSpec("c", "float32")], tokens=True)  # fmt: skip
     table = b"a,b,c\n1,2,3\n4,5,6\n"
     notes = b"\nSource: x\nNotes: see x; y\r\n\n"
-    assert notes_start(table + notes, ",", 3) == len(table) + 1  # past the blank line
-    assert notes_start(table, ",", 3) == len(table)
-    assert notes_start(table + b"7\n" + b'"quoted"\n', ",", 3) == len(table) + 11
-    assert notes_start(b"Source: x\n", ",", 3) == 10  # no row above: no notes
+    assert notes_start(table + notes, ",", 3, fits) == len(table) + 1  # past the blank line
+    assert notes_start(table, ",", 3, fits) == len(table)
+    assert notes_start(table + b"x\n" + b'"quoted"\n', ",", 3, fits) == len(table) + 11
+    assert notes_start(b"Source: x\n", ",", 3, fits) == 10  # no row above: no notes
+    # A line whose values fit their columns is a (short) row: 7 under a, '.' a marker.
+    assert notes_start(table + b"7\n", ",", 3, fits) == len(table) + 2
+    assert notes_start(table + b".\n", ",", 3, fits) == len(table) + 2
     data = io.BytesIO(table + notes)
-    assert rest_is_notes(data, len(table) + 3, ",", 3)  # a range cut inside the notes
-    assert rest_is_notes(data, len(table + notes), ",", 3)
-    assert not rest_is_notes(data, 6, ",", 3)
+    assert rest_is_notes(data, len(table) + 3, ",", 3, fits)  # a range cut inside the notes
+    assert rest_is_notes(data, len(table + notes), ",", 3, fits)
+    assert not rest_is_notes(data, 6, ",", 3, fits)
 
 
 @pytest.mark.parametrize("gzipped", [False, True])

@@ -42,6 +42,7 @@ __all__ = [
     "ColumnType",
     "infer_column",
     "null_values_flag",
+    "number_columns",
     "plain_number_columns",
     "schema_hint",
 ]
@@ -298,6 +299,35 @@ def plain_number_columns(
         null_values = markers_of if markers_of or given is not None else None
         found[i] = ColumnType(dtype, (), null_values, 0)
     return found
+
+
+def number_columns(
+    columns: Sequence[pa.Array | pa.ChunkedArray], markers: Sequence[str]
+) -> list[int]:
+    """The positions of the columns (texts, null when empty) whose values, at least three,
+    are numbers or markers (`markers`, one-token ones) by `NUMERIC_SHARE`, most of them
+    numbers: what the rows write as numbers before types are inferred."""
+    chunks = [chunk.cast(pa.string()) for column in columns for chunk in _chunks(column)]
+    if not chunks:
+        return []
+    values = pa.chunked_array(chunks, pa.string()).combine_chunks()
+    labels = np.repeat(np.arange(len(columns)), [len(column) for column in columns])
+    valid = _flags(pc.is_valid(values))
+    number = _flags(pc.match_substring_regex(values, NUMBER))
+    fits = (
+        number
+        | _flags(pc.is_in(values, value_set=pa.array(sorted(set(markers)), pa.string())))
+        | _flags(pc.match_substring_regex(values, TOKEN))
+    )
+    counts = np.bincount(labels, weights=valid, minlength=len(columns))
+    fitting = np.bincount(labels, weights=valid & fits, minlength=len(columns))
+    numbers = np.bincount(labels, weights=valid & number, minlength=len(columns))
+    share = np.divide(fitting, counts, out=np.zeros(len(columns)), where=counts > 0)
+    keep = (counts >= _LEAST_VALUES) & (share >= NUMERIC_SHARE) & (2 * numbers >= counts)
+    return np.flatnonzero(keep).tolist()
+
+
+_LEAST_VALUES = 3  # values of a column for `number_columns` to call it one of numbers
 
 
 def _chunks(array: pa.Array | pa.ChunkedArray) -> list[pa.Array]:

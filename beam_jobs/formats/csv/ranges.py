@@ -20,7 +20,7 @@ from beam_jobs.core.errors import DataError
 from beam_jobs.formats.base import PieceReport
 from beam_jobs.formats.csv.bad_rows import place_bad_rows
 from beam_jobs.formats.csv.casting import cells, typed_batch
-from beam_jobs.formats.csv.notes import rest_is_notes
+from beam_jobs.formats.csv.notes import fits_features, rest_is_notes
 from beam_jobs.formats.csv.record_starts import nonempty_record_starts
 from beam_jobs.formats.csv.short_rows import ShortRows
 from beam_jobs.formats.csv.source import (
@@ -500,12 +500,13 @@ class _RangeReader:
     def _leave_out_notes(self) -> None:
         """Leaves out the held rows after the range's last row that are notes, when the file
         ends with them (here, or after more notes)."""
-        notes = self.short.trailing_notes(self._well_formed)
+        fits = fits_features(self._source.features, self._tokens)
+        notes = self.short.trailing_notes(self._well_formed, fits)
         if not notes:
             return
         columns = len(self._source.features)
         if self._end != sys.maxsize and not rest_is_notes(
-            self._f, self._end, self._source.delimiter, columns
+            self._f, self._end, self._source.delimiter, columns, fits
         ):
             return
         self.short.drop_last(notes)

@@ -21,7 +21,7 @@ from collections.abc import Sequence
 import numpy as np
 import pyarrow as pa
 
-from beam_jobs.formats.csv.notes import is_note
+from beam_jobs.formats.csv.notes import Fits, is_note
 from beam_jobs.formats.csv.source import read_filled
 
 __all__ = ["ShortRows"]
@@ -67,13 +67,13 @@ class ShortRows:
     def held(self) -> bool:
         return bool(self._held)
 
-    def trailing_notes(self, well_formed: int) -> int:
+    def trailing_notes(self, well_formed: int, fits: Fits) -> int:
         """How many of the held rows are notes after the last of the range's `well_formed`
         rows (`is_note`); the caller decides whether the file ends there."""
         columns, k = len(self._names), len(self._held)
         while k and self._held[k - 1].position == well_formed:
             held = self._held[k - 1]
-            if not is_note(columns - held.missing, columns, held.text):
+            if not is_note(held.text, self._delimiter, columns, fits):
                 break
             k -= 1
         return len(self._held) - k

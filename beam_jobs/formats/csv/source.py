@@ -23,9 +23,9 @@ import pyarrow.csv as pcsv
 from beam_jobs.core.errors import DataError
 from beam_jobs.formats.csv import unraisable
 from beam_jobs.formats.csv.dialect import looks_like_data, skip_lines
-from beam_jobs.formats.csv.inference import infer_column, plain_number_columns
-from beam_jobs.formats.csv.markers import column_markers
-from beam_jobs.formats.csv.notes import notes_start
+from beam_jobs.formats.csv.inference import infer_column, number_columns, plain_number_columns
+from beam_jobs.formats.csv.markers import DEFAULT_MARKERS, column_markers
+from beam_jobs.formats.csv.notes import notes_start, number_columns_fit
 from beam_jobs.formats.lines.layout import Dialect
 from beam_jobs.formats.lines.pieces import refuse_wide_text
 from beam_jobs.formats.lines.quotes import QuoteScanner, record_starts
@@ -176,12 +176,21 @@ def parse_sample(path: str, head: bytes, is_whole_file: bool, dialect: Dialect) 
       dialect: the layout, its delimiter known.
     """
     sample = _parse_head(path, head, is_whole_file, dialect)
-    if not is_whole_file or len(sample.column_names) < 2:
+    columns, delimiter = len(sample.column_names), dialect.delimiter or ","
+    if not is_whole_file or columns < 2:
         return sample
-    cut = notes_start(sample.data, dialect.delimiter or ",", len(sample.column_names))
+    # The lines at the end that may be notes; whether they are, by the columns above them.
+    lines = notes_start(sample.data, delimiter, columns, lambda _, __: False)
+    if lines == len(sample.data):
+        return sample
+    skipped = len(head) - len(sample.data)
+    above = _parse_head(path, head[: skipped + lines], True, dialect).texts
+    markers = (*DEFAULT_MARKERS, *(dialect.null_values or ()))
+    numeric = number_columns(above.columns, markers)
+    cut = notes_start(sample.data, delimiter, columns, number_columns_fit(set(numeric), markers))
     if cut == len(sample.data):
         return sample
-    return _parse_head(path, head[: len(head) - len(sample.data) + cut], True, dialect)
+    return _parse_head(path, head[: skipped + cut], True, dialect)
 
 
 def _parse_head(path: str, head: bytes, is_whole_file: bool, dialect: Dialect) -> CsvSample:

@@ -26,9 +26,9 @@ import pyarrow.compute as pc
 
 from beam_jobs.core.errors import DataError
 from beam_jobs.formats.csv.dialect import skip_lines
-from beam_jobs.formats.csv.inference import NUMERIC_SHARE
+from beam_jobs.formats.csv.inference import number_columns
 from beam_jobs.formats.csv.markers import DEFAULT_MARKERS, TOKEN
-from beam_jobs.formats.csv.numbers import NUMBER, reads_as
+from beam_jobs.formats.csv.numbers import reads_as
 from beam_jobs.formats.csv.source import CsvSample
 
 __all__ = ["UnitsRow", "find_units_row", "line_of", "may_be_units"]
@@ -122,7 +122,7 @@ def find_units_row(sample: CsvSample) -> dict[str, str] | None:
     if any(len(first[i]) > _LONGEST_UNIT for i in present):
         return None
     markers = sorted(set(DEFAULT_MARKERS) | set(sample.dialect.null_values or ()))
-    numeric = _number_columns(texts, markers)
+    numeric = number_columns([texts.column(i).slice(1) for i in range(texts.num_columns)], markers)
     marker_set = set(markers)
     worded = [
         i
@@ -136,33 +136,6 @@ def find_units_row(sample: CsvSample) -> dict[str, str] | None:
     if not worded or 2 * (len(worded) + len(blank)) < len(numeric):
         return None
     return {sample.column_names[i]: first[i].strip() for i in present}
-
-
-def _number_columns(texts: pa.Table, markers: list[str]) -> list[int]:
-    """The columns whose values under the first row, at least three, are numbers or markers
-    (pandas', given, one-token) by inference's share."""
-    rest = [
-        texts.column(i).slice(1).combine_chunks().cast(pa.string())
-        for i in range(texts.num_columns)
-    ]
-    values = pa.concat_arrays(rest)
-    labels = np.repeat(np.arange(len(rest)), [len(r) for r in rest])
-    valid = _flags(pc.is_valid(values))
-    fits = (
-        _flags(pc.match_substring_regex(values, NUMBER))
-        | _flags(pc.is_in(values, value_set=pa.array(markers, pa.string())))
-        | _flags(pc.match_substring_regex(values, TOKEN))
-    )
-    counts = np.bincount(labels, weights=valid, minlength=len(rest))
-    fitting = np.bincount(labels, weights=valid & fits, minlength=len(rest))
-    numbers = np.bincount(
-        labels,
-        weights=valid & _flags(pc.match_substring_regex(values, NUMBER)),
-        minlength=len(rest),
-    )
-    share = np.divide(fitting, counts, out=np.zeros(len(rest)), where=counts > 0)
-    keep = (counts >= _LEAST_VALUES) & (share >= NUMERIC_SHARE) & (2 * numbers >= counts)
-    return np.flatnonzero(keep).tolist()
 
 
 def _flags(mask: pa.Array) -> np.ndarray:
