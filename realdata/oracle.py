@@ -213,6 +213,22 @@ def _expected_row(row: Any, features: Sequence[dict], csv_cells: bool) -> tuple:
     return tuple(_expected_csv(c, f) for c, f in zip(row, features, strict=True))
 
 
+def _table_rows(rows: Sequence[tuple[int, Any]], manifest: dict) -> Sequence[tuple[int, Any]]:
+    """The CSV rows that are the table's: less a units line under the header (when the
+    features have units, its cells are theirs) and the lines of notes at the end (as many as
+    counted, each shorter than half the header)."""
+    features = manifest["features"]
+    units = {i: f["unit"] for i, f in enumerate(features) if f.get("unit") is not None}
+    if units and rows:
+        cells = rows[0][1]
+        if {i: c.strip() for i, c in enumerate(cells) if c.strip()} == units:
+            rows = rows[1:]
+    notes = sum(manifest.get("counts", {}).get("notes_lines", {}).values())
+    if notes and all(2 * len(c) < len(features) or len(c) == 1 for _, c in rows[-notes:]):
+        rows = rows[:-notes]
+    return rows
+
+
 def check_output(
     folder: pathlib.Path,
     header: Sequence[str] | None,
@@ -222,6 +238,8 @@ def check_output(
     JSON objects by key); returns what it found."""
     manifest = json.loads((folder / "manifest.json").read_text())
     features = manifest["features"]
+    if header is not None:
+        rows = _table_rows(rows, manifest)
     dead = _dead_lines(folder, manifest)
     check = Check(rows=len(rows))
     expected: collections.Counter = collections.Counter()

@@ -229,27 +229,34 @@ def test_blank_lines_between_records_of_several_columns_are_no_records(tmp_path)
     assert manifest.counts.records_read == 2
 
 
-@pytest.mark.parametrize("titles", [["Monthly sales 2024"], ["Sales", "Source: the shop;", ""]])
-def test_title_lines_above_the_header_name_skip_header_lines_and_following_it_is_exact(
-    tmp_path, titles
+@pytest.mark.parametrize(
+    "titles",
+    [["Monthly sales 2024"], ["Sales", "Source: the shop;", ""], ["Sales 2024,,"]],
+)  # fmt: skip
+def test_title_lines_above_the_header_are_taken_out_as_skip_header_lines_would(
+    tmp_path, caplog, titles
 ):
-    from beam_jobs.core.errors import DataError
-
+    # A report's title (or a title padded with commas to the header's width) above the
+    # header: taken out of every file, as the hint the run gave before said; a file without
+    # it is refused (its header differs).
     rows = [(i % 12 + 1, f"r{i % 5}", f"{i * 3.5:.1f}") for i in range(300)]
-    path = tmp_path / "report.csv"
-    path.write_text("\n".join([*titles, "month,region,sales"]) + "\n"
-                    + "".join(f"{m},{r},{s}\n" for m, r, s in rows))  # fmt: skip
-    skip = len(titles)
-    with pytest.raises(DataError) as raised:
-        convert([str(path)], tmp_path / "first")
-    assert str(raised.value) == (
-        f"{path}: line 1 holds 1 field(s) but most lines after it hold 3: a title above the "
-        f"header? --skip_header_lines {skip} reads the header from line {skip + 1}"
-    )
-    manifest = convert([str(path)], tmp_path / "out", "--skip_header_lines", str(skip))
+    folder = tmp_path / "in"
+    folder.mkdir()
+    body = "month,region,sales\n" + "".join(f"{m},{r},{s}\n" for m, r, s in rows)
+    (folder / "a.csv").write_text("\n".join(titles) + "\n" + body)
+    (folder / "b.csv").write_text("\n".join(["Another title", *titles[1:]]) + "\n" + body)
+    manifest = convert([str(folder / "*.csv")], tmp_path / "out")
+    assert [f.name for f in manifest.features] == ["month", "region", "sales"]
+    assert "a title above the header, taken out of every file" in caplog.text
     got = sorted((r["month"], r["region"].decode(), r["sales"]) for r in read_all(tmp_path / "out"))
     assert manifest.counts.bad_records == 0
-    assert got == sorted((m, r, float(np.float32(s))) for m, r, s in rows)
+    assert got == sorted(2 * [(m, r, float(np.float32(s))) for m, r, s in rows])
+    (folder / "b.csv").write_text(body)
+    with pytest.raises(DataError, match=r"b\.csv: header .* differs"):
+        convert([str(folder / "*.csv")], tmp_path / "refused")
+    skip = len(titles)
+    given = convert([str(folder / "a.csv")], tmp_path / "given", "--skip_header_lines", str(skip))
+    assert given.counts.records_written == 300
 
 
 def test_a_header_one_name_short_of_its_rows_gets_the_name_as_pandas_reads_it(tmp_path, caplog):

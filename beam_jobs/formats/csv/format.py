@@ -31,6 +31,7 @@ from beam_jobs.formats.csv.source import (
     infer_features,
     parse_sample,
     parse_stretch,
+    title_lines,
 )
 from beam_jobs.formats.csv.units_row import UnitsRow, find_units_row, line_of, may_be_units
 from beam_jobs.formats.lines.cut_counts import Counting, CutCounts
@@ -58,6 +59,23 @@ def _stretches(
             if table is not None:
                 found.append(table)
     return found
+
+
+def _without_titles(path: str, head: bytes, dialect: Dialect) -> Dialect:
+    """`dialect` skipping the title lines above the first file's header (`title_lines`) when
+    the flags skip none; in every file (whose header must then be the first's)."""
+    if dialect.skip_header_lines:
+        return dialect  # the flags decide: a title below them is refused (`parse_sample`)
+    lines, why = title_lines(path, head, dialect)
+    if not lines:
+        return dialect
+    _log.warning(
+        "%s: a title above the header, taken out of every file as --skip_header_lines %d "
+        "would (give --skip_header_lines to choose otherwise)",
+        why,
+        lines,
+    )
+    return dataclasses.replace(dialect, skip_header_lines=lines)
 
 
 def _units_row(first: InputFile, read: Head, given: Dialect, dialect: Dialect) -> UnitsRow | None:
@@ -112,32 +130,34 @@ class CsvFormat(InputFormat):
 
     @classmethod
     def prepare(cls, files: Sequence[InputFile], settings: ReadSettings) -> CsvFormat:
+        if not files:
+            return cls(settings.kept, settings.max_record_bytes, settings.dialect, False)
+        # The first file decides, for all (it is always sampled): its head read once.
+        first = files[0]
+        read = read_head(first, settings.sample_bytes, compression_of(first.path))
+        cr_lines = cr_only(read.content)
+        if cr_lines:
+            read = dataclasses.replace(read, content=with_lf(read.content))
         dialect, detected = settings.dialect, settings.dialect.delimiter is None
+        if detected:
+            body = read.content[skip_lines(read.content, dialect.skip_header_lines) or 0 :]
+            dialect = dataclasses.replace(dialect, delimiter=detect_delimiter(first.path, body))
         completed = units = None
-        cr_lines = False
-        if files and (detected or dialect.has_header):
-            # The first file decides, for all (it is always sampled): its head read once.
-            first = files[0]
-            read = read_head(first, settings.sample_bytes, compression_of(first.path))
-            cr_lines = cr_only(read.content)
-            if cr_lines:
-                read = dataclasses.replace(read, content=with_lf(read.content))
-            head = read.content
-            body = head[skip_lines(head, dialect.skip_header_lines) or 0 :]
-            if detected:
-                dialect = dataclasses.replace(dialect, delimiter=detect_delimiter(first.path, body))
-            if dialect.has_header:
-                completed = complete_header(first.path, body, dialect.delimiter or ",",
-                                            dialect.encoding)  # fmt: skip
-                if completed is not None:
-                    _log.warning("%s", completed.note)
-                    dialect = dataclasses.replace(
-                        dialect,
-                        column_names=completed.names,
-                        skip_header_lines=dialect.skip_header_lines + 1,
-                    )
-                if dialect.units_row:
-                    units = _units_row(first, read, settings.dialect, dialect)
+        if dialect.has_header:
+            dialect = _without_titles(first.path, read.content, dialect)
+            titled = dialect
+            body = read.content[skip_lines(read.content, dialect.skip_header_lines) or 0 :]
+            completed = complete_header(first.path, body, dialect.delimiter or ",",
+                                        dialect.encoding)  # fmt: skip
+            if completed is not None:
+                _log.warning("%s", completed.note)
+                dialect = dataclasses.replace(
+                    dialect,
+                    column_names=completed.names,
+                    skip_header_lines=dialect.skip_header_lines + 1,
+                )
+            if dialect.units_row:
+                units = _units_row(first, read, titled, dialect)
         if units is not None:
             _log.warning(
                 "%s: line %d, under the header, holds the columns' units: %s; taken out of the "

@@ -26,6 +26,7 @@ from beam_jobs.formats.csv.dialect import looks_like_data, skip_lines
 from beam_jobs.formats.csv.inference import infer_column, number_columns, plain_number_columns
 from beam_jobs.formats.csv.markers import DEFAULT_MARKERS, column_markers
 from beam_jobs.formats.csv.notes import notes_start, number_columns_fit
+from beam_jobs.formats.csv.numbers import reads_as
 from beam_jobs.formats.lines.layout import Dialect
 from beam_jobs.formats.lines.pieces import refuse_wide_text
 from beam_jobs.formats.lines.quotes import QuoteScanner, record_starts
@@ -308,23 +309,59 @@ _AGREEING = 0.9  # the share of those lines that must hold the same number of fi
 
 
 def _refuse_title_lines(path: str, head: bytes, dialect: Dialect) -> None:
-    """Raises DataError naming --skip_header_lines when the first lines hold fewer fields than
-    the rows after them, which agree (a report's title above the header: every row would
-    be a dead letter). A header of one name fewer than the rows is not one (R's row names)."""
+    """Raises DataError naming --skip_header_lines for title lines above the header
+    (`title_lines`): a file past the first, whose titles planning took out, or flags that
+    skip fewer lines than its titles."""
+    lines, why = title_lines(path, head, dialect)
+    if lines:
+        skip = dialect.skip_header_lines + lines
+        raise DataError(
+            f"{why}: a title above the header? --skip_header_lines {skip} reads the header "
+            f"from line {skip + 1}"
+        )
+
+
+def title_lines(path: str, head: bytes, dialect: Dialect) -> tuple[int, str]:
+    """The lines above the header that are a report's title (every row would be a dead
+    letter), and why: the first lines hold fewer fields than the rows after them, which agree,
+    or the first line holds as many but most of them empty (`Spectra,,,` over
+    `wl,a,b,c`) over a line of names; (0, "") when the first line is the header. A header
+    of one name fewer than the rows is not one (R's row names).
+
+    Raises:
+      DataError: naming the flags, for a count line over rows without a header (scikit-
+        learn's `569,30,malignant,benign`).
+    """
     raw = [line.rstrip(b"\r") for line in head.split(b"\n", _TITLE_LINES_SEEN)]
     delimiter = (dialect.delimiter or ",").encode()
-    if raw[0].count(delimiter) >= max((line.count(delimiter) for line in raw[1:6]), default=0):
-        return  # the first line holds as many fields as those after it: the common case
+    padded = (
+        raw[0].count(delimiter)
+        and 2 * sum(1 for field in raw[0].split(delimiter) if field.strip(b' "'))
+        < raw[0].count(delimiter) + 1
+    )
+    if not padded and raw[0].count(delimiter) >= max(
+        (line.count(delimiter) for line in raw[1:6]), default=0
+    ):
+        return 0, ""  # the first line holds as many fields as those after it: the common case
     encoding = dialect.encoding or "utf-8"
     lines = [line.decode(encoding, "replace") for line in raw[:_TITLE_LINES_SEEN]]
     read = list(csv.reader(lines, delimiter=dialect.delimiter or ","))
     at = [i for i, row in enumerate(read) if row]  # each line's number less one; not blanks
     counts = [len(read[i]) for i in at]
     if len(counts) < 3:
-        return
+        return 0, ""
     rows, seen = collections.Counter(counts[1:]).most_common(1)[0]
-    if counts[0] >= rows or seen < _AGREEING * (len(counts) - 1) or counts[0] == rows - 1 > 1:
-        return
+    if seen < _AGREEING * (len(counts) - 1):
+        return 0, ""
+    where = f"{path}: line {dialect.skip_header_lines + 1}"
+    if padded and counts[0] == rows:
+        names = [f.strip() for f in read[at[1]]]
+        if all(names) and not any(reads_as(n, "float32") for n in names):
+            filled = sum(1 for f in read[at[0]] if f.strip())
+            return at[1], f"{where} fills {filled} of its {rows} fields, over a line of names"
+        return 0, ""
+    if counts[0] >= rows or counts[0] == rows - 1 > 1:
+        return 0, ""
     first = next(i for i in at if len(read[i]) == rows)
     names = [f.strip() for f in read[first] if f.strip()]
     skip = dialect.skip_header_lines + first
@@ -333,18 +370,14 @@ def _refuse_title_lines(path: str, head: bytes, dialect: Dialect) -> None:
         # above its rows: a count line). Trailing delimiters would leave the last field empty.
         generated = ",".join(f"column_{k}" for k in range(1, rows + 1))
         raise DataError(
-            f"{path}: line {dialect.skip_header_lines + 1} holds {counts[0]} field(s) but the "
-            f"rows after it hold {rows} and have no header line (line {skip + 1} is data): is "
-            f"line {dialect.skip_header_lines + 1} a count or a title? --skip_header_lines "
-            f"{skip} --column_names {generated} reads the rows (name the columns as you like)"
+            f"{where} holds {counts[0]} field(s) but the rows after it hold {rows} and have no "
+            f"header line (line {skip + 1} is data): is line {dialect.skip_header_lines + 1} a "
+            f"count or a title? --skip_header_lines {skip} --column_names {generated} reads "
+            "the rows (name the columns as you like)"
         )
     if not names or looks_like_data(names):
-        return  # no header below: the rows hold more fields than the header (trailing commas)
-    raise DataError(
-        f"{path}: line {dialect.skip_header_lines + 1} holds {counts[0]} field(s) but most "
-        f"lines after it hold {rows}: a title above the header? --skip_header_lines {skip} "
-        f"reads the header from line {skip + 1}"
-    )
+        return 0, ""  # no header below: the rows hold more fields than the header
+    return first, f"{where} holds {counts[0]} field(s) but most lines after it hold {rows}"
 
 
 def parse_stretch(data: bytes, sample: CsvSample) -> pa.Table | None:

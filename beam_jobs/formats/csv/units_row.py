@@ -5,9 +5,11 @@ columns in a large one, whose sample is mostly numbers. It is taken out of the d
 and each cell kept as its column's unit (`FeatureSpec.unit`: the manifest, `schema.pbtxt`,
 `inspect`); `--units_row false` reads it as a row of data.
 
-The rule, on the first file's head (it decides, like the delimiter): the first row under the
-header holds no number, and in at least one number column (one whose other sampled values,
-at least three, are numbers or missing-value markers by inference's share) unit-like text (a
+The rule, on the first file's head (it decides, like the delimiter): the header's names hold
+no number (a header of one, `703165,SAND POINT,AK`, may be a line above the real one), the
+first row under the header holds no number, and in at least one number column (one whose
+other sampled values, at least three, are numbers or missing-value markers by inference's
+share) unit-like text (a
 letter, `%` or `°`; not a marker: `?` is none), and in at least half of the number columns
 unit-like text or nothing (so that a row of data with one bad value among numbers is still a
 row, a bad one), and no cell longer than a unit. Every file, sampled or not, must then start
@@ -113,8 +115,8 @@ def find_units_row(sample: CsvSample) -> dict[str, str] | None:
     """The units of the sample's first row, by column name, when it is a units line by the
     module's rule; None when it is data."""
     texts = sample.texts
-    if texts.num_rows <= _LEAST_VALUES:
-        return None
+    if texts.num_rows <= _LEAST_VALUES or any(reads_as(n, "float32") for n in sample.header):
+        return None  # a header of a number (`703165,SAND POINT,AK`) may be a line above it
     first = [texts.column(i)[0].as_py() for i in range(texts.num_columns)]
     present = [i for i, cell in enumerate(first) if cell is not None and cell.strip()]
     if not present or any(reads_as(first[i], "float32") for i in present):
