@@ -213,16 +213,28 @@ def _expected_row(row: Any, features: Sequence[dict], csv_cells: bool) -> tuple:
     return tuple(_expected_csv(c, f) for c, f in zip(row, features, strict=True))
 
 
-def _table_rows(rows: Sequence[tuple[int, Any]], manifest: dict) -> Sequence[tuple[int, Any]]:
-    """The CSV rows that are the table's: less a units line under the header (when the
-    features have units, its cells are theirs) and the lines of notes at the end (as many as
-    counted, each shorter than half the header)."""
+def _table_rows(
+    header: Sequence[str], rows: Sequence[tuple[int, Any]], manifest: dict
+) -> Sequence[tuple[int, Any]]:
+    """The CSV rows that are the table's: below the line that holds the features' names (a
+    title above it taken out), less a units line under it (when the features have units,
+    its cells are theirs, or a second line's joined by " / ") and the lines of notes at the end (as many as counted, each shorter
+    than half the header)."""
     features = manifest["features"]
+    names = [f["name"] for f in features]
+    if [h.strip() for h in header] != names:
+        at = [k for k, (_, cells) in enumerate(rows[:10]) if [c.strip() for c in cells] == names]
+        rows = rows[at[0] + 1 :] if at else rows
     units = {i: f["unit"] for i, f in enumerate(features) if f.get("unit") is not None}
-    if units and rows:
-        cells = rows[0][1]
-        if {i: c.strip() for i, c in enumerate(cells) if c.strip()} == units:
-            rows = rows[1:]
+    for k in (1, 2):  # a units line, and a second line of names under it
+        joined: dict[int, list[str]] = {}
+        for _, cells in rows[:k]:
+            for i, cell in enumerate(cells):
+                if cell.strip():
+                    joined.setdefault(i, []).append(cell.strip())
+        if units and {i: " / ".join(c) for i, c in joined.items()} == units:
+            rows = rows[k:]
+            break
     notes = sum(manifest.get("counts", {}).get("notes_lines", {}).values())
     if notes and all(2 * len(c) < len(features) or len(c) == 1 for _, c in rows[-notes:]):
         rows = rows[:-notes]
@@ -239,7 +251,7 @@ def check_output(
     manifest = json.loads((folder / "manifest.json").read_text())
     features = manifest["features"]
     if header is not None:
-        rows = _table_rows(rows, manifest)
+        rows = _table_rows(header, rows, manifest)
     dead = _dead_lines(folder, manifest)
     check = Check(rows=len(rows))
     expected: collections.Counter = collections.Counter()

@@ -593,3 +593,19 @@ def test_a_large_file_of_cr_line_ends_reads_as_its_lf_twin(tmp_path, gzipped):
     dead = [json.loads(line) for f in sorted((tmp_path / "cr_out" / "dead_letter").iterdir())
             for line in f.read_text().splitlines()]  # fmt: skip
     assert [d["line"] for d in dead] == [70_002]
+
+
+def test_a_units_line_and_a_second_line_of_names_are_both_taken_out(tmp_path):
+    # SAM's module libraries: `Units,V,W` then `[0],snl_voltage,snl_power` under the header.
+    path = tmp_path / "sam.csv"
+    rows = [(f"m{i}", 20 + i % 9, round(100.5 + i, 1)) for i in range(500)]
+    path.write_text("Name,Vmp,Pmp\nUnits,V,W\n[0],snl_vmp,snl_pmp\n"
+                    + "".join(f"{n},{v},{p}\n" for n, v, p in rows))  # fmt: skip
+    manifest = convert([str(path)], tmp_path / "out")
+    assert [(f.name, f.dtype, f.unit) for f in manifest.features] == [
+        ("Name", "bytes", "Units / [0]"), ("Vmp", "int64", "V / snl_vmp"),
+        ("Pmp", "float32", "W / snl_pmp"),
+    ]  # fmt: skip
+    assert (manifest.counts.records_written, manifest.counts.bad_records) == (500, 0)
+    got = sorted((r["Name"].decode(), r["Vmp"], r["Pmp"]) for r in read_all(tmp_path / "out"))
+    assert got == sorted((n, v, float(np.float32(p))) for n, v, p in rows)

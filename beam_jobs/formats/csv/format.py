@@ -33,7 +33,7 @@ from beam_jobs.formats.csv.source import (
     parse_stretch,
     title_lines,
 )
-from beam_jobs.formats.csv.units_row import UnitsRow, find_units_row, line_of, may_be_units
+from beam_jobs.formats.csv.units_row import UnitsRow, find_units_rows, line_of, may_be_units
 from beam_jobs.formats.lines.cut_counts import Counting, CutCounts
 from beam_jobs.formats.lines.layout import Dialect
 from beam_jobs.formats.lines.line_ends import cr_only, with_lf
@@ -91,10 +91,23 @@ def _units_row(first: InputFile, read: Head, given: Dialect, dialect: Dialect) -
         sample = parse_sample(first.path, head, read.is_whole_file, dialect)
     except DataError:
         return None  # said when the file is sampled
-    units = find_units_row(sample)
-    if units is None or line is None:
+    found = find_units_rows(sample)
+    texts = [line_of(head, lines + 2 + k, encoding) for k in range(len(found))]
+    if not found or any(t is None for t in texts):
         return None
-    return UnitsRow(first.path, lines + 2, header, line, units, tuple(sample.column_names))
+    units: dict[str, list[str]] = {}
+    for each in found:
+        for name, unit in each.items():
+            units.setdefault(name, []).append(unit)
+    joined = {name: " / ".join(cells) for name, cells in units.items()}
+    return UnitsRow(
+        first.path,
+        lines + 1 + len(found),
+        header,
+        tuple(t for t in texts if t is not None),
+        joined,
+        tuple(sample.column_names),
+    )
 
 
 def _data_start(f: BinaryIO, path: str, lines: int) -> int:
@@ -160,11 +173,11 @@ class CsvFormat(InputFormat):
                 units = _units_row(first, read, titled, dialect)
         if units is not None:
             _log.warning(
-                "%s: line %d, under the header, holds the columns' units: %s; taken out of the "
-                "data (in every file) and kept as the features' units (--units_row false reads "
-                "it as data)",
+                "%s: %s, under the header, holds the columns' units: %s; taken out of the data "
+                "(in every file) and kept as the features' units (--units_row false reads it "
+                "as data)",
                 units.path,
-                units.number,
+                units.where(),
                 units.describe(),
             )
             dialect = dataclasses.replace(
@@ -187,9 +200,9 @@ class CsvFormat(InputFormat):
         if self.units is not None and self.completed is None:
             # As the flags gave it: a header line, with its units line taken out.
             given = dataclasses.replace(
-                self.dialect, column_names=(), skip_header_lines=self.units.number - 2
+                self.dialect, column_names=(), skip_header_lines=self.units.header_number - 1
             )
-            return f"csv: {given.describe(self.detected)}, units line {self.units.number} taken out"
+            return f"csv: {given.describe(self.detected)}, units {self.units.where()} taken out"
         if self.completed is not None:
             names = ",".join(self.completed.names)
             return f"csv: {self.dialect.describe(self.detected)}: {names} (header completed)"
@@ -230,7 +243,7 @@ class CsvFormat(InputFormat):
         """Raises DataError when a file's header line (skipped, as the dialect has names) is not
         the first file's, whose names the conversion completed."""
         assert self.completed is not None
-        lines = self.dialect.skip_header_lines - (self.units is not None)
+        lines = self.dialect.skip_header_lines - (len(self.units.lines) if self.units else 0)
         start = skip_lines(head, lines - 1) or 0
         end = skip_lines(head, lines)
         line = head[start : len(head) if end is None else end].rstrip(b"\r\n")

@@ -33,10 +33,11 @@ from beam_jobs.formats.csv.markers import DEFAULT_MARKERS, TOKEN
 from beam_jobs.formats.csv.numbers import reads_as
 from beam_jobs.formats.csv.source import CsvSample
 
-__all__ = ["UnitsRow", "find_units_row", "line_of", "may_be_units"]
+__all__ = ["UnitsRow", "find_units_row", "find_units_rows", "line_of", "may_be_units"]
 
 _LEAST_VALUES = 3  # other values of a number column
 _LONGEST_UNIT = 40  # characters: a longer cell is data, not a unit
+_MOST_LINES = 2  # a units line, and a second line of names under it
 
 _UNIT_LIKE = re.compile(r"[^\W\d_]|[%°µ‰]")
 
@@ -47,19 +48,32 @@ class UnitsRow:
 
     Attributes:
       path: the first file, where it was found.
-      number: its line number (1 = the first line of a file).
+      number: the line number of its last line (1 = the first line of a file).
       header: the header line above it, as written (every file must have it).
-      line: the units line, as written.
-      units: by column name, the unit (columns whose cell is empty have none).
+      lines: the units line, as written, and a second such line under it (SAM's libraries:
+        `Units,V,W` then `[0],inv_snl_ac_voltage,...`), when there is one.
+      units: by column name, the unit (columns whose cells are empty have none): the cells
+        of the lines, joined by " / ".
       names: the columns, as the features are named.
     """
 
     path: str
     number: int
     header: bytes
-    line: bytes
+    lines: tuple[bytes, ...]
     units: dict[str, str]
     names: tuple[str, ...]
+
+    @property
+    def header_number(self) -> int:
+        """The header's line number."""
+        return self.number - len(self.lines)
+
+    def where(self) -> str:
+        """`line 2`, or `lines 2-3`."""
+        if len(self.lines) == 1:
+            return f"line {self.number}"
+        return f"lines {self.header_number + 1}-{self.number}"
 
     def describe(self) -> str:
         shown = ", ".join(f"{name} ({unit})" for name, unit in list(self.units.items())[:6])
@@ -67,12 +81,13 @@ class UnitsRow:
         return f"{shown}{more}"
 
     def check(self, path: str, head: bytes, encoding: str) -> None:
-        """Raises DataError when a file's header and units lines (the last two it skips,
-        line `number` and the one before) are not the first file's."""
-        for number, what, want in (
-            (self.number - 1, "header", self.header),
-            (self.number, "units line", self.line),
-        ):
+        """Raises DataError when a file's header and units lines (the last it skips, through
+        line `number`) are not the first file's."""
+        first = self.header_number
+        expected = [(first, "header", self.header)] + [
+            (first + k, "units line", line) for k, line in enumerate(self.lines, 1)
+        ]
+        for number, what, want in expected:
             found = line_of(head, number, encoding) or b""
             if found != want:
                 raise DataError(
@@ -109,6 +124,16 @@ def may_be_units(line: bytes | None, delimiter: str, encoding: str) -> bool:
     return not any(reads_as(c, "float32") for c in present) and any(
         _UNIT_LIKE.search(c) for c in present
     )
+
+
+def find_units_rows(sample: CsvSample) -> list[dict[str, str]]:
+    """The units of the sample's first row, and of its second when it is one too, each by
+    column name (`find_units_row`); [] when the first row is data."""
+    found: list[dict[str, str]] = []
+    while len(found) < _MOST_LINES and (units := find_units_row(sample)) is not None:
+        found.append(units)
+        sample = dataclasses.replace(sample, texts=sample.texts.slice(1))
+    return found
 
 
 def find_units_row(sample: CsvSample) -> dict[str, str] | None:
