@@ -218,8 +218,8 @@ def _table_rows(
 ) -> Sequence[tuple[int, Any]]:
     """The CSV rows that are the table's: below the line that holds the features' names (a
     title above it taken out), less a units line under it (when the features have units,
-    its cells are theirs, or a second line's joined by " / ") and the lines of notes at the end (as many as counted, each shorter
-    than half the header)."""
+    its cells are theirs, or a second line's joined by " / ") and the lines of notes at the
+    end (as many as counted, each shorter than half the header)."""
     features = manifest["features"]
     names = [f["name"] for f in features]
     if [h.strip() for h in header] != names:
