@@ -205,7 +205,7 @@ class RangeTally:
     """What reading ranges counted (once per row or cell, however many passes a range
     takes): by (column, marker), the cells read as missing for holding a marker; by file, the
     rows with fewer fields than the header, their missing fields read as missing
-    (`short_rows`), and the lines of notes under the table (`short_rows.is_note`)."""
+    (`short_rows`), and the lines of notes under the table (`notes.is_note`)."""
 
     markers: Counter[tuple[str, str]] = dataclasses.field(default_factory=Counter)
     short_rows: Counter[str] = dataclasses.field(default_factory=Counter)
