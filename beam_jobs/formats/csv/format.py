@@ -27,6 +27,7 @@ from beam_jobs.formats.csv.dialect import detect_delimiter, skip_lines
 from beam_jobs.formats.csv.header_fit import CompletedHeader, complete_header, without_bom
 from beam_jobs.formats.csv.ranges import CsvSource, RangeStart, RangeTally, read_range
 from beam_jobs.formats.csv.source import (
+    CountLine,
     CsvSample,
     infer_features,
     parse_sample,
@@ -61,12 +62,26 @@ def _stretches(
     return found
 
 
-def _without_titles(path: str, head: bytes, dialect: Dialect) -> Dialect:
+def _without_titles(path: str, head: bytes, dialect: Dialect, files: int) -> Dialect:
     """`dialect` skipping the title lines above the first file's header (`title_lines`) when
-    the flags skip none; in every file (whose header must then be the first's)."""
+    the flags skip none; in every file (whose header must then be the first's). A count line
+    above rows without a header is skipped, the columns named `column_1`, ..., in a
+    conversion of that one file (a file without the line would lose a row unseen)."""
     if dialect.skip_header_lines:
         return dialect  # the flags decide: a title below them is refused (`parse_sample`)
-    lines, why = title_lines(path, head, dialect)
+    try:
+        lines, why = title_lines(path, head, dialect)
+    except CountLine as e:
+        if files > 1:
+            raise
+        _log.warning(
+            "%s: line %d is a count line above rows without a header: skipped, and the columns "
+            "named %s, ... (--column_names names them)",
+            path,
+            e.lines,
+            e.names[0],
+        )
+        return dataclasses.replace(dialect, column_names=e.names, skip_header_lines=e.lines)
     if not lines:
         return dialect
     _log.warning(
@@ -157,7 +172,8 @@ class CsvFormat(InputFormat):
             dialect = dataclasses.replace(dialect, delimiter=detect_delimiter(first.path, body))
         completed = units = None
         if dialect.has_header:
-            dialect = _without_titles(first.path, read.content, dialect)
+            dialect = _without_titles(first.path, read.content, dialect, len(files))
+        if dialect.has_header:
             titled = dialect
             body = read.content[skip_lines(read.content, dialect.skip_header_lines) or 0 :]
             completed = complete_header(first.path, body, dialect.delimiter or ",",

@@ -35,6 +35,7 @@ from tfdata_reader.manifest import FeatureSpec
 
 __all__ = [
     "UNHANDLED_ROW",
+    "CountLine",
     "CsvSample",
     "blank_lines_are_records",
     "convert_options",
@@ -321,6 +322,15 @@ def _refuse_title_lines(path: str, head: bytes, dialect: Dialect) -> None:
         )
 
 
+class CountLine(DataError):
+    """A count line above rows without a header (`title_lines`): the lines to skip and the
+    names to give the columns (`column_1`, ...)."""
+
+    def __init__(self, message: str, lines: int, names: tuple[str, ...]) -> None:
+        super().__init__(message)
+        self.lines, self.names = lines, names
+
+
 def title_lines(path: str, head: bytes, dialect: Dialect) -> tuple[int, str]:
     """The lines above the header that are a report's title (every row would be a dead
     letter), and why: the first lines hold fewer fields than the rows after them, which agree,
@@ -368,12 +378,14 @@ def title_lines(path: str, head: bytes, dialect: Dialect) -> tuple[int, str]:
     if names and looks_like_data(names) and all(read[i][-1].strip() for i in at[1:6]):
         # Rows right below, no header for them (scikit-learn's `569,30,malignant,benign`
         # above its rows: a count line). Trailing delimiters would leave the last field empty.
-        generated = ",".join(f"column_{k}" for k in range(1, rows + 1))
-        raise DataError(
+        generated = tuple(f"column_{k}" for k in range(1, rows + 1))
+        raise CountLine(
             f"{where} holds {counts[0]} field(s) but the rows after it hold {rows} and have no "
             f"header line (line {skip + 1} is data): is line {dialect.skip_header_lines + 1} a "
-            f"count or a title? --skip_header_lines {skip} --column_names {generated} reads "
-            "the rows (name the columns as you like)"
+            f"count or a title? --skip_header_lines {skip} --column_names {','.join(generated)} "
+            "reads the rows (name the columns as you like)",
+            skip,
+            generated,
         )
     if not names or looks_like_data(names):
         return 0, ""  # no header below: the rows hold more fields than the header
