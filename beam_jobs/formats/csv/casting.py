@@ -253,17 +253,24 @@ def typed_batch(
         count = 0
         if markers and not first:
             column, count = _count_markers(column, feature, markers, found)
-        if tokens and feature.dtype != "bytes" and not feature.logical_type:
-            column, seen = without_tokens(column)
-            count += _counted(found, feature.name, seen)
         if count:
             try:
                 converted[feature.name] = _convert(column, feature)
                 continue
             except pa.ArrowInvalid:
                 pass
-        failed[feature.name] = _bad_rows(column, feature)
-        for index, reason in failed[feature.name].bad.items():
+        found_bad = _bad_rows(column, feature)
+        if tokens and found_bad.bad and feature.dtype != "bytes":
+            # One-token markers first seen here are among the bad values (few: a dirty
+            # column's bad values are looked at, not all of its values again).
+            column, seen = _without_tokens_among(column, found_bad.bad)
+            if _counted(found, feature.name, seen):
+                found_bad = _bad_rows(column, feature)
+        if not found_bad.bad:
+            converted[feature.name] = found_bad.values
+            continue
+        failed[feature.name] = found_bad
+        for index, reason in found_bad.bad.items():
             bad.setdefault(index, reason)
     names = [f.name for f in features]
     if not bad:
@@ -275,6 +282,18 @@ def typed_batch(
         converted[n].filter(keep) if n in converted else _part(failed[n], keep) for n in names
     ]
     return pa.RecordBatch.from_arrays(columns, names), bad
+
+
+def _without_tokens_among(column: pa.Array, bad: dict[int, str]) -> tuple[pa.Array, dict[str, int]]:
+    """`column` with its cells at the `bad` rows that are one-token markers made null, and
+    how many of each token."""
+    rows = pa.array(sorted(bad), pa.int64())
+    taken, seen = without_tokens(column.take(rows))
+    if not seen:
+        return column, {}
+    mask = np.zeros(len(column), dtype=bool)
+    mask[rows.to_numpy()[np.asarray(pc.is_null(taken).to_numpy(zero_copy_only=False))]] = True
+    return pc.if_else(pa.array(mask), pa.scalar(None, column.type), column), seen
 
 
 def _counted(found: Counter[tuple[str, str]], name: str, seen: dict[str, int]) -> int:
