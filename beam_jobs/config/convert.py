@@ -88,7 +88,7 @@ def _seconds(flag: str, default: float, least: float = 0.0, **more: Any) -> Any:
 
 
 def _bool(**flag: Any) -> Any:
-    return flags.option(False, parse=flags.parse_bool, accept=flags.accept_bool, **flag)
+    return flags.switch(False, **flag)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -196,10 +196,8 @@ class ConvertConfig:
         help="Print the shard plan (inputs, features, estimated records, shards and sizes) and "
         "write nothing.",
     )
-    wait: bool = flags.option(
+    wait: bool = flags.switch(
         True,
-        parse=flags.parse_bool,
-        accept=flags.accept_bool,
         recorded=False,
         metavar="true|false",
         help="true (default): wait for the job and print its summary; false: return once "

@@ -41,6 +41,7 @@ __all__ = [
     "parse_names",
     "path_value",
     "recorded",
+    "switch",
     "texts_joined",
     "values",
     "whole_number",
@@ -125,6 +126,11 @@ def option(default: Any = None, **flag: Any) -> Any:
     """A dataclass field that is a flag (`Flag`'s attributes as keywords; `name` defaults to
     the field's name)."""
     return dataclasses.field(default=default, metadata={_FLAG: flag})
+
+
+def switch(default: bool, **flag: Any) -> Any:
+    """A `true|false` flag (`option` with the boolean parse and check)."""
+    return option(default, parse=parse_bool, accept=accept_bool, **flag)
 
 
 def group(cls: type) -> Any:

@@ -239,39 +239,13 @@ def typed_batch(
     for feature in features:
         if feature.name in converted:
             continue
-        column = batch.column(feature.name)
-        markers = tuple(feature.null_values or ())
-        first = bool(markers) and _markers_first(feature)
-        if first:
-            column, _ = _count_markers(column, feature, markers, found)
-        try:
-            converted[feature.name] = _convert(column, feature)
-            continue
-        except pa.ArrowInvalid:
-            pass
-        # A clean column never gets here: markers are looked for only when it fails.
-        count = 0
-        if markers and not first:
-            column, count = _count_markers(column, feature, markers, found)
-        if count:
-            try:
-                converted[feature.name] = _convert(column, feature)
-                continue
-            except pa.ArrowInvalid:
-                pass
-        found_bad = _bad_rows(column, feature)
-        if tokens and found_bad.bad and feature.dtype != "bytes":
-            # One-token markers first seen here are among the bad values (few: a dirty
-            # column's bad values are looked at, not all of its values again).
-            column, seen = _without_tokens_among(column, found_bad.bad)
-            if _counted(found, feature.name, seen):
-                found_bad = _bad_rows(column, feature)
-        if not found_bad.bad:
-            converted[feature.name] = found_bad.values
-            continue
-        failed[feature.name] = found_bad
-        for index, reason in found_bad.bad.items():
-            bad.setdefault(index, reason)
+        typed = _typed_column(batch.column(feature.name), feature, found, tokens)
+        if isinstance(typed, _Failed):
+            failed[feature.name] = typed
+            for index, reason in typed.bad.items():
+                bad.setdefault(index, reason)
+        else:
+            converted[feature.name] = typed
     names = [f.name for f in features]
     if not bad:
         return pa.RecordBatch.from_arrays([converted[n] for n in names], names), bad
@@ -282,6 +256,37 @@ def typed_batch(
         converted[n].filter(keep) if n in converted else _part(failed[n], keep) for n in names
     ]
     return pa.RecordBatch.from_arrays(columns, names), bad
+
+
+def _typed_column(
+    column: pa.Array, feature: FeatureSpec, found: Counter[tuple[str, str]], tokens: bool
+) -> pa.Array | _Failed:
+    """A column converted (its markers, and with `tokens` its one-token markers, null and
+    counted in `found`), or its bad rows and its good rows converted."""
+    markers = tuple(feature.null_values or ())
+    first = bool(markers) and _markers_first(feature)
+    if first:
+        column, _ = _count_markers(column, feature, markers, found)
+    try:
+        return _convert(column, feature)
+    except pa.ArrowInvalid:
+        pass
+    # A clean column never gets here: markers are looked for only when it fails.
+    if markers and not first:
+        column, count = _count_markers(column, feature, markers, found)
+        if count:
+            try:
+                return _convert(column, feature)
+            except pa.ArrowInvalid:
+                pass
+    failed = _bad_rows(column, feature)
+    if tokens and failed.bad and feature.dtype != "bytes" and not feature.logical_type:
+        # One-token markers first seen here are among the bad values (few: a dirty column's
+        # bad values are looked at, not all of its values again).
+        column, seen = _without_tokens_among(column, failed.bad)
+        if _counted(found, feature.name, seen):
+            failed = _bad_rows(column, feature)
+    return failed if failed.bad else failed.values
 
 
 def _without_tokens_among(column: pa.Array, bad: dict[int, str]) -> tuple[pa.Array, dict[str, int]]:

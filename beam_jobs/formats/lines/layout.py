@@ -156,20 +156,16 @@ class Dialect:
         "('' for none). Default: in columns of numbers, pandas' markers (NA, N/A, NULL, null, "
         "None, #N/A, <NA>, ...), recorded per feature; text columns keep them as text.",
     )
-    infer_null_values: bool = flags.option(
+    infer_null_values: bool = flags.switch(
         True,
-        parse=flags.parse_bool,
-        accept=flags.accept_bool,
         reading=True,
         metavar="true|false",
         help="CSV, without --null_values: in a column of numbers, a one-token cell that is "
         "no number (., -, --, ?, nil, n.a.) is a missing value, counted and recorded per "
         "feature (default true); false: such cells make a column text, or their rows bad rows.",
     )
-    units_row: bool = flags.option(
+    units_row: bool = flags.switch(
         True,
-        parse=flags.parse_bool,
-        accept=flags.accept_bool,
         reading=True,
         metavar="true|false",
         help="CSV: a line under the header that holds units (mm, kg, °C) in columns of numbers "
