@@ -48,6 +48,7 @@ __all__ = [
     "parse_stretch",
     "read_filled",
     "short_of",
+    "title_lines",
 ]
 
 unraisable.install()  # pyarrow's message about rows the readers handle themselves
