@@ -15,7 +15,7 @@ import enum
 import io
 import zlib
 from collections.abc import Iterator
-from typing import Any, BinaryIO, cast
+from typing import Any, BinaryIO
 
 from apache_beam.io.filesystem import CompressionTypes
 from apache_beam.io.filesystems import FileSystems
@@ -23,7 +23,7 @@ from apache_beam.io.filesystems import FileSystems
 from beam_jobs.core.errors import DataError
 from beam_jobs.core.inputs import InputFile
 from beam_jobs.core.paths import split_member
-from beam_jobs.formats.lines.line_ends import CrLines, with_lf
+from beam_jobs.formats.lines.line_ends import cr_only, opened_as_lf, with_lf
 from beam_jobs.formats.zip_members import member_size, open_member
 
 __all__ = [
@@ -299,13 +299,14 @@ class _DecompressedFile(io.RawIOBase):
 
 def open_input(path: str, compression: Codec | None = None, cr_lines: bool = False) -> BinaryIO:
     """Opens an input (local or gs://) for reading, decompressing on the fly when asked; with
-    `cr_lines` (a conversion of CR-only files), every CR reads as LF (`lines.line_ends`).
+    `cr_lines` (a conversion whose first file is CR-only), a CR-only file reads with LF
+    (`lines.line_ends`).
 
     A compressed stream that is cut short or damaged raises `DataError` naming the file when
     reading reaches the damage.
     """
     stream = _opened(path, compression)
-    return cast(BinaryIO, CrLines(stream)) if cr_lines else stream
+    return opened_as_lf(stream) if cr_lines else stream
 
 
 def _opened(path: str, compression: Codec | None) -> BinaryIO:
@@ -331,10 +332,12 @@ def read_head(
 ) -> Head:
     """Reads up to `num_bytes` bytes of a file's content (decompressed: memory stays bounded
     whatever the compression ratio); the ratio of stored to content bytes is measured on them.
-    With `cr_lines`, every CR reads as LF, as `open_input` reads it.
+    With `cr_lines`, a CR-only file's head reads with LF, as `open_input` reads it.
     """
     head = _read_head(f, num_bytes, compression)
-    return dataclasses.replace(head, content=with_lf(head.content)) if cr_lines else head
+    if cr_lines and cr_only(head.content):
+        return dataclasses.replace(head, content=with_lf(head.content))
+    return head
 
 
 def _read_head(f: InputFile, num_bytes: int, compression: Codec | None) -> Head:

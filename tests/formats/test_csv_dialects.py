@@ -311,6 +311,19 @@ def test_a_count_line_above_rows_without_a_header_is_skipped_in_a_file_alone(tmp
     )
 
 
+@pytest.mark.parametrize(
+    ("head", "names"),
+    [
+        (b'"a","b"\n"1",2,3\n"2",4,5\n', ("column_1", "a", "b")),
+        (b"a,b\n1,2,\n3,4,\n", ("a", "b", "column_3")),
+        (b"column_1,a\n1,2,3\n", ("column_1_", "column_1", "a")),  # no name taken twice
+        (b"a,b\n1,2,3\n4,5\n6,7\n", None),  # most rows agree with the header
+        (b",a,b\n1,2,3,4\n", None),  # a blank name: the header is not R's
+        (b"1,2\n1,2,3\n", None),  # no names: data
+        (b"a,b,c\n1,2,3\n", None),
+        (b"a,b\n", None),
+    ],
+)
 def test_complete_header_adds_a_name_only_when_the_rows_agree_on_one_field_more(head, names):
     from beam_jobs.formats.csv.header_fit import complete_header
 
@@ -600,3 +613,75 @@ def test_a_units_line_and_a_second_line_of_names_are_both_taken_out(tmp_path):
     assert (manifest.counts.records_written, manifest.counts.bad_records) == (500, 0)
     got = sorted((r["Name"].decode(), r["Vmp"], r["Pmp"]) for r in read_all(tmp_path / "out"))
     assert got == sorted((n, v, float(np.float32(p))) for n, v, p in rows)
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "sample,lead_ppm,zinc_ppm\nS1,<LOD,<LOD\nS2,5,3\nS3,7,2\nS4,9,4\nS5,<LOD,6\n",
+        "name,age,score\nAlice,unknown,\nBob,30,5\nCarol,40,6\nDan,50,7\n",
+        "name,,,\nalice,smith,NY,teacher\nbob,jones,LA,nurse\ncarol,wu,SF,pilot\ndave,li,NY,cook\n",
+        'id,name,v\n1,"Smith, J",1.5\n2,x,2.5\n3,y,3.5\n4,z,4.5\n',
+    ],
+)
+def test_a_first_row_of_data_is_never_taken_for_units_or_a_title(tmp_path, text):
+    # A unit that is also a value of its column below (`<LOD`), one word among numbers beside
+    # text (`Alice,unknown,`), a padded first line over rows of words: rows, every one.
+    path = tmp_path / "in.csv"
+    path.write_text(text)
+    manifest = convert([str(path)], tmp_path / "out", "--max_bad_fraction", "0.5")
+    rows = list(csv.reader(io.StringIO(text)))[1:]
+    assert manifest.counts.records_read == len(rows)
+    assert all(f.unit is None for f in manifest.features)
+
+
+def test_letters_of_any_script_are_no_one_token_marker_and_percent_is_a_unit(tmp_path):
+    # RE2's \w is ASCII: `É` was a "mark" and so a missing value. `%` is a unit.
+    path = tmp_path / "n.csv"
+    path.write_text("id,n\n" + "".join(f"{i},{i + 4}\n" for i in range(1, 10)) + "10,É\n")
+    manifest = convert([str(path)], tmp_path / "out")
+    assert manifest.feature("n").dtype == "bytes" and not manifest.counts.markers_seen
+    share = tmp_path / "share.csv"
+    share.write_text("country,share,growth\n,%,%\nA,10,1.5\nB,20,2.5\nC,30,3.5\nD,40,4.5\n")
+    manifest = convert([str(share)], tmp_path / "share_out")
+    assert [(f.dtype, f.unit) for f in manifest.features] == [
+        ("bytes", None), ("int64", "%"), ("float32", "%")
+    ]  # fmt: skip
+    assert (manifest.counts.records_written, manifest.counts.null_markers) == (4, {})
+
+
+def test_a_crlf_file_among_cr_only_ones_keeps_its_line_breaks(tmp_path):
+    # The first file is CR-only: each file's own head decides whether its CRs are line ends.
+    folder = tmp_path / "in"
+    folder.mkdir()
+    (folder / "a.csv").write_bytes(
+        b"id,name,v\r" + b"".join(f"{i},n{i},{i}.5\r".encode() for i in range(20))
+    )
+    buf = io.StringIO()
+    writer = csv.writer(buf, lineterminator="\r\n")
+    writer.writerows([["id", "name", "v"], [100, "multi\r\nline", 1.5], [101, "m", 2.5]])
+    (folder / "b.csv").write_bytes(buf.getvalue().encode())
+    manifest = convert([str(folder / "*.csv")], tmp_path / "out")
+    assert manifest.counts.records_written == 22
+    names = {r["id"]: r["name"] for r in read_all(tmp_path / "out")}
+    assert names[100] == b"multi\r\nline" and names[7] == b"n7"
+
+
+def test_a_later_file_may_quote_its_units_line_otherwise(tmp_path):
+    folder = tmp_path / "in"
+    folder.mkdir()
+    rows = "".join(f"p{i},{i},{i / 4}\n" for i in range(30))
+    (folder / "a.csv").write_text("part,length,weight\nid,mm,kg\n" + rows)
+    (folder / "b.csv").write_text('part,length,weight\nid,mm,"kg"\n' + rows)
+    manifest = convert([str(folder / "*.csv")], tmp_path / "out")
+    assert (manifest.counts.records_written, manifest.counts.bad_records) == (60, 0)
+
+
+def test_a_title_over_a_small_file_that_ends_in_a_short_line_is_still_a_title(tmp_path):
+    path = tmp_path / "log.csv"
+    path.write_text("Sensor log 2024\npart,length,weight\np1,10,1.5\np2,20,2.5\np3,30,3.5\n"
+                    "p4,40,4.5\nSource: lab\n")  # fmt: skip
+    manifest = convert([str(path)], tmp_path / "out")
+    assert [f.name for f in manifest.features] == ["part", "length", "weight"]
+    # `Source: lab` could be a row of the text column `part`: a short row, not a note.
+    assert (manifest.counts.records_read, manifest.counts.short_rows) == (5, {str(path): 1})

@@ -251,7 +251,7 @@ class CsvFormat(InputFormat):
         """Raises DataError when the lines a file skips as its heading are not the first
         file's: the header whose names the conversion completed, the header and units line."""
         if self.units is not None:
-            self.units.check(path, head, self.dialect.encoding)
+            self.units.check(path, head, self.dialect.encoding, self.dialect.delimiter or ",")
         if self.completed is not None:
             self._check_header(path, head)
 

@@ -12,11 +12,12 @@ so that `inspect --schema` reproduces them, and the cells they turned missing ar
 
 Exports also write a missing number as one short token pandas does not know: `.` (Stata, SAS,
 FRED), `-` and `--` (spreadsheets), `?`, `nil`, `n.a.`. Without `--null_values`, and unless
-`--infer_null_values false`, such a token (`is_token`: one to four marks, or one of a few words
-that mean "no value") is a missing value in a column of numbers, where inference finds it in
-the sample (a column mostly of numbers: `inference`) and where a writer finds it later (a
-number column's cell that is no number): counted by token (`value_counts`) and recorded with the
-feature's markers. A word of letters is no token (a grade `K` among `1, 2, 3` is a value).
+`--infer_null_values false`, such a token (`is_token`: one to four marks such as `.-?*#/:`,
+or one of a few words that mean "no value"; never a letter of any script, nor `%` or `$`) is
+a missing value in a column of numbers, where inference finds it in the sample (a column
+mostly of numbers: `inference`) and where a writer finds it later (a number column's cell
+that is no number): counted by token (`value_counts`) and recorded with the feature's
+markers. A word of letters is no token (a grade `K` among `1, 2, 3` is a value).
 """
 
 from __future__ import annotations
@@ -63,9 +64,11 @@ DEFAULT_MARKERS: tuple[str, ...] = (
 )
 
 
-# One to four marks (no letter, digit, space, comma or quote), or a word meaning "no value",
-# spaces around allowed (as numbers' are); for RE2 (pyarrow) and Python's `re` alike.
-TOKEN = r'(?i)^\s*([^\w\s,"]{1,4}|nil|none|null|na|n/a|n\.a\.?|nd|n\.d\.?|missing)\s*$'
+# One to four marks, or a word meaning "no value", spaces around allowed (as numbers' are); for
+# RE2 (pyarrow) and Python's `re` alike. The marks are listed, not "no letter or digit": RE2's
+# `\w` knows ASCII letters only (`É` would be a mark), and `%`, `$`, `°` are units, not values.
+_MARKS = "[.\\-\u2013\u2014?*#/:~_+!=|^&@<>()\\[\\]{}';\\\\]"  # en and em dashes too
+TOKEN = r"(?i)^\s*(" + _MARKS + r"{1,4}|nil|none|null|na|n/a|n\.a\.?|nd|n\.d\.?|missing)\s*$"
 
 
 def is_token(text: str) -> bool:

@@ -7,6 +7,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import io
+import logging
 import sys
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator
@@ -35,6 +36,8 @@ from beam_jobs.formats.csv.source import (
 from beam_jobs.formats.lines.layout import Dialect
 from beam_jobs.formats.lines.quotes import FILE_START, QuoteScanner
 from tfdata_reader.manifest import FeatureSpec
+
+_log = logging.getLogger(__name__)
 
 __all__ = ["CsvSource", "RangeStart", "RangeTally", "block_bytes", "read_range"]
 
@@ -509,8 +512,11 @@ class _RangeReader:
             self._f, self._end, self._source.delimiter, columns, fits
         ):
             return
-        self.short.drop_last(notes)
+        texts = self.short.drop_last(notes)
         self.notes = notes
+        # Their words are in no output: the log keeps them.
+        _log.warning("%s: %d line(s) after the last row taken as notes: %s", self._path,
+                     notes, "; ".join(repr(t[:200]) for t in texts[:5]))  # fmt: skip
 
     def count_into(self, tally: RangeTally) -> None:
         """Adds what this pass counted (the range's last pass: once per row or cell)."""

@@ -78,11 +78,15 @@ class ShortRows:
             k -= 1
         return len(self._held) - k
 
-    def drop_last(self, count: int) -> None:
-        """Leaves out the last `count` held rows (notes): not rows, not short rows."""
-        if count:
-            del self._held[-count:]
-            del self._numbers[-count:]
+    def drop_last(self, count: int) -> list[str]:
+        """Leaves out the last `count` held rows (notes: not rows, not short rows); their
+        texts."""
+        if not count:
+            return []
+        texts = [h.text for h in self._held[-count:]]
+        del self._held[-count:]
+        del self._numbers[-count:]
+        return texts
 
     def merged(self, raw: pa.RecordBatch | None, before: int) -> pa.RecordBatch | None:
         """`raw` (the range's well-formed rows from number `before` on; None: no more) with

@@ -28,6 +28,7 @@ from beam_jobs.formats.csv.markers import DEFAULT_MARKERS, column_markers
 from beam_jobs.formats.csv.notes import notes_start, number_columns_fit
 from beam_jobs.formats.csv.numbers import reads_as
 from beam_jobs.formats.lines.layout import Dialect
+from beam_jobs.formats.lines.line_ends import cr_only
 from beam_jobs.formats.lines.pieces import refuse_wide_text
 from beam_jobs.formats.lines.quotes import QuoteScanner, record_starts
 from beam_jobs.schema.type_notes import TypeNote, log_notes
@@ -196,6 +197,19 @@ def parse_sample(path: str, head: bytes, is_whole_file: bool, dialect: Dialect) 
     return _parse_head(path, head[: skipped + cut], True, dialect)
 
 
+def _no_header_line(path: str, head: bytes) -> DataError:
+    """The error for a head of a file with no line end in it."""
+    if cr_only(head):
+        return DataError(
+            f"{path}: its lines end in CR alone (old Mac line ends) and the first input's do "
+            "not: list it first (a conversion whose first file ends its lines so reads every "
+            "such file), or convert it apart"
+        )
+    return DataError(
+        f"{path}: no complete header line in the first {len(head)} bytes; is it a CSV file?"
+    )
+
+
 def _parse_head(path: str, head: bytes, is_whole_file: bool, dialect: Dialect) -> CsvSample:
     if not head.strip():
         raise DataError(f"{path}: the file is empty; a CSV input needs at least a header line")
@@ -209,9 +223,7 @@ def _parse_head(path: str, head: bytes, is_whole_file: bool, dialect: Dialect) -
     head = head[skipped:]
     starts = record_starts(head, delimiter=dialect.delimiter or ",")
     if starts.size == 0 and not is_whole_file:
-        raise DataError(
-            f"{path}: no complete header line in the first {len(head)} bytes; is it a CSV file?"
-        )
+        raise _no_header_line(path, head)
     end = len(head) if is_whole_file else int(starts[-1])
     parsed, table = _without_undecodable_rows(head[:end], starts, dialect)
     if is_whole_file and parsed and not parsed.endswith((b"\n", b"\r")):
@@ -332,6 +344,16 @@ class CountLine(DataError):
         self.lines, self.names = lines, names
 
 
+def _numbers_below(rows: list[list[str]], columns: int) -> bool:
+    """Whether some column of `rows` holds numbers only (and some): under a line of names,
+    rows of data, not more names (`name,,,` over `alice,smith,NY,teacher` is a header)."""
+    for c in range(columns):
+        cells = [row[c].strip() for row in rows if c < len(row) and row[c].strip()]
+        if cells and all(reads_as(cell, "float32") for cell in cells):
+            return True
+    return False
+
+
 def title_lines(path: str, head: bytes, dialect: Dialect) -> tuple[int, str]:
     """The lines above the header that are a report's title (every row would be a dead
     letter), and why: the first lines hold fewer fields than the rows after them, which agree,
@@ -356,18 +378,27 @@ def title_lines(path: str, head: bytes, dialect: Dialect) -> tuple[int, str]:
         return 0, ""  # the first line holds as many fields as those after it: the common case
     encoding = dialect.encoding or "utf-8"
     lines = [line.decode(encoding, "replace") for line in raw[:_TITLE_LINES_SEEN]]
-    read = list(csv.reader(lines, delimiter=dialect.delimiter or ","))
+    try:
+        read = list(csv.reader(lines, delimiter=dialect.delimiter or ","))
+    except csv.Error:  # a CR in a line (`old\rmac`): no title is told from such lines
+        return 0, ""
     at = [i for i, row in enumerate(read) if row]  # each line's number less one; not blanks
     counts = [len(read[i]) for i in at]
     if len(counts) < 3:
         return 0, ""
     rows, seen = collections.Counter(counts[1:]).most_common(1)[0]
-    if seen < _AGREEING * (len(counts) - 1):
+    # Lines of notes at the end of a small file (fewer fields) do not count against agreeing.
+    notes = next((k for k, n in enumerate(reversed(counts[1:])) if n >= rows), 0)
+    if seen < _AGREEING * (len(counts) - 1 - notes):
         return 0, ""
     where = f"{path}: line {dialect.skip_header_lines + 1}"
     if padded and counts[0] == rows:
         names = [f.strip() for f in read[at[1]]]
-        if all(names) and not any(reads_as(n, "float32") for n in names):
+        if (
+            all(names)
+            and not any(reads_as(n, "float32") for n in names)
+            and _numbers_below([read[i] for i in at[2:]], rows)
+        ):
             filled = sum(1 for f in read[at[0]] if f.strip())
             return at[1], f"{where} fills {filled} of its {rows} fields, over a line of names"
         return 0, ""

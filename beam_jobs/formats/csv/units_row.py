@@ -12,7 +12,9 @@ other sampled values, at least three, are numbers or missing-value markers by in
 share) unit-like text (a
 letter, `%` or `°`; not a marker: `?` is none), and in at least half of the number columns
 unit-like text or nothing (so that a row of data with one bad value among numbers is still a
-row, a bad one), and no cell longer than a unit. Every file, sampled or not, must then start
+row, a bad one), in two such columns unless the line holds nothing else (`,,V` is a units
+line, `Alice,unknown,` a row), no unit that is also a value of its column below (`<LOD`),
+and no cell longer than a unit. Every file, sampled or not, must then start
 with the same header and units lines (`UnitsRow.check`), as its first two lines are skipped.
 """
 
@@ -38,6 +40,7 @@ __all__ = ["UnitsRow", "find_units_row", "find_units_rows", "line_of", "may_be_u
 _LEAST_VALUES = 3  # other values of a number column
 _LONGEST_UNIT = 40  # characters: a longer cell is data, not a unit
 _MOST_LINES = 2  # a units line, and a second line of names under it
+_LEAST_WORDED = 2  # number columns with a unit, unless the line holds nothing else
 
 _UNIT_LIKE = re.compile(r"[^\W\d_]|[%°µ‰]")
 
@@ -80,7 +83,7 @@ class UnitsRow:
         more = f", and {len(self.units) - 6} more" if len(self.units) > 6 else ""
         return f"{shown}{more}"
 
-    def check(self, path: str, head: bytes, encoding: str) -> None:
+    def check(self, path: str, head: bytes, encoding: str, delimiter: str) -> None:
         """Raises DataError when a file's header and units lines (the last it skips, through
         line `number`) are not the first file's."""
         first = self.header_number
@@ -89,13 +92,21 @@ class UnitsRow:
         ]
         for number, what, want in expected:
             found = line_of(head, number, encoding) or b""
-            if found != want:
+            if found != want and _cells(found, delimiter) != _cells(want, delimiter):
                 raise DataError(
                     f"{path}: line {number} {found[:200]!r} is not the {what} of {self.path} "
                     f"({want[:200]!r}), whose line {self.number} holds the columns' units and "
                     "is taken out of every file; convert such files apart, or read that line "
                     "as data in all (--units_row false)"
                 )
+
+
+def _cells(line: bytes, delimiter: str) -> list[str]:
+    """A line's cells as Python's csv module reads them (`id,mm,"kg"` is `id,mm,kg`)."""
+    try:
+        return next(csv.reader([line.decode("utf-8", "replace")], delimiter=delimiter), [])
+    except csv.Error:
+        return [line.decode("utf-8", "replace")]
 
 
 def line_of(head: bytes, number: int, encoding: str) -> bytes | None:
@@ -162,6 +173,12 @@ def find_units_row(sample: CsvSample) -> dict[str, str] | None:
     blank = [i for i in numeric if i not in present]
     if not worded or 2 * (len(worded) + len(blank)) < len(numeric):
         return None
+    if len(worded) < _LEAST_WORDED and set(present) - set(worded):
+        return None  # one word among numbers beside text (`Alice,unknown,`): a row of data
+    for i in worded:  # a unit is no value of its column (`<LOD` again below: data)
+        below = texts.column(i).slice(1)
+        if pc.any(pc.equal(below, pa.scalar(first[i], below.type))).as_py():
+            return None
     return {sample.column_names[i]: first[i].strip() for i in present}
 
 

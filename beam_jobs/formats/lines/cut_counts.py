@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Iterable, Iterator, Mapping, Sequence
-from typing import BinaryIO, NoReturn, cast
+from typing import BinaryIO, NoReturn
 
 import numpy as np
 from apache_beam.io.filesystem import CompressionTypes
@@ -20,7 +20,7 @@ from apache_beam.io.filesystems import FileSystems
 
 from beam_jobs.core.errors import DataError, raised_for_launcher
 from beam_jobs.core.inputs import Stamp, reading_input
-from beam_jobs.formats.lines.line_ends import CrLines
+from beam_jobs.formats.lines.line_ends import opened_as_lf
 from beam_jobs.formats.lines.quotes import QUOTE, QuoteEffect, QuoteScanner
 
 __all__ = [
@@ -151,7 +151,7 @@ def _count(segment: Segment) -> Counted:
     newlines = 0
     opened = FileSystems.open(segment.path, compression_type=CompressionTypes.UNCOMPRESSED)
     if segment.counting.cr_lines:
-        opened = cast(BinaryIO, CrLines(opened))
+        opened = opened_as_lf(opened)
     with opened as f:
         scanner = None
         counting = segment.counting

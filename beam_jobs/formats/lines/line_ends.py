@@ -4,19 +4,20 @@ but everything here that finds records, cuts files and counts lines looks for LF
 such a file past the sample size had "no complete header line".
 
 The translation is byte for byte (`CR -> LF`), so offsets, sizes, cuts and seek points are the
-file's own. The first file decides for a conversion, as it decides the delimiter: when its
-first 64 KiB hold a CR and no LF, every file is read so (`open_input(..., cr_lines=True)`, the
-counts before each cut and the bad rows' line numbers alike: `Counting.cr_lines`). A CR inside
-a quoted value of such a file (its line break) reads as LF; a CRLF file among them reads with
-a blank line after each line, which is no record (a file of one column aside).
+file's own. A file is CR-only when its first 64 KiB hold a CR and no LF. The first file decides
+whether a conversion looks (`open_input(..., cr_lines=True)`, the counts before each cut and
+the bad rows' line numbers alike: `Counting.cr_lines`): when it is CR-only, every open of a
+file looks at that file's first bytes and translates it when it is CR-only too (a CRLF file
+among them is read as it is); else no open pays the look. A CR inside a quoted value of a
+CR-only file (its line break) reads as LF.
 """
 
 from __future__ import annotations
 
 import io
-from typing import BinaryIO
+from typing import BinaryIO, cast
 
-__all__ = ["CrLines", "cr_only", "with_lf"]
+__all__ = ["CrLines", "cr_only", "opened_as_lf", "with_lf"]
 
 _LOOKED_AT = 64 << 10
 _CR_TO_LF = bytes.maketrans(b"\r", b"\n")
@@ -66,3 +67,15 @@ class CrLines(io.BufferedIOBase):
     def close(self) -> None:
         self._inner.close()
         super().close()
+
+
+def opened_as_lf(stream: BinaryIO) -> BinaryIO:
+    """`stream` (just opened, at its start), read as `CrLines` when its file's first bytes end
+    their lines in CR alone; else as it is (a CRLF file among CR-only ones keeps its CRs)."""
+    peek = getattr(stream, "peek", None)
+    if peek is not None:
+        head = peek(_LOOKED_AT)
+    else:
+        head = stream.read(_LOOKED_AT)
+        stream.seek(0)
+    return cast(BinaryIO, CrLines(stream)) if cr_only(head) else stream
