@@ -113,10 +113,10 @@ def test_the_manifests_options_keep_their_keys():
     config = ConvertConfig.from_flags({"input": "a.csv", "output": "o", "run_date": "2026-01-02"})
     assert list(config.to_json()) == [
         "inputs", "output", "format", "delimiter", "column_names", "skip_header_lines",
-        "encoding", "null_values", "schema", "labels", "splits", "split_key", "columns", "renames",
-        "label", "target_shard_bytes", "num_shards", "compression", "compression_level",
-        "shard_prefix", "order", "shuffle_seed", "max_bad_fraction", "sample_bytes",
-        "max_record_bytes",
+        "encoding", "null_values", "infer_null_values", "units_row", "schema", "labels",
+        "splits", "split_key", "columns", "renames", "label", "target_shard_bytes",
+        "num_shards", "compression", "compression_level", "shard_prefix", "order",
+        "shuffle_seed", "max_bad_fraction", "sample_bytes", "max_record_bytes",
     ]  # fmt: skip
 
 

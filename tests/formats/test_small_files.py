@@ -126,8 +126,8 @@ def test_many_small_files_convert_as_when_read_one_by_one(tmp_path, monkeypatch)
     outcomes = []
     read_joined = small_files.read_joined
 
-    def spy(pieces, source, markers):
-        got = read_joined(pieces, source, markers)
+    def spy(pieces, source, markers, crs=False):
+        got = read_joined(pieces, source, markers, crs)
         outcomes.append((len(pieces), got is not None))
         return got
 

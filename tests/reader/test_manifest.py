@@ -191,6 +191,7 @@ def test_an_edited_manifest_no_longer_matches_its_fingerprint():
         FeatureSpec("b", "float32", [3], nullable=True),
         FeatureSpec("c", "bytes", None, null_values=["NA", ""]),
         FeatureSpec("d", "int64", [], logical_type="date32[day]", null_values=[]),
+        FeatureSpec("e", "float32", [], null_values=["."], unit="kg"),
     ],
 )
 def test_a_feature_s_json_holds_every_field_that_is_set(feature):
@@ -198,7 +199,7 @@ def test_a_feature_s_json_holds_every_field_that_is_set(feature):
     expected = {
         k: v
         for k, v in dataclasses.asdict(feature).items()
-        if v is not None or k not in ("logical_type", "null_values")
+        if v is not None or k not in ("logical_type", "null_values", "unit")
     }
     obj = feature.to_json()
     assert obj == expected and list(obj) == list(expected)
