@@ -27,13 +27,12 @@ from beam_jobs.formats.csv.dialect import detect_delimiter, skip_lines
 from beam_jobs.formats.csv.header_fit import CompletedHeader, complete_header, without_bom
 from beam_jobs.formats.csv.ranges import CsvSource, RangeStart, RangeTally, read_range
 from beam_jobs.formats.csv.source import (
-    CountLine,
     CsvSample,
     infer_features,
     parse_sample,
     parse_stretch,
-    title_lines,
 )
+from beam_jobs.formats.csv.titles import CountLine, title_lines
 from beam_jobs.formats.csv.units_row import UnitsRow, find_units_rows, line_of, may_be_units
 from beam_jobs.formats.lines.cut_counts import Counting, CutCounts
 from beam_jobs.formats.lines.layout import Dialect
