@@ -24,7 +24,7 @@ from beam_jobs.formats.base import InputFormat, OnBadRow, PieceReport, ReadSetti
 from beam_jobs.formats.compressed import Head, compression_of, open_input, read_head
 from beam_jobs.formats.csv import record_starts, small_files
 from beam_jobs.formats.csv.dialect import detect_delimiter, skip_lines
-from beam_jobs.formats.csv.header_fit import CompletedHeader, complete_header, without_bom
+from beam_jobs.formats.csv.header_fit import CompletedHeader, complete_header
 from beam_jobs.formats.csv.ranges import CsvSource, RangeStart, RangeTally, read_range
 from beam_jobs.formats.csv.source import (
     CsvSample,
@@ -151,7 +151,6 @@ class CsvFormat(InputFormat):
     dialect: Dialect = Dialect(",")
     detected: bool = False
     completed: CompletedHeader | None = None
-    files: int = 1  # input files listed
     units: UnitsRow | None = None  # the units line under the header, skipped in every file
     cr_lines: bool = False  # the first file's lines end in CR alone: read all as LF
 
@@ -206,7 +205,6 @@ class CsvFormat(InputFormat):
             dialect,
             detected,
             completed,
-            len(files),
             units,
             cr_lines,
         )
@@ -259,11 +257,7 @@ class CsvFormat(InputFormat):
         the first file's, whose names the conversion completed."""
         assert self.completed is not None
         lines = self.dialect.skip_header_lines - (len(self.units.lines) if self.units else 0)
-        start = skip_lines(head, lines - 1) or 0
-        end = skip_lines(head, lines)
-        line = head[start : len(head) if end is None else end].rstrip(b"\r\n")
-        if start == 0:
-            line = without_bom(line, self.dialect.encoding)
+        line = line_of(head, lines, self.dialect.encoding) or b""
         if line != self.completed.line:
             raise DataError(
                 f"{path}: header {line[:200]!r} differs from the first file's "

@@ -12,7 +12,7 @@ so that `inspect --schema` reproduces them, and the cells they turned missing ar
 
 Exports also write a missing number as one short token pandas does not know: `.` (Stata, SAS,
 FRED), `-` and `--` (spreadsheets), `?`, `nil`, `n.a.`. Without `--null_values`, and unless
-`--infer_null_values false`, such a token (`is_token`: one to four marks such as `.-?*#/:`,
+`--infer_null_values false`, such a token (`TOKEN`: one to four marks such as `.-?*#/:`,
 or one of a few words that mean "no value"; never a letter of any script, nor `%` or `$`) is
 a missing value in a column of numbers, where inference finds it in the sample (a column
 mostly of numbers: `inference`) and where a writer finds it later (a number column's cell
@@ -23,7 +23,6 @@ markers. A word of letters is no token (a grade `K` among `1, 2, 3` is a value).
 from __future__ import annotations
 
 import functools
-import re
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -34,7 +33,6 @@ __all__ = [
     "DEFAULT_MARKERS",
     "TOKEN",
     "column_markers",
-    "is_token",
     "readable_as",
     "value_counts",
     "without_markers",
@@ -69,11 +67,6 @@ DEFAULT_MARKERS: tuple[str, ...] = (
 # `\w` knows ASCII letters only (`É` would be a mark), and `%`, `$`, `°` are units, not values.
 _MARKS = "[.\\-\u2013\u2014?*#/:~_+!=|^&@<>()\\[\\]{}';\\\\]"  # en and em dashes too
 TOKEN = r"(?i)^\s*(" + _MARKS + r"{1,4}|nil|none|null|na|n/a|n\.a\.?|nd|n\.d\.?|missing)\s*$"
-
-
-def is_token(text: str) -> bool:
-    """Whether `text` is a one-token missing value (`.`, `-`, `--`, `?`, `nil`), by `TOKEN`."""
-    return re.match(TOKEN, text) is not None and not reads_as(text, "float32")
 
 
 def value_counts(cells: pa.Array) -> dict[str, int]:

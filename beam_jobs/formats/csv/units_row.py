@@ -9,13 +9,13 @@ The rule, on the first file's head (it decides, like the delimiter): the header'
 no number (a header of one, `703165,SAND POINT,AK`, may be a line above the real one), the
 first row under the header holds no number, and in at least one number column (one whose
 other sampled values, at least three, are numbers or missing-value markers by inference's
-share) unit-like text (a
-letter, `%` or `°`; not a marker: `?` is none), and in at least half of the number columns
-unit-like text or nothing (so that a row of data with one bad value among numbers is still a
-row, a bad one), in two such columns unless the line holds nothing else (`,,V` is a units
-line, `Alice,unknown,` a row), no unit that is also a value of its column below (`<LOD`),
-and no cell longer than a unit. Every file, sampled or not, must then start
-with the same header and units lines (`UnitsRow.check`), as its first two lines are skipped.
+share) unit-like text (a letter, `%` or `°`; not a marker: `?` is none), and in at least
+half of the number columns unit-like text or nothing (so that a row of data with one bad
+value among numbers is still a row, a bad one), in two such columns unless the line holds
+nothing else (`,,V` is a units line, `Alice,unknown,` a row), no unit that is also a value
+of its column below (`<LOD`), and no cell longer than a unit. Every file, sampled or not,
+must then start with the same header and units lines (`UnitsRow.check`), as they are
+skipped.
 """
 
 from __future__ import annotations
