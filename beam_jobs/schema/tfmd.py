@@ -24,7 +24,8 @@ in the data, so `--schema` leaves them to inference like any feature it does not
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from typing import Any
 
 from tfdata_reader.manifest import FeatureSpec, ManifestError
 
@@ -128,37 +129,40 @@ def _shape(feature, source: str) -> tuple[list[int] | None, bool]:
     return None, True
 
 
+def _tagged(feature, source: str, prefix: str, what: str, valid: Callable[[Any], bool]) -> Any:
+    """The JSON value an annotation tag of ours holds after `prefix` (None: no such tag).
+
+    Raises:
+      ManifestError: naming the file, feature and tag, when the value is not `valid` (`what`).
+    """
+    for tag in feature.annotation.tag:
+        if tag.startswith(prefix):
+            try:
+                value = json.loads(tag.removeprefix(prefix))
+            except ValueError:
+                value = None
+            if not valid(value):
+                raise ManifestError(
+                    f"{source}: feature {feature.name!r}: the tag {tag!r} does not hold {what}"
+                )
+            return value
+    return None
+
+
 def _markers(feature, source: str) -> list[str] | None:
     """The missing-value markers an annotation tag of ours lists (None: none)."""
-    for tag in feature.annotation.tag:
-        if tag.startswith(_MARKERS_TAG):
-            try:
-                markers = json.loads(tag.removeprefix(_MARKERS_TAG))
-            except ValueError:
-                markers = None
-            if not isinstance(markers, list) or not all(isinstance(m, str) for m in markers):
-                raise ManifestError(
-                    f"{source}: feature {feature.name!r}: the tag {tag!r} does not hold a JSON "
-                    "list of texts"
-                )
-            return markers
-    return None
+    return _tagged(
+        feature,
+        source,
+        _MARKERS_TAG,
+        "a JSON list of texts",
+        lambda v: isinstance(v, list) and all(isinstance(m, str) for m in v),
+    )
 
 
 def _unit(feature, source: str) -> str | None:
     """The unit an annotation tag of ours names (None: none)."""
-    for tag in feature.annotation.tag:
-        if tag.startswith(_UNIT_TAG):
-            try:
-                unit = json.loads(tag.removeprefix(_UNIT_TAG))
-            except ValueError:
-                unit = None
-            if not isinstance(unit, str):
-                raise ManifestError(
-                    f"{source}: feature {feature.name!r}: the tag {tag!r} does not hold a JSON text"
-                )
-            return unit
-    return None
+    return _tagged(feature, source, _UNIT_TAG, "a JSON text", lambda v: isinstance(v, str))
 
 
 def schema_from_pbtxt(text: str | bytes, source: str = "schema") -> list[FeatureSpec]:

@@ -126,8 +126,8 @@ def test_many_small_files_convert_as_when_read_one_by_one(tmp_path, monkeypatch)
     outcomes = []
     read_joined = small_files.read_joined
 
-    def spy(pieces, source, markers, crs=False):
-        got = read_joined(pieces, source, markers, crs)
+    def spy(pieces, source, markers, cr_lines=False):
+        got = read_joined(pieces, source, markers, cr_lines)
         outcomes.append((len(pieces), got is not None))
         return got
 

@@ -117,18 +117,21 @@ def read_joined(
     pieces: Sequence[Piece],
     source: Callable[[str], CsvSource],
     tally: RangeTally,
-    crs: bool = False,
+    cr_lines: bool = False,
 ) -> list[tuple[Piece, pa.RecordBatch]] | None:
     """Each file's rows (files without rows left out), read in one parse; None when the group
     does not read clean and must be read file by file. `source`: the CsvSource of a path;
-    `crs`: every CR reads as LF (`lines.line_ends`).
+    `cr_lines`: CR-only files read with LF (`lines.line_ends`).
 
     Raises:
       DataError: a file that is gone or changed since it was listed (as reading it alone).
     """
     files: list[_File] = []
     for piece in pieces:
-        with reading_input(piece.path, piece.stamp), open_input(piece.path, cr_lines=crs) as stream:
+        with (
+            reading_input(piece.path, piece.stamp),
+            open_input(piece.path, cr_lines=cr_lines) as stream,
+        ):
             data = stream.read()
         joined = _split(piece, data, source(piece.path))
         if joined is None or joined.header != (files[0].header if files else joined.header):
@@ -143,10 +146,9 @@ def read_joined(
     except (DataError, pa.ArrowException, ValueError):  # said again when read one by one
         return None
     rows = sum(b.num_rows for b in batches)
-    if bad or found.short_rows or found.notes_lines or rows != sum(f.records for f in files):
+    miscounted = rows != sum(f.records for f in files)
+    if bad or found.short_rows or found.notes_lines or miscounted or not batches:
         # Said again when read one by one, where short rows are counted by their file.
-        return None
-    if not batches:
         return None
     table = pa.Table.from_batches(batches).combine_chunks()
     dealt, offset = [], 0
