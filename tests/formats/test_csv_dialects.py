@@ -685,3 +685,25 @@ def test_a_title_over_a_small_file_that_ends_in_a_short_line_is_still_a_title(tm
     assert [f.name for f in manifest.features] == ["part", "length", "weight"]
     # `Source: lab` could be a row of the text column `part`: a short row, not a note.
     assert (manifest.counts.records_read, manifest.counts.short_rows) == (5, {str(path): 1})
+
+
+def test_a_large_cr_only_file_after_an_lf_first_file_names_its_line_ends(tmp_path):
+    # The first file (by name) decides whether files are looked at for CR line ends: a large
+    # CR-only file after an LF one is refused, and converting it apart, as the message says,
+    # reads it exactly.
+    folder = tmp_path / "in"
+    folder.mkdir()
+    (folder / "a.csv").write_text("id,v\n" + "".join(f"{i},{i}.5\n" for i in range(50)))
+    rows = [(i, f"{i}.5") for i in range(100, 150_000)]
+    (folder / "b.csv").write_bytes(b"id,v\r" + "".join(f"{i},{v}\r" for i, v in rows).encode())
+    with pytest.raises(DataError) as raised:
+        convert([str(folder / "*.csv")], tmp_path / "both")
+    assert str(raised.value) == (
+        f"{folder / 'b.csv'}: its lines end in CR alone (old Mac line ends) and the "
+        "conversion's first file's (by name) do not: convert the files with CR line ends apart "
+        "(a conversion whose first file ends its lines so reads every such file)"
+    )
+    manifest = convert([str(folder / "b.csv")], tmp_path / "apart")
+    assert (manifest.counts.records_written, manifest.counts.bad_records) == (len(rows), 0)
+    got = sorted((r["id"], r["v"]) for r in read_all(tmp_path / "apart"))
+    assert got == [(i, float(np.float32(v))) for i, v in rows]

@@ -197,9 +197,9 @@ def _no_header_line(path: str, head: bytes) -> DataError:
     """The error for a head of a file with no line end in it."""
     if cr_only(head):
         return DataError(
-            f"{path}: its lines end in CR alone (old Mac line ends) and the first input's do "
-            "not: list it first (a conversion whose first file ends its lines so reads every "
-            "such file), or convert it apart"
+            f"{path}: its lines end in CR alone (old Mac line ends) and the conversion's first "
+            "file's (by name) do not: convert the files with CR line ends apart (a conversion "
+            "whose first file ends its lines so reads every such file)"
         )
     return DataError(
         f"{path}: no complete header line in the first {len(head)} bytes; is it a CSV file?"
