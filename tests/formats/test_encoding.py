@@ -4,11 +4,15 @@ header that is not UTF-8 without it is a data error naming the flag (not a trace
 from __future__ import annotations
 
 import csv
+from collections import Counter
 
+import pyarrow as pa
 import pytest
 from support.datasets import convert, read_all
 
 from beam_jobs.core.errors import DataError, UsageError
+from beam_jobs.formats.csv.casting import typed_batch
+from tfdata_reader.manifest import FeatureSpec
 
 
 def _latin1_csv(path) -> list[dict]:
@@ -127,3 +131,17 @@ def test_the_encoding_hint_names_only_encodings_that_read_the_bytes_and_shows_wh
         "not UTF-8 text; pass --encoding with the file's encoding (--encoding shift_jis reads "
         "'日本語のテキスト {i}'"
     )
+
+
+def test_only_the_text_values_that_are_not_utf8_are_bad_rows_each_looked_at_alone():
+    # A UTF-8 'é' cut between two values is bad in both (each value is decoded alone); the
+    # values past ASCII that are UTF-8 stay; a null and an empty value are good.
+    values = [b"a\xc3", b"\xa9b", "José".encode(), b"Jos\xe9", None, b"", "中文".encode(), b"x"]
+    batch = pa.RecordBatch.from_arrays([pa.array(values, pa.binary())], ["name"])
+    sliced = pa.concat_batches([batch, batch]).slice(len(values) - 1, len(values) + 1)
+    got, bad = typed_batch(batch, [FeatureSpec("name", "bytes")], Counter())
+    assert sorted(bad) == [0, 1, 3]
+    assert got.column(0).to_pylist() == ["José", None, "", "中文", "x"]
+    got, bad = typed_batch(sliced, [FeatureSpec("name", "bytes")], Counter())
+    assert sorted(bad) == [1, 2, 4]  # a slice keeps its own row numbers
+    assert got.column(0).to_pylist() == ["x", "José", None, "", "中文", "x"]
