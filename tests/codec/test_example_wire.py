@@ -36,16 +36,21 @@ _VALUES = {
 
 
 @st.composite
-def _columns(draw):
+def _columns(draw, min_names=1, max_names=5, lists=True):
     """A feature spec (names, dtypes, scalar or list) and rows of values, None for a null."""
-    names = draw(st.lists(st.text(min_size=1, max_size=8), min_size=1, max_size=5, unique=True))
+    names = draw(
+        st.lists(st.text(min_size=1, max_size=8), min_size=min_names, max_size=max_names,
+                 unique=True)
+    )  # fmt: skip
     rows = draw(st.integers(0, 12))
     columns = []
     for name in names:
         dtype = draw(st.sampled_from(list(_VALUES)))
-        is_list = draw(st.booleans())
+        is_list = lists and draw(st.booleans())
         value = st.lists(_VALUES[dtype], max_size=6) if is_list else _VALUES[dtype]
-        data = draw(st.lists(st.one_of(st.none(), value), min_size=rows, max_size=rows))
+        nulls = draw(st.booleans())  # a column without nulls, or with some
+        cell = st.one_of(st.none(), value) if nulls else value
+        data = draw(st.lists(cell, min_size=rows, max_size=rows))
         columns.append((name, dtype, is_list, data))
     return columns
 
@@ -92,6 +97,16 @@ def _same_float32(a: float, b: float) -> bool:
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(_columns())
 def test_examples_are_protobufs_bytes_with_features_in_spec_order(columns):
+    features, batch = _batch(columns)
+    encoded = ExampleEncoder(features).encode(batch)
+    assert encoded == [_protobuf_example(columns, row) for row in range(batch.num_rows)]
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(_columns(min_names=8, max_names=30, lists=False))
+def test_many_features_of_one_value_or_none_a_row_are_protobufs_bytes(columns):
+    # Written all at once as cells (short runs of numbers without nulls among them); a run of
+    # four or more numbers without nulls as a block; a row's Example is its cells end to end.
     features, batch = _batch(columns)
     encoded = ExampleEncoder(features).encode(batch)
     assert encoded == [_protobuf_example(columns, row) for row in range(batch.num_rows)]
