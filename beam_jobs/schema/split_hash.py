@@ -52,37 +52,38 @@ def _column_hashes(column: pa.Array) -> np.ndarray:
     return hash_array(values, categorize=False)
 
 
-def float_texts(numbers: np.ndarray) -> list[str]:
-    """`str()` of each number, as Python writes it (the text pandas hashes).
+def float_texts(numbers: np.ndarray) -> list[bytes]:
+    """`str()` of each float64 number, as Python writes it, in ASCII bytes (the text pandas
+    hashes: it hashes a text's UTF-8 bytes, and bytes as they are, so giving it bytes skips
+    an encoding pass).
 
     Python takes about 550 ns a number; orjson writes the same digits (both the shortest
-    that read back exactly) in 110 ns, in the same form between 1e-4 and 1e16 (checked on
-    6 million numbers of every magnitude), where most data lies. Numbers outside that range,
-    and a sample of those inside, are written by Python; a sample that differs (another
-    orjson) makes the whole batch Python's.
+    that read back exactly) in about 25 ns from the array, in the same form between 1e-4 and
+    1e16 (checked on 6 million numbers of every magnitude), where most data lies. Numbers
+    outside that range, and a sample of those inside, are written by Python; a sample that
+    differs (another orjson) makes the whole batch Python's.
     """
-    values = numbers.tolist()
-    texts = _orjson_texts(values)
+    texts = _orjson_texts(numbers)
     if texts is None:
-        return list(map(repr, values))
+        return [repr(v).encode() for v in numbers.tolist()]
     magnitude = np.abs(numbers)
     with np.errstate(invalid="ignore"):
         usual = ((magnitude >= 1e-4) & (magnitude < 1e16)) | (numbers == 0)
     for i in np.flatnonzero(~usual).tolist():  # NaN and infinities too (orjson: null)
-        texts[i] = repr(values[i])
-    for i in np.flatnonzero(usual)[:: max(1, len(values) // _CHECKED)].tolist():
-        if texts[i] != repr(values[i]):
-            return list(map(repr, values))
+        texts[i] = repr(float(numbers[i])).encode()
+    for i in np.flatnonzero(usual)[:: max(1, len(numbers) // _CHECKED)].tolist():
+        if texts[i] != repr(float(numbers[i])).encode():
+            return [repr(v).encode() for v in numbers.tolist()]
     return texts
 
 
-def _orjson_texts(values: list[float]) -> list[str] | None:
+def _orjson_texts(numbers: np.ndarray) -> list[bytes] | None:
     try:
         import orjson
     except ImportError:
         return None
-    texts = orjson.dumps(values).decode("ascii")[1:-1].split(",")
-    return texts if len(texts) == len(values) else None
+    texts = orjson.dumps(numbers, option=orjson.OPT_SERIALIZE_NUMPY)[1:-1].split(b",")
+    return texts if len(texts) == len(numbers) else None
 
 
 def row_hashes(batch: pa.RecordBatch, columns: Sequence[str]) -> np.ndarray:

@@ -80,7 +80,7 @@ def test_float_hashes_are_pandas_hashes_of_the_numbers_as_objects(values, dtype)
     assert np.array_equal(_column_hashes(column), expected)
 
 
-@pytest.mark.parametrize("other", [None, lambda values: [f"{v:.17g}" for v in values]])
+@pytest.mark.parametrize("other", [None, lambda numbers: [b"%.17g" % v for v in numbers]])
 def test_float_texts_are_pythons_without_orjson_or_with_one_that_writes_otherwise(
     monkeypatch, other
 ):
@@ -88,7 +88,7 @@ def test_float_texts_are_pythons_without_orjson_or_with_one_that_writes_otherwis
 
     numbers = np.random.default_rng(5).normal(size=5000) * 1e3
     monkeypatch.setattr(split_hash, "_orjson_texts", lambda values: other and other(values))
-    assert split_hash.float_texts(numbers) == [repr(v) for v in numbers.tolist()]
+    assert split_hash.float_texts(numbers) == [repr(v).encode() for v in numbers.tolist()]
 
 
 def _split_ids(out, manifest, compression="none") -> dict[str, list[int]]:
