@@ -67,6 +67,41 @@ def _clean(folder: pathlib.Path, dirty: pathlib.Path) -> None:
     pcsv.write_csv(clean, str(folder / "clean.csv"))
 
 
+def _mixed_columns(folder: pathlib.Path, rng: np.random.Generator) -> None:
+    """400 rows of 3,000 columns: integers, floats and words in turn at random, 5% empty."""
+    rows, columns = 400, 3000
+    table = {}
+    for j, kind in enumerate(rng.integers(0, 3, columns)):
+        if kind == 0:
+            values = rng.integers(-1000, 100_000, rows).astype(str)
+        elif kind == 1:
+            values = rng.normal(size=rows).round(4).astype(str)
+        else:
+            values = np.char.add("w", rng.integers(0, 500, rows).astype(str))
+        table[f"c{j}"] = pa.array(values.tolist(), mask=rng.random(rows) < 0.05)
+    folder.mkdir()
+    pcsv.write_csv(pa.table(table), str(folder / "data.csv"))
+
+
+def _mixed_rows(clean: pathlib.Path, latin: pathlib.Path, rng: np.random.Generator) -> None:
+    """150,000 rows of mixed columns, and the same rows with 1% of names written in Latin-1 in
+    the UTF-8 file (`José` as one byte 0xE9: bad rows, a dead letter each), past the sample."""
+    n = 150_000
+    names = np.array(["alice", "bob", "carol", "dave", "erin"])[rng.integers(0, 5, n)]
+    bad = rng.random(n) < 0.01
+    bad[:5000] = False
+    columns = [np.arange(n).astype(str), names, rng.integers(0, 1000, n).astype(str),
+               rng.normal(size=n).round(3).astype(str),
+               np.array(["paris", "rome", "oslo"])[rng.integers(0, 3, n)]]  # fmt: skip
+    for folder, damaged in ((clean, False), (latin, True)):
+        columns[1] = np.where(bad, "Jos\xe9", names) if damaged else names
+        folder.mkdir()
+        with open(folder / "data.csv", "wb") as f:
+            f.write(b"id,name,qty,price,city\n")
+            for row in zip(*columns, strict=True):
+                f.write(",".join(row).encode("latin-1") + b"\n")
+
+
 def _many_and_one(many: pathlib.Path, one: pathlib.Path) -> None:
     """4,000 small files, and the same rows in one file."""
     for k in range(4000):
@@ -76,6 +111,13 @@ def _many_and_one(many: pathlib.Path, one: pathlib.Path) -> None:
         for k in range(4000):
             data = (many / f"part-{k:04d}.csv").read_bytes()
             f.write(data if k == 0 else data[data.index(b"\n") + 1 :])
+
+
+def _issue51_inputs(work: pathlib.Path, rng: np.random.Generator) -> None:
+    if not (work / "mixed3000").exists():
+        _mixed_columns(work / "mixed3000", rng)
+    if not (work / "latin").exists():
+        _mixed_rows(work / "mixed_clean", work / "latin", rng)
 
 
 def _inputs(work: pathlib.Path) -> dict[str, tuple[str, list[str]]]:
@@ -103,6 +145,7 @@ def _inputs(work: pathlib.Path) -> dict[str, tuple[str, list[str]]]:
         _many_and_one(work / "many4000", work / "one")
     if not (work / "tiny").exists():
         write_csv(work / "tiny" / "tiny.csv", 16)
+    _issue51_inputs(work, rng)
     schema = work / "dirty_schema.json"  # the column stays int64 (not text) whatever the sample
     schema.write_text(json.dumps({"features": [{"name": "v", "dtype": "int64"}]}))
     target = ["--target_shard_bytes", "64MiB"]
@@ -121,6 +164,9 @@ def _inputs(work: pathlib.Path) -> dict[str, tuple[str, list[str]]]:
         "their rows in one file": ("one/*.csv", target),
         "3% dead letters": ("dirty/*.csv", dirty),
         "the same file clean": ("clean/*.csv", dirty),
+        "3,000 mixed columns": ("mixed3000/*.csv", target),
+        "1% names not UTF-8": ("latin/*.csv", [*target, "--max_bad_fraction", "0.1"]),
+        "the same rows in UTF-8": ("mixed_clean/*.csv", [*target, "--max_bad_fraction", "0.1"]),
         "16 rows": ("tiny/*.csv", target),
     }
 
@@ -130,8 +176,13 @@ RATIOS = [
     ("3% dead letters", "the same file clean", 1.3),
     ("wide, GZIP and --splits", "wide", 1.3),
     ("4,000 small files", "their rows in one file", 2.0),
+    ("1% names not UTF-8", "the same rows in UTF-8", 1.3),
 ]
-THROUGHPUT = [("1,000 columns", "columns1000"), ("5,000 columns", "columns5000")]
+THROUGHPUT = [
+    ("1,000 columns", "columns1000"),
+    ("5,000 columns", "columns5000"),
+    ("3,000 mixed columns", "mixed3000"),
+]
 
 
 def checkout(base: str, work: pathlib.Path) -> pathlib.Path:
