@@ -393,22 +393,30 @@ def _segments(kinds: Sequence[str]) -> list[tuple[str, list[int]]]:
             runs[-1][1].append(i)
         else:
             runs.append((kind, [i]))
+    # Runs that would be written as cells, gathered side by side.
+    groups: list[list[tuple[str, list[int]]]] = []
     for k, (kind, members) in enumerate(runs):
         beside = [runs[j][0] for j in (k - 1, k + 1) if 0 <= j < len(runs)]
-        if kind in _TAGS and len(members) < _MIN_BLOCK and "cells" in beside:
-            runs[k] = ("cells", members)
-    merged: list[tuple[str, list[int]]] = []
-    for kind, members in runs:
-        if merged and merged[-1][0] == kind == "cells":
-            merged[-1][1].extend(members)
+        as_cells = kind == "cells" or (
+            kind in _TAGS and len(members) < _MIN_BLOCK and "cells" in beside
+        )
+        if as_cells and groups and groups[-1][0][0] == "cells-group":
+            groups[-1].append((kind, members))
+        elif as_cells:
+            groups.append([("cells-group", []), (kind, members)])
         else:
-            merged.append((kind, members))
+            groups.append([(kind, members)])
     out: list[tuple[str, list[int]]] = []
-    for kind, members in merged:
-        if kind == "cells" and len(members) < _MIN_CELLS:
-            out += [("entry", [i]) for i in members]
-        else:
-            out.append((kind, members))
+    for group in groups:
+        if group[0][0] != "cells-group":
+            out += group
+            continue
+        together = [i for _, members in group[1:] for i in members]
+        if len(together) >= _MIN_CELLS:
+            out.append(("cells", together))
+            continue
+        for kind, members in group[1:]:  # too few: each written as it would be alone
+            out += [("entry", [i]) for i in members] if kind == "cells" else [(kind, members)]
     return out
 
 

@@ -252,3 +252,19 @@ def test_number_columns_cast_together_hold_each_columns_own_cast():
         [pa.array(np.arange(5000.0))] * many, [f"f{i}" for i in range(many)]
     )
     assert cast_together(wide, features[:many]) == {}  # more rows than TOGETHER_MAX_ROWS
+
+
+def test_features_are_grouped_by_how_they_are_written():
+    from beam_jobs.codec.example_wire import _segments
+
+    # Few features of at most one value a row: each written alone, numbers without nulls in
+    # blocks as before (no slower path for narrow rows).
+    assert _segments(["int64", "cells", "int64", "float32", "cells"]) == [
+        ("int64", [0]), ("entry", [1]), ("int64", [2]), ("float32", [3]), ("entry", [4]),
+    ]  # fmt: skip
+    # Eight or more side by side: one group of cells, short runs of numbers among them too;
+    # a run of four numbers stays a block, and a list feature is an entry of its own.
+    kinds = ["cells", "float32", "cells", "int64", "int64", "cells", "cells", "cells", "cells"]
+    assert _segments([*kinds, "float32", "float32", "float32", "float32", "entry"]) == [
+        ("cells", list(range(9))), ("float32", [9, 10, 11, 12]), ("entry", [13]),
+    ]  # fmt: skip
