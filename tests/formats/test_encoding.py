@@ -145,3 +145,15 @@ def test_only_the_text_values_that_are_not_utf8_are_bad_rows_each_looked_at_alon
     got, bad = typed_batch(sliced, [FeatureSpec("name", "bytes")], Counter())
     assert sorted(bad) == [1, 2, 4]  # a slice keeps its own row numbers
     assert got.column(0).to_pylist() == ["x", "José", None, "", "中文", "x"]
+
+
+def test_a_marker_past_ascii_made_null_is_no_bad_text_beside_a_value_that_is():
+    # A marker cell made null keeps its bytes under the null slot: it is a missing value.
+    values = [b"Jos\xe9", "\u2014".encode(), b"Ann", "Zo\u00e9".encode()]
+    batch = pa.RecordBatch.from_arrays([pa.array(values, pa.binary())], ["name"])
+    feature = FeatureSpec("name", "bytes", [], True, null_values=["\u2014"])
+    found: Counter[tuple[str, str]] = Counter()
+    got, bad = typed_batch(batch, [feature], found)
+    assert sorted(bad) == [0]
+    assert got.column(0).to_pylist() == [None, "Ann", "Zo\u00e9"]
+    assert found == Counter({("name", "\u2014"): 1})

@@ -217,7 +217,8 @@ def _bad_rows(column: pa.Array, feature: FeatureSpec) -> _Failed:
 
 
 def _rows_past_ascii(binary: pa.LargeBinaryArray) -> np.ndarray:
-    """The rows whose value holds a byte of 0x80 or more, ascending."""
+    """The rows whose value holds a byte of 0x80 or more, ascending (a null row holds no
+    value, whatever bytes its slot still spans: a marker made null keeps them)."""
     _, offsets_buffer, data_buffer = binary.buffers()
     if data_buffer is None:
         return np.empty(0, np.int64)
@@ -226,7 +227,10 @@ def _rows_past_ascii(binary: pa.LargeBinaryArray) -> np.ndarray:
     ]
     data = np.frombuffer(data_buffer, np.uint8)
     high = np.flatnonzero(data[offsets[0] : offsets[-1]] >= 0x80) + offsets[0]
-    return np.unique(np.searchsorted(offsets, high, side="right") - 1)
+    rows = np.unique(np.searchsorted(offsets, high, side="right") - 1)
+    if binary.null_count:
+        rows = rows[np.asarray(binary.is_valid().to_numpy(zero_copy_only=False))[rows]]
+    return rows
 
 
 def _bad_text(column: pa.Array, feature: FeatureSpec) -> _Failed:
