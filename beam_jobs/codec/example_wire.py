@@ -330,7 +330,7 @@ def _cell_block(
             continue
         # The members' values end to end are their present cells in feature-then-row order.
         at = np.flatnonzero((present & (kinds == dtype)[:, None]).ravel())
-        values = [columns[j][1] for j in members]
+        values = [columns[j][1] for j in members.tolist()]
         if dtype != "bytes":
             matrix, lengths = _numbers(values, dtype)
             numbers[at, : matrix.shape[1]] = matrix
@@ -474,8 +474,10 @@ def encode_examples(
         else:
             values = [columns[i][1] for i in members]
             writer = _float_block if kind == "float32" else _int_block
-            block, size = writer(picked_keys, values, num_rows)
+            block, width = writer(picked_keys, values, num_rows)
             parts.append(block)
+            total += width
+            continue
         total += size
     header = _Rows(num_rows).constant(b"\x0a").varint(total).array()
     # One pass of Arrow's C++ kernel copies every row's pieces into place.
