@@ -13,7 +13,11 @@ import pytest
 from support.datasets import convert, expected_rows, read_all
 
 from beam_jobs.cli import main
-from beam_jobs.formats.csv.inference import infer_column, plain_number_columns
+from beam_jobs.formats.csv.inference import (
+    infer_column,
+    plain_number_columns,
+    plain_text_columns,
+)
 from beam_jobs.formats.csv.markers import DEFAULT_MARKERS, column_markers
 from beam_jobs.formats.csv.numbers import BOOLEAN
 
@@ -317,6 +321,38 @@ def test_columns_typed_at_once_are_typed_as_one_by_one(given):
         else:
             assert not plain, column  # a plain column of numbers is typed at once
     assert len(found) >= 10, found
+
+
+_TEXT_KINDS = [
+    ["paris", "rome"], ["x", "NA"], ["abc", "-"], ["word", "1"], ["true", "yes"], ["TRUE"],
+    ["ville", "nil"], ["São Paulo", "中文"], ["x", "oops"], ["a,b", " y "], ["", ""], ["1", "2"],
+]  # fmt: skip
+
+
+@pytest.mark.parametrize("given", [None, (), ("oops",)])
+def test_text_columns_typed_at_once_are_typed_as_one_by_one(given):
+    columns = []
+    for i, first in enumerate(_TEXT_KINDS):
+        for second in (_TEXT_KINDS[(i * 5) % len(_TEXT_KINDS)], _TEXT_KINDS[i], ["z", None]):
+            columns.append(
+                [pa.array([v or None for v in first], pa.string()),
+                 pa.array([v or None for v in second], pa.string())]
+            )  # fmt: skip
+    found = plain_text_columns(columns, given)
+    for position, column in enumerate(columns):
+        texts = pa.concat_arrays(column).drop_null()
+        expected = infer_column("c", texts, given)
+        values = texts.to_pylist()
+        plain = expected.dtype == "bytes" and not expected.notes and len(values) > 0
+        plain = plain and not any(v in DEFAULT_MARKERS + (given or ()) for v in values)
+        words = ("true", "false", "-", "nil")
+        plain = plain and not any(v.strip().lower() in words for v in values)
+        plain = plain and not any(v.strip().isdigit() for v in values)
+        if position in found:
+            assert found[position] == expected, column
+        else:
+            assert not plain, column  # a plain column of text is typed at once
+    assert len(found) >= 8, found
 
 
 @pytest.mark.parametrize("marker", [".", "-", "nil", "--", "?", "n.a."])

@@ -44,6 +44,7 @@ __all__ = [
     "null_values_flag",
     "number_columns",
     "plain_number_columns",
+    "plain_text_columns",
     "schema_hint",
 ]
 
@@ -299,6 +300,35 @@ def plain_number_columns(
         null_values = markers_of if markers_of or given is not None else None
         found[i] = ColumnType(dtype, (), null_values, 0)
     return found
+
+
+def plain_text_columns(
+    columns: Sequence[Sequence[pa.Array]], given: tuple[str, ...] | None = None
+) -> dict[int, ColumnType]:
+    """The columns whose sampled values are plain text, typed at once; by position.
+
+    A column is plain text when it has values and none of them is a number, true or false, a
+    missing-value marker (pandas' or `given`) or a one-token marker (`markers.TOKEN`):
+    `infer_column` gives such a column bytes, its markers (`given`) and no note, and so does
+    this, with a few Arrow calls over all the columns' values (a table of 1,000 text columns
+    spent 0.15 s in `infer_column`). The others are left out.
+    """
+    chunks = [chunk for column in columns for array in column for chunk in _chunks(array)]
+    if not chunks:
+        return {}
+    values = pa.chunked_array(chunks, pa.string()).combine_chunks()
+    labels = np.repeat(np.arange(len(columns)), [sum(len(a) for a in c) for c in columns])
+    markers = pa.array(sorted(set(DEFAULT_MARKERS) | set(given or ())), pa.string())
+    plain = np.bincount(labels, _flags(pc.is_valid(values)), len(columns)) > 0
+    for mask in (
+        pc.match_substring_regex(values, NUMBER),
+        pc.match_substring_regex(values, BOOLEAN),
+        pc.match_substring_regex(values, TOKEN),
+        pc.is_in(values, value_set=markers),
+    ):
+        plain &= np.bincount(labels, _flags(mask), len(columns)) == 0
+    null_values = given if given is not None else None
+    return {i: ColumnType("bytes", (), null_values, 0) for i in np.flatnonzero(plain).tolist()}
 
 
 def number_columns(

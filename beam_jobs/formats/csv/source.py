@@ -21,7 +21,12 @@ import pyarrow.csv as pcsv
 from beam_jobs.core.errors import DataError
 from beam_jobs.formats.csv import unraisable
 from beam_jobs.formats.csv.dialect import looks_like_data, skip_lines
-from beam_jobs.formats.csv.inference import infer_column, number_columns, plain_number_columns
+from beam_jobs.formats.csv.inference import (
+    infer_column,
+    number_columns,
+    plain_number_columns,
+    plain_text_columns,
+)
 from beam_jobs.formats.csv.markers import DEFAULT_MARKERS, column_markers
 from beam_jobs.formats.csv.notes import notes_start, number_columns_fit
 from beam_jobs.formats.csv.titles import refuse_title_lines
@@ -472,6 +477,9 @@ def infer_features(
     given = samples[0].dialect.null_values
     by_position = [[s.texts.column(i) for s in samples] for i in range(len(names))]
     plain = plain_number_columns(by_position, given)
+    rest = [i for i in range(len(names)) if i not in plain]  # text columns looked at once too
+    texts = plain_text_columns([by_position[i] for i in rest], given)
+    plain |= {rest[k]: guess for k, guess in texts.items()}
     for position, name in enumerate(names):
         if name in by_name:
             features.append(_overridden(by_name[name], given))
