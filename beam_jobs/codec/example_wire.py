@@ -102,7 +102,8 @@ class _Rows:
         return _binary(matrix[take], take.sum(axis=1))
 
 
-def _binary(data: np.ndarray, lengths: np.ndarray) -> pa.LargeBinaryArray:
+def _binary(data: np.ndarray | pa.Buffer, lengths: np.ndarray) -> pa.LargeBinaryArray:
+    """`data`'s bytes end to end cut into `lengths`."""
     offsets = np.zeros(len(lengths) + 1, dtype=np.int64)
     np.cumsum(lengths, out=offsets[1:])
     return pa.LargeBinaryArray.from_buffers(
@@ -343,7 +344,7 @@ def _cell_block(
         in_rows = np.zeros(c * n, dtype=np.int64)
         in_rows[row_major] = lengths
         taken = joined.take(pa.array(np.argsort(row_major, kind="stable")))
-        texts = _binary_of(taken, in_rows)
+        texts = _binary(taken.buffers()[2] or pa.py_buffer(b""), in_rows)  # zero: no text
     # From here on cells go row by row, each row's features in order.
     size, packed = sizes.T.ravel(), present.T.ravel()
     numbers = numbers.reshape(c, n, -1).transpose(1, 0, 2).reshape(c * n, -1)
@@ -378,16 +379,6 @@ def _cell_block(
     return rows, total
 
 
-def _binary_of(values: pa.LargeBinaryArray, lengths: np.ndarray) -> pa.LargeBinaryArray:
-    """`values`' bytes end to end cut into `lengths` (zeros where a cell holds no text)."""
-    offsets = np.zeros(len(lengths) + 1, dtype=np.int64)
-    np.cumsum(lengths, out=offsets[1:])
-    data = values.buffers()[2] if len(values) else None
-    return pa.LargeBinaryArray.from_buffers(
-        pa.large_binary(), len(lengths), [None, pa.py_buffer(offsets), data or pa.py_buffer(b"")]
-    )
-
-
 # Features are written a group at a time where a call's fixed cost outweighs the work: a run
 # of fewer than `_MIN_BLOCK` one-number-a-row features beside cells is written among them, and
 # fewer than `_MIN_CELLS` features of at most one value a row are written one at a time
@@ -406,30 +397,27 @@ def _segments(kinds: Sequence[str]) -> list[tuple[str, list[int]]]:
             runs[-1][1].append(i)
         else:
             runs.append((kind, [i]))
-    # Runs that would be written as cells, gathered side by side.
-    groups: list[list[tuple[str, list[int]]]] = []
+    # Runs that would be written as cells, gathered side by side: (as cells?, its runs).
+    groups: list[tuple[bool, list[tuple[str, list[int]]]]] = []
     for k, (kind, members) in enumerate(runs):
         beside = [runs[j][0] for j in (k - 1, k + 1) if 0 <= j < len(runs)]
         as_cells = kind == "cells" or (
             kind in _TAGS and len(members) < _MIN_BLOCK and "cells" in beside
         )
-        if as_cells and groups and groups[-1][0][0] == "cells-group":
-            groups[-1].append((kind, members))
-        elif as_cells:
-            groups.append([("cells-group", []), (kind, members)])
+        if as_cells and groups and groups[-1][0]:
+            groups[-1][1].append((kind, members))
         else:
-            groups.append([(kind, members)])
+            groups.append((as_cells, [(kind, members)]))
     out: list[tuple[str, list[int]]] = []
-    for group in groups:
-        if group[0][0] != "cells-group":
+    for as_cells, group in groups:
+        together = [i for _, members in group for i in members]
+        if not as_cells:
             out += group
-            continue
-        together = [i for _, members in group[1:] for i in members]
-        if len(together) >= _MIN_CELLS:
+        elif len(together) >= _MIN_CELLS:
             out.append(("cells", together))
-            continue
-        for kind, members in group[1:]:  # too few: each written as it would be alone
-            out += [("entry", [i]) for i in members] if kind == "cells" else [(kind, members)]
+        else:  # too few: each written as it would be alone
+            for kind, members in group:
+                out += [("entry", [i]) for i in members] if kind == "cells" else [(kind, members)]
     return out
 
 

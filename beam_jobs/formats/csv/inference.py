@@ -260,12 +260,10 @@ def plain_number_columns(
     rather than a dozen a column (0.4 ms each: seconds for 5,000 columns). The others are
     left out, for `infer_column`.
     """
-    chunks = [chunk for column in columns for array in column for chunk in _chunks(array)]
-    if not chunks:
+    labelled = _labelled(columns)
+    if labelled is None:
         return {}
-    values = pa.chunked_array(chunks, pa.string()).combine_chunks()
-    sizes = [sum(len(array) for array in column) for column in columns]
-    labels = np.repeat(np.arange(len(columns)), sizes)
+    values, labels = labelled
 
     def per_column(mask: pa.Array | np.ndarray) -> np.ndarray:
         flags = np.asarray(mask, dtype=bool) if isinstance(mask, np.ndarray) else _flags(mask)
@@ -313,11 +311,10 @@ def plain_text_columns(
     this, with a few Arrow calls over all the columns' values (a table of 1,000 text columns
     spent 0.15 s in `infer_column`). The others are left out.
     """
-    chunks = [chunk for column in columns for array in column for chunk in _chunks(array)]
-    if not chunks:
+    labelled = _labelled(columns)
+    if labelled is None:
         return {}
-    values = pa.chunked_array(chunks, pa.string()).combine_chunks()
-    labels = np.repeat(np.arange(len(columns)), [sum(len(a) for a in c) for c in columns])
+    values, labels = labelled
     markers = pa.array(sorted(set(DEFAULT_MARKERS) | set(given or ())), pa.string())
     plain = np.bincount(labels, _flags(pc.is_valid(values)), len(columns)) > 0
     for mask in (
@@ -358,6 +355,16 @@ def number_columns(
 
 
 _LEAST_VALUES = 3  # values of a column for `number_columns` to call it one of numbers
+
+
+def _labelled(columns: Sequence[Sequence[pa.Array]]) -> tuple[pa.Array, np.ndarray] | None:
+    """Every column's sampled texts end to end, and each value's column (None: no values)."""
+    chunks = [chunk for column in columns for array in column for chunk in _chunks(array)]
+    if not chunks:
+        return None
+    values = pa.chunked_array(chunks, pa.string()).combine_chunks()
+    sizes = [sum(len(array) for array in column) for column in columns]
+    return values, np.repeat(np.arange(len(columns)), sizes)
 
 
 def _chunks(array: pa.Array | pa.ChunkedArray) -> list[pa.Array]:
