@@ -304,33 +304,46 @@ def bad_rows_note(output: str, dead_letters: Sequence[str], limit: int = 5) -> l
 
 
 def _planned_shards(plan: ConversionPlan) -> str:
-    target_shard_bytes = plan.sharding.target_shard_bytes
+    target = f"(target {format_size(plan.sharding.target_shard_bytes)})"
     if not plan.splits:
         estimate = plan.estimated_output_bytes / len(plan.shards)
         each = " each" if len(plan.shards) > 1 else ""
         line = (
             f"shards       {count_of(len(plan.shards), 'shard')} of about "
-            f"{format_size(estimate)}{each} (target {format_size(target_shard_bytes)})"
+            f"{format_size(estimate)}{each} {target}"
         )
-        if len(plan.tasks) == len(plan.shards):
-            return line
+    else:
+        total = sum(s.weight for s in plan.splits)
+        parts = []
+        counts = plan.shards_per_split()
+        for split, share in zip(plan.splits, plan.split_shares, strict=True):
+            count = counts[split.name]
+            size = plan.estimated_output_bytes * share / count
+            parts.append(
+                f"{split.name} ({split.weight}/{total}): {count} of about {format_size(size)}"
+            )
+        line = f"shards       {'; '.join(parts)} {target}"
+    tasks = _tasks(plan)
+    return f"{line}\ntasks        {tasks}" if tasks else line
+
+
+def _tasks(plan: ConversionPlan) -> str:
+    """What the write tasks do, when it is not a task writing each shard whole."""
+    tasks = count_of(len(plan.tasks), "write task")
+    if plan.shuffle is not None:
+        units = count_of(len(plan.shuffle.units()), "unit")
         return (
-            f"{line}\ntasks        {count_of(len(plan.tasks), 'write task')}; a shard of "
-            "many files is written in parts, joined in order"
+            f"{tasks} deal the records out to random buckets of the shards; {units} then "
+            "write them, each bucket's records in a random order"
         )
-    total = sum(s.weight for s in plan.splits)
-    parts = []
-    counts = plan.shards_per_split()
-    for split, share in zip(plan.splits, plan.split_shares, strict=True):
-        count = counts[split.name]
-        size = plan.estimated_output_bytes * share / count
-        parts.append(f"{split.name} ({split.weight}/{total}): {count} of about {format_size(size)}")
-    tasks = len(plan.tasks)
-    return (
-        f"shards       {'; '.join(parts)} (target {format_size(target_shard_bytes)})\n"
-        f"tasks        {count_of(tasks, 'write task')}, reading the input once; each writes "
-        "its rows of each split to a part of that split's shard"
-    )
+    if plan.splits:
+        return (
+            f"{tasks}, reading the input once; each writes its rows of each split to a part "
+            "of that split's shard"
+        )
+    if len(plan.tasks) == len(plan.shards):
+        return ""
+    return f"{tasks}; a shard of many files is written in parts, joined in order"
 
 
 def describe_plan(plan: ConversionPlan, output: str | None) -> str:

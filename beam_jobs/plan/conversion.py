@@ -30,6 +30,7 @@ from beam_jobs.plan.inputs import list_inputs
 from beam_jobs.plan.measure import measure
 from beam_jobs.plan.shards import (
     choose_num_shards,
+    first_pass_tasks,
     plan_split_tasks,
     plan_tasks,
 )
@@ -255,6 +256,7 @@ def make_plan(config: ConvertConfig) -> ConversionPlan:
             {split: framed * shares[split] for split in split_shards},
             sharding.shuffle_seed,
         )
+        tasks = first_pass_tasks(files, shards, tasks)
     return ConversionPlan(
         files=tuple(files),
         features=tuple(features),

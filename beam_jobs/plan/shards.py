@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import bisect
 import collections
+import dataclasses
 import itertools
 import math
 from collections.abc import Sequence
@@ -21,6 +22,7 @@ from beam_jobs.core.tasks import PlannedShard, ShardPart, WriteTask
 __all__ = [
     "choose_num_shards",
     "cut_points",
+    "first_pass_tasks",
     "plan_shards",
     "plan_split_tasks",
     "plan_tasks",
@@ -197,6 +199,47 @@ def plan_split_tasks(
         for index, pieces in enumerate(_pieces(files, cuts))
     ]
     return shards, tasks
+
+
+def first_pass_tasks(
+    files: Sequence[InputFile],
+    shards: Sequence[PlannedShard],
+    tasks: Sequence[WriteTask],
+    task_bytes: int | None = None,
+) -> list[WriteTask]:
+    """A shuffled conversion's write tasks, given the shards and the tasks of input order.
+
+    Its records go to random buckets whatever task reads them, so a task need not read one
+    shard's input: with more shards than max(MIN_TASKS, input / `task_bytes`) (small shards),
+    the input is cut into that many ranges instead, planned as shards are (`plan_tasks`,
+    `plan_split_tasks`), and each range's write tasks count as tasks of shard r x shards //
+    ranges of their split (which carries what they read and set aside). With fewer shards
+    the tasks are those of input order. Per planned shard costs a task, a file and a read
+    of it by every unit: 20,000 shards of 20 records made 20,000 tasks."""
+    total = sum(f.size for f in files)
+    counts: dict[str | None, int] = {}
+    for shard in shards:
+        counts[shard.split] = counts.get(shard.split, 0) + 1
+    most = max(MIN_TASKS, math.ceil(total / (task_bytes or TASK_BYTES)))
+    ranges = {split: min(count, most) for split, count in counts.items()}
+    if not total or ranges == counts:
+        return list(tasks)
+    if None in counts:
+        _, planned = plan_tasks(files, ranges[None], task_bytes=task_bytes)
+    else:
+        named = [(split or "", count) for split, count in ranges.items()]
+        _, planned = plan_split_tasks(files, named, task_bytes)
+    return [
+        dataclasses.replace(
+            task,
+            parts=tuple(
+                ShardPart(p.split, p.index * counts[p.split] // p.num_shards, counts[p.split])
+                for p in task.parts
+            ),
+            in_parts=True,  # not one shard's input: named by its index (`progress`)
+        )
+        for task in planned
+    ]
 
 
 def _bounds(files: Sequence[InputFile], num_shards: int) -> list[int]:

@@ -16,6 +16,7 @@ from support.dask_cluster import dask_cluster
 
 from beam_jobs.core.errors import UsageError
 from beam_jobs.job import on_dask
+from beam_jobs.plan.shards import MIN_TASKS
 
 ROWS = 30_000
 TARGET = "128KiB"
@@ -132,15 +133,16 @@ def test_dask_cluster_writes_the_same_shards_as_the_local_runner(cluster, sample
     )
     assert verify.returncode == 0, verify.stdout + verify.stderr
     assert "progress: " in run.stderr
-    # One writer task per shard, spread over both workers.
+    # One Dask task per write task, spread over both workers: MIN_TASKS of them, the shards
+    # being smaller than an eighth of the input (`plan.shards.first_pass_tasks`).
     writers = {}
     for task in tasks:
         key = task["key"]
         if isinstance(key, tuple) and str(key[0]).startswith("apply_dofn_to_bundle-"):
             writers.setdefault(key[0], {})[key[1]] = task["worker"]
-    per_shard = [w for w in writers.values() if sorted(w) == list(range(len(manifest["shards"])))]
-    assert per_shard, writers.keys()
-    assert len(set(per_shard[0].values())) == 2
+    per_task = [w for w in writers.values() if sorted(w) == list(range(MIN_TASKS))]
+    assert per_task, writers.keys()
+    assert len(set(per_task[0].values())) == 2
 
 
 @pytest.mark.slow
@@ -398,5 +400,5 @@ def test_a_dask_run_whose_task_hangs_ends_naming_it_not_waited_on_forever(sample
     assert run.returncode == 3, run.stderr[-3000:]
     line = next(x for x in run.stderr.splitlines() if x.startswith("error: "))
     assert " (--stall_seconds 10) in stage WriteShards (the write tasks): " in line
-    assert "waiting for data-00001-of-000" in line
+    assert f"task-00001-of-{MIN_TASKS:05d} (" in line
     assert _status(run.stdout)["status"] == "error"

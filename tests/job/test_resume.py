@@ -22,6 +22,7 @@ from beam_jobs.config.convert import ConvertConfig
 from beam_jobs.job import resume
 from beam_jobs.job.argv import split_argv
 from beam_jobs.plan.conversion import make_plan
+from beam_jobs.plan.shards import MIN_TASKS
 
 ROWS = 250_000
 BAD = 50  # rows with a word for a number: dead letters, within the default budget
@@ -225,7 +226,7 @@ def test_a_run_whose_progress_stands_still_ends_naming_what_it_waited_for(source
     line = next(x for x in stalled.stderr.splitlines() if x.startswith("error: "))
     assert line.startswith("error: no progress for ")
     assert " (--stall_seconds 10) in stage WriteShards (the write tasks): " in line
-    assert "waiting for data-00001-of-000" in line
+    assert f"task-00001-of-{MIN_TASKS:05d} (" in line  # the hung task (by index: of 26 shards)
     kept = status(stalled)
     assert kept["status"] == "error" and kept["kept_tasks"] >= 1
     again = subprocess.run(argv, capture_output=True, text=True, timeout=300)

@@ -10,11 +10,12 @@ from beam_jobs.core.errors import DataError
 from beam_jobs.core.tasks import Run, WrittenRuns, WrittenShard
 from beam_jobs.plan.shuffle import plan_shuffle
 from beam_jobs.sink.join_parts import merged_tallies
-from beam_jobs.sink.shuffle.units import RunStretches, unit_pieces, unit_work
+from beam_jobs.sink.shuffle.units import RunStretches, openers, unit_pieces, unit_work
 
 # 2 shards of 3 buckets each, one unit a bucket (fewer than 8 shards): units (shard, part).
 PLAN = plan_shuffle({None: 2}, {None: 2 * 3 * 10e6}, seed=0, bucket_bytes=10_000_000)
 TASKS = {("", 0): (0, 1), ("", 1): (2,)}
+OPENS = openers(TASKS, PLAN)
 TEMP = "/t/.tfrecord-etl-tmp-0a"
 
 
@@ -43,7 +44,7 @@ OUTPUTS = [
 def _gathered(outputs: list[WrittenRuns]) -> dict[tuple[str, int, int], list[object]]:
     keyed: dict[tuple[str, int, int], list[object]] = {}
     for output in outputs:
-        for key, piece in unit_pieces(output, PLAN, TASKS, TEMP):
+        for key, piece in unit_pieces(output, PLAN, OPENS, TEMP):
             keyed.setdefault(key, []).append(piece)
     return keyed
 
@@ -101,4 +102,22 @@ def test_lost_or_repeated_outputs_and_runs_short_of_their_records_are_refused():
         unit_work(("", 0, 1), twice[("", 0, 1)], PLAN, TEMP)
     short = OUTPUTS[0].__class__(**{**OUTPUTS[0].__dict__, "records": 1})
     with pytest.raises(DataError, match="wrote 1 records of split \\(all\\) but its runs hold 11"):
-        list(unit_pieces(short, PLAN, TASKS, TEMP))
+        list(unit_pieces(short, PLAN, OPENS, TEMP))
+
+
+def test_shards_without_tasks_of_their_own_are_opened_by_the_last_task_range_before_them():
+    # 5 shards whose input two ranges of tasks read (small shards, shuffled): the tallies of
+    # tasks 0-1 go with shard 0, task 2's with shard 2 (`plan.shards.first_pass_tasks`).
+    plan = plan_shuffle({None: 5}, {None: 5 * 10e6}, seed=0, bucket_bytes=10_000_000)
+    tasks = {("", 0): (0, 1), ("", 2): (2,)}
+    opens = openers(tasks, plan)
+    assert opens == {("", 0): (0, 2), ("", 2): (2, 5)}
+    outputs = [_output(0, 0, []), _output(1, 0, []), _output(2, 2, [([4], [3])])]
+    keyed: dict[tuple[str, int, int], list[object]] = {}
+    for output in outputs:
+        for key, piece in unit_pieces(output, plan, opens, TEMP):
+            keyed.setdefault(key, []).append(piece)
+    assert sorted(keyed) == [("", s, 0) for s in range(5)]
+    tallies = {k[1]: [p.part for p in v if isinstance(p, WrittenShard)] for k, v in keyed.items()}
+    assert tallies == {0: [0, 1], 1: [], 2: [2], 3: [], 4: []}
+    assert unit_work(("", 4, 0), keyed[("", 4, 0)], plan, TEMP).records == 3

@@ -29,7 +29,7 @@ from beam_jobs.sink.join_parts import JoinParts, merged_tallies
 from beam_jobs.sink.run_files import create_run_file
 from beam_jobs.sink.shuffle.draws import permutation
 from beam_jobs.sink.shuffle.runs import gather, read_bucket
-from beam_jobs.sink.shuffle.units import ShuffleWork, UnitPiece, unit_pieces, unit_work
+from beam_jobs.sink.shuffle.units import ShuffleWork, UnitPiece, openers, unit_pieces, unit_work
 from beam_jobs.sink.temp_folder import stop_if_abandoned
 from tfdata_reader.manifest import Counts, shard_name
 
@@ -49,9 +49,10 @@ class WriteShuffledFn(beam.DoFn):
         run_id: str = "",
         note_seconds: float | None = None,
     ) -> None:
-        """`tasks`: (split or "", planned shard) -> the write tasks of its input, whose
-        tallies part 0 merges. `run_marker`: the work folder's marker, which must name
-        `run_id` (None: a run without a launcher, which neither checks nor commits).
+        """`tasks`: (split or "", planned shard) -> the write tasks whose tallies part 0
+        merges (a shard without: none; `plan.shards.first_pass_tasks`). `run_marker`: the
+        work folder's marker, which must name `run_id` (None: a run without a launcher,
+        which neither checks nor commits).
         `note_seconds`: how often a unit at work says so (`WriteSpec.note_seconds`)."""
         self._temp_dir = temp_dir
         self._sharding = sharding
@@ -138,8 +139,8 @@ class WriteShuffledFn(beam.DoFn):
             index=unit.shard, temp_path="", name=name, records=0, bytes=0, crc32c="",
             split=unit.split, num_shards=unit.num_shards,
         )  # fmt: skip
-        if unit.part == 0:  # what the planned shard's write tasks read and set aside
-            tasks = self._tasks[unit.key[:2]]
+        tasks = self._tasks.get(unit.key[:2], ())  # none: a shard past a task's range's first
+        if unit.part == 0 and (tasks or work.tallies):  # what its write tasks read, set aside
             base = merged_tallies(work.tallies, self._temp_dir, tasks, attempt)
         # A shard of several units joins them: the join consumes each unit's file and dead
         # letter (`JoinParts`).
@@ -179,11 +180,11 @@ def _counted(shard: WrittenShard, work: ShuffleWork, reused: bool) -> WrittenSha
 def _pieces_in_worker(
     output: WrittenRuns,
     plan: ShufflePlan,
-    tasks: dict[tuple[str, int], tuple[int, ...]],
+    opens: dict[tuple[str, int], tuple[int, int]],
     temp_dir: str,
 ) -> list[tuple[tuple[str, int, int], UnitPiece]]:
     with raised_for_launcher():
-        return list(unit_pieces(output, plan, tasks, temp_dir))
+        return list(unit_pieces(output, plan, opens, temp_dir))
 
 
 def _work_in_worker(
@@ -229,7 +230,9 @@ class ShuffleShards(beam.PTransform[Any, Any]):
             # Each task's stretches and tallies to the units that read them (one GroupByKey:
             # no element holds every run's index; a unit a key spreads them, on Dask too).
             | "KeyByUnit"
-            >> beam.FlatMap(_pieces_in_worker, plan=plan, tasks=self._tasks, temp_dir=temp_dir)
+            >> beam.FlatMap(
+                _pieces_in_worker, plan=plan, opens=openers(self._tasks, plan), temp_dir=temp_dir
+            )
             | "GatherUnits" >> beam.GroupByKey()
             | "PlanUnits" >> beam.Map(_work_in_worker, plan=plan, temp_dir=temp_dir)
             # Each unit's buckets, permuted, into its part of a shard.

@@ -12,7 +12,7 @@ function of the inputs and options alone, whatever the runner's order.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import TypeAlias
 
 import numpy as np
@@ -22,7 +22,7 @@ from beam_jobs.core.errors import DataError
 from beam_jobs.core.tasks import STRETCH_COLUMNS, WrittenRuns, WrittenShard
 from beam_jobs.plan.shuffle import ShufflePlan, ShuffleUnit
 
-__all__ = ["RunStretches", "ShuffleWork", "unit_pieces", "unit_work"]
+__all__ = ["RunStretches", "ShuffleWork", "openers", "unit_pieces", "unit_work"]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -76,16 +76,32 @@ RunsOnWire: TypeAlias = "tuple[int, int, tuple[str, ...], bytes]"
 UnitPiece: TypeAlias = "RunsOnWire | WrittenShard | None"
 
 
+def openers(
+    tasks: Mapping[tuple[str, int], Sequence[int]], plan: ShufflePlan
+) -> dict[tuple[str, int], tuple[int, int]]:
+    """(split or "", planned shard) -> (its first write task, the shard past the last one that
+    task opens): every shard up to the next with write tasks of its own (shards of small
+    ones share a task's input in a shuffled conversion: `plan.shards.first_pass_tasks`)."""
+    found = {}
+    for split, shards, _ in plan.splits:
+        key = split or ""
+        owned = sorted(shard for s, shard in tasks if s == key)
+        for shard, end in zip(owned, [*owned[1:], shards], strict=True):
+            found[(key, shard)] = (tasks[(key, shard)][0], end)
+    return found
+
+
 def unit_pieces(
     output: WrittenRuns,
     plan: ShufflePlan,
-    tasks: dict[tuple[str, int], tuple[int, ...]],
+    opens: Mapping[tuple[str, int], tuple[int, int]],
     temp_dir: str,
 ) -> Iterator[tuple[tuple[str, int, int], UnitPiece]]:
     """A write task's output, keyed by the units that need it (`ShuffleUnit.key`): its stretches
     to the units of their buckets, its tallies to part 0 of its planned shard. The planned
-    shard's first task also opens the shard's other parts, so that a part gets written when
-    no run holds a record of its buckets. No element holds the whole index of the runs.
+    shard's first task also opens the shard's other parts and every part of the shards up
+    to the next with tasks of its own (`openers`), so that a part gets written when no run
+    holds a record of its buckets. No element holds the whole index of the runs.
 
     Raises:
       DataError: when the output's runs do not hold the records it wrote.
@@ -99,9 +115,11 @@ def unit_pieces(
         )
     yield (split, output.shard, 0), output.tallies()
     parts = plan.parts_per_shard(output.split)
-    if output.task == tasks[(split, output.shard)][0]:
-        for part in range(1, parts):
-            yield (split, output.shard, part), None
+    first, end = opens[(split, output.shard)]
+    if output.task == first:
+        for shard in range(output.shard, end):
+            for part in range(1 if shard == output.shard else 0, parts):
+                yield (split, shard, part), None
     if not output.runs:
         return
     paths = tuple(dict.fromkeys(run.path for run in output.runs))
