@@ -320,7 +320,7 @@ def _planned_shards(plan: ConversionPlan) -> str:
             count = counts[split.name]
             size = plan.estimated_output_bytes * share / count
             parts.append(
-                f"{split.name} ({split.weight}/{total}): {count} of about {format_size(size)}"
+                f"{split.name} ({split.weight}/{total}): {count:,} of about {format_size(size)}"
             )
         line = f"shards       {'; '.join(parts)} {target}"
     tasks = _tasks(plan)

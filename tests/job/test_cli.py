@@ -204,6 +204,13 @@ def test_a_dry_run_with_splits_names_its_write_tasks(tmp_path, capsys):
     assert main([*argv, "--splits=train=1,eval=1", "--num_shards=2", "--split_key=id"]) == 0
     assert "tasks        2 write tasks deal the records out to random buckets of the shards; " \
         "4 units then write them" in capsys.readouterr().out  # fmt: skip
+    # Small shards: the first pass reads the input in MIN_TASKS ranges (both splits cut at
+    # the same eighths), not a task a shard.
+    assert main([*argv, "--splits=train=2,eval=1", "--num_shards=2000"]) == 0
+    out = capsys.readouterr().out
+    assert "train (2/3): 2,000 of about" in out and "eval (1/3): 2,000 of about" in out
+    assert "tasks        8 write tasks deal the records out to random buckets of the shards; " \
+        "4,000 units then write them" in out  # fmt: skip
 
 
 def test_the_status_line_names_a_workers_error_not_its_traceback(tmp_path, capsys):
