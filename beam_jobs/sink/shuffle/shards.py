@@ -139,7 +139,7 @@ class WriteShuffledFn(beam.DoFn):
             index=unit.shard, temp_path="", name=name, records=0, bytes=0, crc32c="",
             split=unit.split, num_shards=unit.num_shards,
         )  # fmt: skip
-        tasks = self._tasks.get(unit.key[:2], ())  # none: a shard past a task's range's first
+        tasks = self._tasks.get(unit.key[:2], ())  # none: a shard between ranges' first
         if unit.part == 0 and (tasks or work.tallies):  # what its write tasks read, set aside
             base = merged_tallies(work.tallies, self._temp_dir, tasks, attempt)
         # A shard of several units joins them: the join consumes each unit's file and dead
