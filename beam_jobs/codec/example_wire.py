@@ -455,18 +455,18 @@ def encode_examples(
             one_each = scalar[id(offsets)]
             header, payload, size = _entry(keys[i], dtypes[i], offsets, values, one_each)
             parts += [header, payload]
+            total += size
         elif kind == "cells":
             picked = [columns[i] for i in members]
-            block, size = _cell_block(picked_keys, [dtypes[i] for i in members], picked, num_rows)
+            block, sizes = _cell_block(picked_keys, [dtypes[i] for i in members], picked, num_rows)
             parts.append(block)
+            total += sizes
         else:
             values = [columns[i][1] for i in members]
             writer = _float_block if kind == "float32" else _int_block
             block, width = writer(picked_keys, values, num_rows)
             parts.append(block)
             total += width
-            continue
-        total += size
     header = _Rows(num_rows).constant(b"\x0a").varint(total).array()
     # One pass of Arrow's C++ kernel copies every row's pieces into place.
     return pc.binary_join_element_wise(header, *parts, _EMPTY)

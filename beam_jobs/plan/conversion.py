@@ -256,7 +256,7 @@ def make_plan(config: ConvertConfig) -> ConversionPlan:
             {split: framed * shares[split] for split in split_shards},
             sharding.shuffle_seed,
         )
-        tasks = first_pass_tasks(files, shards, tasks)
+        tasks = first_pass_tasks(files, split_shards, tasks)
     return ConversionPlan(
         files=tuple(files),
         features=tuple(features),

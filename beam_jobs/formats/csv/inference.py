@@ -324,8 +324,7 @@ def plain_text_columns(
         pc.is_in(values, value_set=markers),
     ):
         plain &= np.bincount(labels, _flags(mask), len(columns)) == 0
-    null_values = given if given is not None else None
-    return {i: ColumnType("bytes", (), null_values, 0) for i in np.flatnonzero(plain).tolist()}
+    return {i: ColumnType("bytes", (), given, 0) for i in np.flatnonzero(plain).tolist()}
 
 
 def number_columns(
