@@ -297,16 +297,19 @@ _KINDS = [
 ]
 
 
+def _two_samples(kinds, step, last) -> list[list[pa.Array]]:
+    """Columns of two samples each (nulls for empty cells): every kind first, then another
+    kind (`step` on), itself, or `last`."""
+    pairs = [(first, second) for i, first in enumerate(kinds)
+             for second in (kinds[(i * step) % len(kinds)], kinds[i], last)]  # fmt: skip
+    return [[pa.array([v or None for v in sample], pa.string()) for sample in pair]
+            for pair in pairs]  # fmt: skip
+
+
 @pytest.mark.parametrize("given", [None, (), ("-999",), ("NA", "oops")])
 def test_columns_typed_at_once_are_typed_as_one_by_one(given):
     # Every column (two samples of it, nulls for empty cells) in every combination of kinds.
-    columns = []
-    for i, first in enumerate(_KINDS):
-        for second in (_KINDS[(i * 7) % len(_KINDS)], _KINDS[i], ["3", None]):
-            columns.append(
-                [pa.array([v or None for v in first], pa.string()),
-                 pa.array([v or None for v in second], pa.string())]
-            )  # fmt: skip
+    columns = _two_samples(_KINDS, 7, ["3", None])
     found = plain_number_columns(columns, given)
     for position, column in enumerate(columns):
         texts = pa.concat_arrays(column).drop_null()
@@ -331,13 +334,7 @@ _TEXT_KINDS = [
 
 @pytest.mark.parametrize("given", [None, (), ("oops",)])
 def test_text_columns_typed_at_once_are_typed_as_one_by_one(given):
-    columns = []
-    for i, first in enumerate(_TEXT_KINDS):
-        for second in (_TEXT_KINDS[(i * 5) % len(_TEXT_KINDS)], _TEXT_KINDS[i], ["z", None]):
-            columns.append(
-                [pa.array([v or None for v in first], pa.string()),
-                 pa.array([v or None for v in second], pa.string())]
-            )  # fmt: skip
+    columns = _two_samples(_TEXT_KINDS, 5, ["z", None])
     found = plain_text_columns(columns, given)
     for position, column in enumerate(columns):
         texts = pa.concat_arrays(column).drop_null()
